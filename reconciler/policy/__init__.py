@@ -1,0 +1,1 @@
+"""Policy input document, engines and reports."""
