@@ -1,0 +1,85 @@
+# METADATA
+# title: Device classes exist before the claims that request them
+# description: >-
+#   Every device class that a ResourceClaim or ResourceClaimTemplate requests (every alternative of a
+#   prioritized list, every resource.k8s.io version; a v1alpha2 ResourceClass by resourceClassName) must
+#   exist in the desired state or in the cluster, and the change must not apply the class in a later
+#   stage than the claim (a dra-gitops.io/stage override) unless the class already exists.
+# custom:
+#   id: class-before-template
+#   severity: deny
+package dra.class_before_template
+
+rule_id := "class-before-template"
+
+claim_roles := {"claim", "claim-template"}
+
+violation(obj, msg) := {
+	"rule": rule_id,
+	"msg": msg,
+	"ref": obj._dra.ref,
+	"path": obj._dra.path,
+	"line": obj._dra.line,
+}
+
+# The cluster's index when the check runs against a cluster, else an empty index.
+cluster_index := idx if {
+	input.cluster != null
+	idx := object.get(input.cluster, "index", {})
+} else := {}
+
+in_index(idx, section, key) if object.get(idx, [section, key], null) != null
+
+# Known after this change: in the desired state or already in the cluster.
+known_class(name) if in_index(input.index, "device_classes", name)
+
+known_class(name) if in_index(cluster_index, "device_classes", name)
+
+# Exists before this change is applied: live in the cluster or, offline, part of the base revision.
+preexisting_class(name) if in_index(cluster_index, "device_classes", name)
+
+preexisting_class(name) if {
+	object.get(input, "cluster", null) == null
+	in_index(object.get(input, "base_index", {}), "device_classes", name)
+}
+
+# v1alpha1/v1alpha2 claims name a ResourceClass, later versions a DeviceClass.
+class_kind(obj) := "ResourceClass" if {
+	obj._dra.version in {"v1alpha1", "v1alpha2"}
+} else := "DeviceClass"
+
+deny contains v if {
+	some obj in input.objects
+	obj._dra.role in claim_roles
+	some class in obj._dra.device_classes
+	not known_class(class)
+	msg := sprintf(
+		"%s requests %s %s, which exists neither in the desired state nor in the cluster; add the class or fix the class name",
+		[obj._dra.ref, class_kind(obj), class],
+	)
+	v := violation(obj, msg)
+}
+
+head_classes := [obj | some obj in input.objects; obj._dra.role == "device-class"]
+
+# Latest stage at which the desired state applies each class (a name may appear more than once
+# when several versions' objects share it). Built once so the check below stays linear.
+class_stage := {name: max(stages) |
+	some cls in head_classes
+	name := cls._dra.name
+	stages := [other._dra.stage | some other in head_classes; other._dra.name == name]
+}
+
+deny contains v if {
+	some obj in input.objects
+	obj._dra.role in claim_roles
+	some class in obj._dra.device_classes
+	stage := class_stage[class]
+	stage > obj._dra.stage
+	not preexisting_class(class)
+	msg := sprintf(
+		"%s requests %s %s, which this change applies in a later stage (%d) than the claim (%d); drop the dra-gitops.io/stage override so the class comes first",
+		[obj._dra.ref, class_kind(obj), class, stage, obj._dra.stage],
+	)
+	v := violation(obj, msg)
+}

@@ -1,0 +1,204 @@
+"""The policy check pipeline: load → plan → input document → engine → findings.
+
+This module wires the pure core to the edges (local files, Git); the CLI only parses flags and prints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import UserError
+from reconciler.model.loader import (
+    REPO_CONFIG_NAMES,
+    Limits,
+    LoadResult,
+    load_blobs,
+    load_paths,
+    load_repo_config,
+)
+from reconciler.model.objects import Manifest
+from reconciler.model.plan import Plan, compute_plan
+from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
+from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
+from reconciler.policy.result import ChangeSummary, CheckResult
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass
+class CheckOptions:
+    policy_dirs: Sequence[Path] = ()
+    opa_url: str | None = None
+    opa_token: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    progress: Progress = _quiet
+
+
+@dataclass
+class CheckRun:
+    """A finished check: the result to report plus what was computed on the way (for plan output, timings)."""
+
+    result: CheckResult
+    plan: Plan
+    input_doc: dict[str, Any]
+    timings: dict[str, float]
+
+
+def make_engine(policy_set: PolicySet, options: CheckOptions) -> Engine:
+    if options.opa_url:
+        from reconciler.policy.opa import OpaServerEngine
+
+        return OpaServerEngine(options.opa_url, policy_set, token=options.opa_token)
+    return EmbeddedEngine(policy_set)
+
+
+def _merge_params(*layers: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged.update(layer)
+    return merged
+
+
+def _config_paths(root: Path) -> tuple[list[Path], dict[str, Any]]:
+    """The paths and params a `dra-gitops.yaml` at the root of a directory names, else the directory."""
+    for name in REPO_CONFIG_NAMES:
+        config_file = root / name
+        if config_file.is_file():
+            config = load_repo_config(config_file.read_bytes(), config_file.as_posix())
+            paths = [root / p for p in config.get("paths") or []] or [root]
+            for path in paths:
+                if not path.resolve().is_relative_to(root.resolve()):
+                    raise UserError(
+                        f"`paths` entry {path} leaves the repository", where=config_file.as_posix()
+                    )
+            return paths, dict(config.get("params") or {})
+    return [root], {}
+
+
+def run_check(
+    head: LoadResult,
+    base: LoadResult | None,
+    options: CheckOptions,
+    *,
+    revision: Revision = Revision(),
+    base_sha: str | None = None,
+    repo_params: dict[str, Any] | None = None,
+    cluster: ClusterFacts | None = None,
+    timings: dict[str, float] | None = None,
+) -> CheckRun:
+    timings = dict(timings or {})
+    started = time.perf_counter()
+    base_manifests: list[Manifest] = base.manifests if base else []
+    plan = compute_plan(base_manifests, head.manifests)
+    timings["plan"] = time.perf_counter() - started
+    options.progress(f"plan: {plan.summary()}")
+
+    started = time.perf_counter()
+    policy_set = load_policy_set(options.policy_dirs)
+    engine = make_engine(policy_set, options)
+    params = _merge_params(policy_set.params, repo_params or {}, options.params)
+    input_doc = build_input(
+        head=head.manifests,
+        base=base_manifests,
+        plan=plan,
+        revision=revision,
+        base_sha=base_sha,
+        has_base=base is not None,
+        cluster=cluster,
+        params=params,
+    )
+    timings["input"] = time.perf_counter() - started
+    started = time.perf_counter()
+    findings = evaluate(engine, policy_set, input_doc)
+    if base is not None:
+        # A check against a base judges the change: objects it leaves untouched keep their old findings out.
+        changed = {str(change.ref) for change in plan.changes}
+        findings = [f for f in findings if f.ref in changed]
+    timings["policy"] = time.perf_counter() - started
+    rules = dict(policy_set.rules)
+    if any(f.rule == WAIVER_RULE.id for f in findings):
+        rules[WAIVER_RULE.id] = WAIVER_RULE
+    result = CheckResult(
+        findings=findings,
+        rules=rules,
+        objects_checked=len(head.manifests),
+        files_checked=len(head.files),
+        changes=ChangeSummary(plan.count("create"), plan.count("update"), plan.count("delete")),
+        engine=engine.name,
+    )
+    options.progress(
+        f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"
+    )
+    return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
+
+
+def check_paths(paths: Sequence[Path], options: CheckOptions) -> CheckRun:
+    """`check PATH...`: the desired state on disk against no base (everything is a create)."""
+    started = time.perf_counter()
+    to_load: list[Path] = []
+    repo_params: dict[str, Any] = {}
+    for path in paths:
+        if path.is_dir():
+            config_paths, params = _config_paths(path)
+            to_load.extend(config_paths)
+            repo_params.update(params)
+        else:
+            to_load.append(path)
+    head = load_paths(to_load, options.limits)
+    timings = {"load": time.perf_counter() - started}
+    options.progress(f"loaded {len(head.manifests)} objects from {len(head.files)} files")
+    return run_check(head, None, options, repo_params=repo_params, timings=timings)
+
+
+def check_git(repo_dir: Path, base_rev: str, head_rev: str, subdir: str, options: CheckOptions) -> CheckRun:
+    """`check --repo --base --head`: both trees read from Git, only the change between them judged."""
+    from reconciler.source import git as git_source
+
+    started = time.perf_counter()
+    repo = git_source.open_repo(repo_dir)
+    head_tree = git_source.read_tree(repo, head_rev, subdir, options.limits)
+    base_tree = git_source.read_tree(repo, base_rev, subdir, options.limits)
+    repo_params: dict[str, Any] = {}
+    if head_tree.config is not None:
+        config = load_repo_config(head_tree.config[1], head_tree.config[0])
+        repo_params = dict(config.get("params") or {})
+        wanted = [p.strip("/") for p in config.get("paths") or []]
+        if wanted:
+            prefix = f"{subdir.strip('/')}/" if subdir else ""
+
+            def selected(blobs: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+                return [
+                    (path, data)
+                    for path, data in blobs
+                    if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in wanted)
+                ]
+
+            head_tree = git_source.TreeFiles(head_tree.commit, selected(head_tree.blobs), head_tree.config)
+            base_tree = git_source.TreeFiles(base_tree.commit, selected(base_tree.blobs), base_tree.config)
+    head = load_blobs(head_tree.blobs, options.limits)
+    base = load_blobs(base_tree.blobs, options.limits)
+    timings = {"load": time.perf_counter() - started}
+    options.progress(
+        f"loaded {len(head.manifests)} objects at {head_tree.commit.sha[:12]}, "
+        f"{len(base.manifests)} at {base_tree.commit.sha[:12]}"
+    )
+    commit = head_tree.commit
+    revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
+    return run_check(
+        head,
+        base,
+        options,
+        revision=revision,
+        base_sha=base_tree.commit.sha,
+        repo_params=repo_params,
+        timings=timings,
+    )

@@ -1,0 +1,278 @@
+"""Policy sets and the engines that evaluate them.
+
+A `PolicySet` is the bundled pack plus any user directories: Rego modules, merged `data.json` params and
+the rule metadata from each module's `# METADATA` block. An `Engine` evaluates a policy input document
+and returns the raw `deny`/`warn` sets of every `dra.*` package; `evaluate()` turns them into findings
+and applies waivers. The embedded engine (regorus) is the default; `reconciler.policy.opa` talks to an
+OPA server and must give identical results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from reconciler.errors import PolicyError
+from reconciler.policy.result import Finding, RuleInfo, Severity
+
+os.environ.setdefault("RUST_BACKTRACE", "0")  # regorus errors must be one readable message, not a trace
+
+WAIVER_PREFIX = "policy.dra-gitops.io/waive-"
+_PACKAGE_RE = re.compile(r"^\s*package\s+([A-Za-z0-9_.]+)\s*$", re.MULTILINE)
+_REGORUS_LOCATION_RE = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+)")
+
+
+def bundled_policy_dir() -> Path:
+    """The policy pack shipped inside the package (a link to the repository's `policies/`)."""
+    return Path(str(resources.files("reconciler") / "bundled_policies"))
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str  # shown to users in errors and SARIF
+    text: str
+    package: str
+
+
+@dataclass
+class PolicySet:
+    modules: list[Module] = field(default_factory=list)
+    tests: list[Module] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    rules: dict[str, RuleInfo] = field(default_factory=dict)
+    rule_of_package: dict[str, str] = field(default_factory=dict)
+
+
+def parse_metadata(text: str, where: str) -> dict[str, Any]:
+    """The first `# METADATA` block of a Rego module, as YAML."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip() != "# METADATA":
+            continue
+        block = []
+        for following in lines[index + 1 :]:
+            stripped = following.strip()
+            if not stripped.startswith("#"):
+                break
+            block.append(stripped[2:] if stripped.startswith("# ") else stripped[1:])
+        try:
+            data = yaml.safe_load("\n".join(block)) or {}
+        except yaml.YAMLError as exc:
+            raise PolicyError(f"invalid METADATA block: {exc}", where=f"{where}:{index + 1}") from None
+        if not isinstance(data, dict):
+            raise PolicyError("METADATA block must be a mapping", where=f"{where}:{index + 1}")
+        return data
+    return {}
+
+
+def _display(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def load_policy_set(directories: Iterable[Path], *, include_bundled: bool = True) -> PolicySet:
+    """Read every Rego module and `data.json` under the directories (bundled pack first)."""
+    roots = ([bundled_policy_dir()] if include_bundled else []) + list(directories)
+    policy_set = PolicySet()
+    for root in roots:
+        if not root.is_dir():
+            raise PolicyError("policy directory does not exist", where=str(root))
+        for path in sorted(root.rglob("*")):
+            if path.name == "data.json":
+                shown = _display(path)
+                try:
+                    data = json.loads(path.read_text(encoding="utf-8"))
+                except json.JSONDecodeError as exc:
+                    raise PolicyError(
+                        f"invalid JSON: {exc.msg}", where=f"{shown}:{exc.lineno}:{exc.colno}"
+                    ) from None
+                if not isinstance(data, dict):
+                    raise PolicyError("data.json must hold an object", where=shown)
+                _merge(
+                    policy_set.params, data.get("params", {}) if isinstance(data.get("params"), dict) else {}
+                )
+            elif path.suffix == ".rego":
+                _add_module(policy_set, path)
+    return policy_set
+
+
+def _add_module(policy_set: PolicySet, path: Path) -> None:
+    shown = _display(path)
+    text = path.read_text(encoding="utf-8")
+    match = _PACKAGE_RE.search(text)
+    if match is None:
+        raise PolicyError("no `package` declaration", where=f"{shown}:1:1")
+    module = Module(shown, text, match.group(1))
+    if path.stem.endswith("_test"):
+        policy_set.tests.append(module)
+        return
+    policy_set.modules.append(module)
+    meta = parse_metadata(text, shown)
+    custom = meta.get("custom") if isinstance(meta.get("custom"), dict) else {}
+    assert isinstance(custom, dict)
+    if not module.package.startswith("dra."):
+        return  # helper libraries may live anywhere; only dra.* packages hold rules
+    rule_id = str(custom.get("id") or module.package.removeprefix("dra.").replace("_", "-"))
+    severity: Severity = "warn" if custom.get("severity") == "warn" else "deny"
+    policy_set.rules[rule_id] = RuleInfo(
+        id=rule_id,
+        title=str(meta.get("title") or rule_id),
+        description=str(meta.get("description") or "").strip(),
+        severity=severity,
+        source=shown,
+    )
+    policy_set.rule_of_package[module.package] = rule_id
+
+
+def rego_error(exc: Exception) -> PolicyError:
+    """Turn a regorus error into a PolicyError that starts with `file:line:col`."""
+    text = str(exc).strip()
+    match = _REGORUS_LOCATION_RE.search(text)
+    message = text.splitlines()[-1].removeprefix("error:").strip() if text else "policy error"
+    if match:
+        return PolicyError(message, where=f"{match['file']}:{match['line']}:{match['col']}")
+    return PolicyError(message)
+
+
+class Engine(Protocol):
+    """Evaluates a policy input document; returns {package: {"deny": [...], "warn": [...]}}."""
+
+    name: str
+
+    def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]: ...
+
+
+def _packages_of(tree: Any, prefix: str = "dra") -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Flatten the `data.dra` document into {package: {"deny": [...], "warn": [...]}}."""
+    found: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    if not isinstance(tree, dict):
+        return found
+    if "deny" in tree or "warn" in tree:
+        found[prefix] = {
+            "deny": list(tree.get("deny") or []),
+            "warn": list(tree.get("warn") or []),
+        }
+    for key, value in tree.items():
+        if key not in ("deny", "warn") and isinstance(value, dict):
+            found.update(_packages_of(value, f"{prefix}.{key}"))
+    return found
+
+
+class EmbeddedEngine:
+    """regorus in-process: no server, compiled once per policy set."""
+
+    name = "embedded"
+
+    def __init__(self, policy_set: PolicySet) -> None:
+        import regorus  # imported here so `--help` stays fast
+
+        self._engine = regorus.Engine()
+        self._packages = sorted(
+            {module.package for module in policy_set.modules if module.package.startswith("dra.")}
+        )
+        for module in policy_set.modules:
+            try:
+                self._engine.add_policy(module.path, module.text)
+            except RuntimeError as exc:
+                raise rego_error(exc) from None
+
+    def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        engine = self._engine.clone()
+        engine.set_input_json(json.dumps(input_doc, separators=(",", ":"), default=str))
+        found: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        # Ask for deny and warn only: evaluating `data.dra` whole would also serialise every helper rule.
+        for package in self._packages:
+            sets: dict[str, list[dict[str, Any]]] = {}
+            for name in ("deny", "warn"):
+                try:
+                    answer = json.loads(engine.eval_query_as_json(f"data.{package}.{name}"))
+                except RuntimeError as exc:
+                    raise rego_error(exc) from None
+                results = answer.get("result") or []
+                sets[name] = list(results[0]["expressions"][0]["value"]) if results else []
+            found[package] = sets
+        return found
+
+
+def _waivers(objects: Sequence[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """{object ref: {rule id: reason}} from waiver annotations on the checked objects."""
+    waivers: dict[str, dict[str, str]] = {}
+    for obj in objects:
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        for key, value in annotations.items():
+            if key.startswith(WAIVER_PREFIX):
+                waivers.setdefault(obj["_dra"]["ref"], {})[key.removeprefix(WAIVER_PREFIX)] = str(
+                    value
+                ).strip()
+    return waivers
+
+
+def evaluate(engine: Engine, policy_set: PolicySet, input_doc: dict[str, Any]) -> list[Finding]:
+    """Run the policies and apply waivers; a waiver without a reason is itself a denial."""
+    raw = engine.evaluate(input_doc)
+    objects = [*input_doc["objects"], *input_doc["base_objects"]]
+    waivers = _waivers(input_doc["objects"])
+    findings: set[Finding] = set()
+    for package, sets in raw.items():
+        default_rule = policy_set.rule_of_package.get(package, package.removeprefix("dra."))
+        for severity in ("deny", "warn"):
+            for violation in sets.get(severity, []):
+                if not isinstance(violation, dict):
+                    violation = {"msg": str(violation)}
+                rule = str(violation.get("rule") or default_rule)
+                ref = str(violation.get("ref") or "")
+                reason = waivers.get(ref, {}).get(rule)
+                findings.add(
+                    Finding(
+                        rule=rule,
+                        severity="deny" if severity == "deny" else "warn",
+                        msg=str(violation.get("msg") or ""),
+                        ref=ref,
+                        path=str(violation.get("path") or ""),
+                        line=int(violation.get("line") or 0),
+                        waived=reason or None,
+                    )
+                )
+    by_ref = {obj["_dra"]["ref"]: obj["_dra"] for obj in objects}
+    for ref, rules in waivers.items():
+        for rule, reason in rules.items():
+            if not reason:
+                where = by_ref.get(ref, {})
+                findings.add(
+                    Finding(
+                        rule="waiver-reason",
+                        severity="deny",
+                        msg=f"waiver annotation {WAIVER_PREFIX}{rule} needs a reason as its value",
+                        ref=ref,
+                        path=str(where.get("path", "")),
+                        line=int(where.get("line", 0)),
+                    )
+                )
+    return sorted(findings, key=lambda f: (f.path, f.line, f.rule, f.ref, f.msg))
+
+
+WAIVER_RULE = RuleInfo(
+    id="waiver-reason",
+    title="Waivers need a reason",
+    description="A policy.dra-gitops.io/waive-<rule> annotation must give the waiver's reason as its value.",
+    severity="deny",
+    source="reconciler/policy/engine.py",
+)

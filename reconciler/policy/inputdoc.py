@@ -1,0 +1,161 @@
+"""Build the policy input document (docs/policy-input.md): the only thing Rego rules read.
+
+Python resolves the resource.k8s.io version zoo once here (each object's `_dra` block and the indexes), so
+the rules stay short and identical for every API version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.model import dra
+from reconciler.model.objects import Manifest, api_version_only
+from reconciler.model.plan import Plan
+from reconciler.model.stages import stage_of
+
+
+@dataclass(frozen=True)
+class Revision:
+    sha: str | None = None
+    parent: str | None = None
+    message: str | None = None
+    author: str | None = None
+    signed: bool = False
+
+
+@dataclass
+class ClusterFacts:
+    """What a live cluster adds to the input (filled by the cluster edge; pure data here)."""
+
+    version: str
+    served: dict[str, list[str]]
+    deprecated: dict[str, list[str]] = field(default_factory=dict)
+    objects: list[Manifest] = field(default_factory=list)
+
+
+def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
+    """The manifest as written plus its `_dra` block."""
+    ref = manifest.ref
+    info = dra.describe(manifest.body, ref.namespace).to_json()
+    info.update(
+        {
+            "ref": str(ref),
+            "group": ref.group,
+            "version": api_version_only(manifest.api_version),
+            "kind": ref.kind,
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "path": manifest.path,
+            "line": manifest.line,
+            "stage": stage_of(manifest) if stage is None else stage,
+        }
+    )
+    return {**manifest.body, "_dra": info}
+
+
+def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Lookup tables over object docs (see docs/policy-input.md, Index)."""
+    classes: dict[str, str] = {}
+    templates: dict[str, str] = {}
+    claims: dict[str, str] = {}
+    namespaces: dict[str, Any] = {}
+    drivers: dict[str, dict[str, Any]] = {}
+    canaries: dict[str, list[str]] = {}
+
+    def driver_entry(name: str) -> dict[str, Any]:
+        return drivers.setdefault(
+            name, {"workloads": [], "canaries": [], "classes": [], "slices": 0, "devices": 0}
+        )
+
+    for doc in docs:
+        info = doc["_dra"]
+        role = info["role"]
+        key = f"{info['namespace']}/{info['name']}"
+        if role == "device-class":
+            classes[info["name"]] = info["ref"]
+            if info["driver"]:
+                driver_entry(info["driver"])["classes"].append(info["name"])
+        elif role == "claim-template":
+            templates[key] = info["ref"]
+        elif role == "claim":
+            claims[key] = info["ref"]
+        elif role == "namespace":
+            labels = (doc.get("metadata") or {}).get("labels") or {}
+            namespaces[info["name"]] = {"ref": info["ref"], "labels": labels}
+        elif role in ("driver", "driver-canary"):
+            if info["driver"]:
+                entry = driver_entry(info["driver"])
+                entry["canaries" if role == "driver-canary" else "workloads"].append(info["ref"])
+            if role == "driver-canary" and info["canary_for"]:
+                main_ref = f"{doc.get('kind')}/{info['namespace']}/{info['canary_for']}"
+                canaries.setdefault(main_ref, []).append(info["ref"])
+        elif role == "slice":
+            driver = dra.slice_driver(doc)
+            if driver:
+                entry = driver_entry(driver)
+                entry["slices"] += 1
+                entry["devices"] += len(dra.slice_devices(doc))
+    return {
+        "device_classes": classes,
+        "claim_templates": templates,
+        "claims": claims,
+        "namespaces": namespaces,
+        "drivers": drivers,
+        "canaries": canaries,
+    }
+
+
+def build_input(
+    *,
+    head: Sequence[Manifest],
+    base: Sequence[Manifest],
+    plan: Plan,
+    revision: Revision = Revision(),
+    base_sha: str | None = None,
+    has_base: bool = False,
+    cluster: ClusterFacts | None = None,
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The whole input document for one check."""
+    head_docs = {manifest.ref: object_doc(manifest) for manifest in head}
+    base_docs = {manifest.ref: object_doc(manifest) for manifest in base}
+    changes = [
+        {
+            "op": change.op,
+            "ref": str(change.ref),
+            "stage": change.stage,
+            "old": base_docs.get(change.ref) if change.old is not None else None,
+            "new": head_docs.get(change.ref) if change.new is not None else None,
+            "driver_change": change.driver_change,
+        }
+        for change in plan.changes
+    ]
+    cluster_doc = None
+    if cluster is not None:
+        live = [object_doc(manifest) for manifest in cluster.objects]
+        cluster_doc = {
+            "version": cluster.version,
+            "served": cluster.served,
+            "deprecated": cluster.deprecated,
+            "objects": live,
+            "index": build_index(live),
+        }
+    return {
+        "revision": {
+            "sha": revision.sha,
+            "parent": revision.parent,
+            "message": revision.message,
+            "author": revision.author,
+            "signed": revision.signed,
+        },
+        "base": {"sha": base_sha} if has_base else None,
+        "objects": list(head_docs.values()),
+        "base_objects": list(base_docs.values()),
+        "changes": changes,
+        "cluster": cluster_doc,
+        "index": build_index(head_docs.values()),
+        "base_index": build_index(base_docs.values()),
+        "params": dict(params or {}),
+    }

@@ -1,0 +1,397 @@
+"""Shared plumbing of the simulated control-plane components: a background loop woken by store events."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+log = logging.getLogger("reconciler.sim.controlplane")
+
+Obj = dict[str, Any]
+
+RESOURCE = "resource.k8s.io"
+CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+SCHEDULER_NAME = "default-scheduler"
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+class StoreLike(Protocol):
+    """What the components need from ``reconciler.sim.store.Store``."""
+
+    def get(self, group: str, plural: str, namespace: str, name: str) -> dict | None: ...
+
+    def list(
+        self, group: str, plural: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict]: ...
+
+    def create(self, group: str, plural: str, obj: dict) -> dict: ...
+
+    def update(self, group: str, plural: str, obj: dict, *, status: bool = False) -> dict: ...
+
+    def mutate(
+        self,
+        group: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        fn: Callable[[dict], None],
+        *,
+        status: bool = False,
+    ) -> dict | None: ...
+
+    def delete(self, group: str, plural: str, namespace: str, name: str) -> dict | None: ...
+
+    def subscribe(self, callback: Callable[[str, Any, dict], None]) -> Callable[[], None]: ...
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def rand_suffix(n: int = 5) -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(n))
+
+
+def template_hash(template: Any) -> str:
+    """A stable pod-template hash spelled with the alphabet Kubernetes uses (like pod-template-hash)."""
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True, default=str).encode()).digest()
+    n = int.from_bytes(digest[:8], "big")
+    out = []
+    for _ in range(10):
+        n, r = divmod(n, len(_ALPHABET))
+        out.append(_ALPHABET[r])
+    return "".join(out)
+
+
+def md(obj: Mapping[str, Any]) -> dict[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def ref_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+    m = md(obj)
+    return (str(m.get("namespace", "")), str(m.get("name", "")))
+
+
+def controller_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    for r in md(obj).get("ownerReferences") or []:
+        if isinstance(r, dict) and r.get("controller"):
+            return r
+    return None
+
+
+def owner_ref(owner: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    m = md(owner)
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": m.get("name"),
+        "uid": m.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def is_terminating(obj: Mapping[str, Any]) -> bool:
+    return bool(md(obj).get("deletionTimestamp"))
+
+
+def pod_phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def pod_done(pod: Mapping[str, Any]) -> bool:
+    return pod_phase(pod) in ("Succeeded", "Failed")
+
+
+def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == ctype:
+            return c
+    return None
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    c = condition(pod, "Ready")
+    return pod_phase(pod) == "Running" and c is not None and c.get("status") == "True"
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    c = condition(node, "Ready")
+    return c is not None and c.get("status") == "True"
+
+
+def set_condition(
+    status: dict[str, Any], ctype: str, value: str, reason: str = "", message: str = ""
+) -> bool:
+    """Set a condition, keeping lastTransitionTime when the status does not change. True if changed."""
+    conds = status.setdefault("conditions", [])
+    for c in conds:
+        if c.get("type") == ctype:
+            if c.get("status") == value and c.get("reason", "") == reason and c.get("message", "") == message:
+                return False
+            if c.get("status") != value:
+                c["lastTransitionTime"] = now()
+            c["status"] = value
+            _set_or_drop(c, "reason", reason)
+            _set_or_drop(c, "message", message)
+            return True
+    c = {"type": ctype, "status": value, "lastProbeTime": None, "lastTransitionTime": now()}
+    _set_or_drop(c, "reason", reason)
+    _set_or_drop(c, "message", message)
+    conds.append(c)
+    return True
+
+
+def _set_or_drop(d: dict[str, Any], key: str, value: str) -> None:
+    if value:
+        d[key] = value
+    else:
+        d.pop(key, None)
+
+
+def labels_match(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels + matchExpressions) against labels; empty selects all."""
+    if not selector:
+        return True
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def node_selector_matches(selector: Mapping[str, Any] | None, node: Mapping[str, Any]) -> bool:
+    """core NodeSelector (required node affinity) against a Node: terms ORed, expressions ANDed."""
+    if not selector:
+        return True
+    terms = selector.get("nodeSelectorTerms") or []
+    if not terms:
+        return False
+    labels = md(node).get("labels") or {}
+    name = md(node).get("name")
+    for term in terms:
+        ok = True
+        for e in term.get("matchExpressions") or []:
+            ok = ok and _req(e, labels.get(e.get("key")))
+        for e in term.get("matchFields") or []:
+            ok = ok and _req(e, name if e.get("key") == "metadata.name" else None)
+        if ok:
+            return True
+    return False
+
+
+def _req(e: Mapping[str, Any], value: Any) -> bool:
+    op, values = e.get("operator"), [str(v) for v in e.get("values") or []]
+    if op == "In":
+        return value is not None and str(value) in values
+    if op == "NotIn":
+        return value is None or str(value) not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        try:
+            a, b = int(value), int(values[0])
+        except (TypeError, ValueError, IndexError):
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def pod_fits_node_selection(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    labels = md(node).get("labels") or {}
+    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    aff = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    return node_selector_matches(aff, node)
+
+
+def untolerated_taint(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The first NoSchedule/NoExecute taint of the node the pod does not tolerate."""
+    tols = pod_spec.get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_tolerates(t, taint) for t in tols):
+            return dict(taint)
+    return None
+
+
+def _tolerates(tol: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+        return False
+    if tol.get("operator") == "Exists":
+        return not tol.get("key") or tol.get("key") == taint.get("key")
+    return tol.get("key") == taint.get("key") and (tol.get("value") or "") == (taint.get("value") or "")
+
+
+class Component:
+    """A background loop: ``reconcile()`` runs when a watched kind changes and every ``interval`` s."""
+
+    name = "component"
+    watches: frozenset[tuple[str, str]] = frozenset()  # (group, plural); empty: every change
+    interval = 0.2
+
+    def __init__(self) -> None:
+        self.store: Any = None
+        self._stop = threading.Event()
+        self._outer_stop: threading.Event | None = None
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self.passes = 0
+        self.errors = 0
+
+    def start(self, store: Any, stop_event: threading.Event | None = None) -> None:
+        if self._thread is not None:
+            return
+        self.store = store
+        self._outer_stop = stop_event
+        self._stop.clear()
+        self._unsubscribe = store.subscribe(self._on_change)
+        self._thread = threading.Thread(target=self._run, name=f"sim-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=5)
+        self._thread = None
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    def _on_change(self, event: str, rtype: Any, obj: dict) -> None:
+        if (
+            not self.watches
+            or (getattr(rtype, "group", None), getattr(rtype, "plural", None)) in self.watches
+        ):
+            self._wake.set()
+
+    def _stopping(self) -> bool:
+        return self._stop.is_set() or (self._outer_stop is not None and self._outer_stop.is_set())
+
+    def _run(self) -> None:
+        while not self._stopping():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stopping():
+                break
+            try:
+                self.reconcile()
+                self.passes += 1
+            except Exception:  # noqa: BLE001 - a controller must survive one bad pass
+                self.errors += 1
+                log.exception("%s: reconcile pass failed", self.name)
+
+    def reconcile(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ store helpers
+
+    def try_create(self, group: str, plural: str, obj: Obj) -> Obj | None:
+        try:
+            return dict(self.store.create(group, plural, obj))
+        except Exception as exc:  # noqa: BLE001 - AlreadyExists, namespace terminating, ...
+            log.debug("%s: create %s failed: %s", self.name, plural, exc)
+            return None
+
+    def try_delete(self, group: str, plural: str, namespace: str, name: str) -> None:
+        try:
+            self.store.delete(group, plural, namespace, name)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("%s: delete %s/%s failed: %s", self.name, plural, name, exc)
+
+    def try_mutate(
+        self,
+        group: str,
+        plural: str,
+        namespace: str,
+        name: str,
+        fn: Callable[[dict], None],
+        *,
+        status: bool = False,
+    ) -> Obj | None:
+        try:
+            out = self.store.mutate(group, plural, namespace, name, fn, status=status)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("%s: mutate %s/%s failed: %s", self.name, plural, name, exc)
+            return None
+        return dict(out) if out is not None else None
+
+    def emit_event(
+        self,
+        involved: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        type_: str = "Warning",
+        component: str = "",
+        host: str = "",
+        action: str = "",
+        api_version: str = "v1",
+        kind: str = "Pod",
+    ) -> None:
+        m = md(involved)
+        ts = now()
+        source: dict[str, Any] = {"component": component}
+        if host:
+            source["host"] = host
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{m.get('name')}.{secrets.token_hex(8)}",
+                "namespace": m.get("namespace") or "default",
+            },
+            "involvedObject": {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": m.get("name"),
+                "namespace": m.get("namespace"),
+                "uid": m.get("uid"),
+                "resourceVersion": m.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "source": source,
+            "reportingComponent": component,
+            "reportingInstance": f"{component}-sim" if component else "",
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+        }
+        if action:
+            event["action"] = action
+        self.try_create("", "events", event)
+
+
+def by_uid(objs: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    return {str(md(o).get("uid")): o for o in objs}

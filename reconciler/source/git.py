@@ -1,0 +1,140 @@
+"""Git edge: read manifests of a revision straight from the object database (no checkout).
+
+Only this package imports GitPython. Everything returned is plain data the pure core can load.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from git.objects import Blob, Tree
+
+from reconciler.errors import EnvironmentProblem, ManifestError, UserError
+from reconciler.model.loader import DEFAULT_LIMITS, REPO_CONFIG_NAMES, Limits, is_manifest_file
+
+_SYMLINK_MODE = 0o120000
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    parent: str | None
+    message: str
+    author: str
+    signed: bool
+
+
+@dataclass(frozen=True)
+class TreeFiles:
+    """Manifest blobs of one revision, the repository config if any, and the commit they came from."""
+
+    commit: CommitInfo
+    blobs: list[tuple[str, bytes]]
+    config: tuple[str, bytes] | None
+
+
+def open_repo(path: Path) -> git.Repo:
+    try:
+        return git.Repo(path, search_parent_directories=False)
+    except git.NoSuchPathError:
+        raise UserError("no such directory", where=str(path)) from None
+    except git.InvalidGitRepositoryError:
+        raise UserError("not a Git repository", where=str(path)) from None
+
+
+def resolve(repo: git.Repo, rev: str) -> git.Commit:
+    try:
+        return repo.commit(rev)
+    except (git.BadName, ValueError, git.GitCommandError) as exc:
+        raise UserError(
+            f"unknown revision {rev!r} ({exc.__class__.__name__})", where=str(repo.working_dir)
+        ) from None
+
+
+def commit_info(commit: git.Commit) -> CommitInfo:
+    return CommitInfo(
+        sha=commit.hexsha,
+        parent=commit.parents[0].hexsha if commit.parents else None,
+        message=str(commit.message).strip(),
+        author=f"{commit.author.name} <{commit.author.email}>",
+        signed=bool(commit.gpgsig),
+    )
+
+
+def _blob_at(tree: Tree, path: str) -> Blob | None:
+    try:
+        item = tree / path
+    except KeyError:
+        return None
+    return item if isinstance(item, Blob) else None
+
+
+def _follow(tree: Tree, blob: Blob, path: str, hops: int = 8) -> Blob:
+    """Resolve a symlink blob to the blob it points at; links leaving the tree are refused."""
+    current, current_path = blob, path
+    for _ in range(hops):
+        if current.mode != _SYMLINK_MODE:
+            return current
+        target = current.data_stream.read().decode("utf-8", "replace")
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(current_path), target))
+        if target.startswith("/") or joined == ".." or joined.startswith("../"):
+            raise ManifestError(f"symlink points outside the repository (to {target})", where=path)
+        resolved = _blob_at(tree, joined)
+        if resolved is None:
+            raise ManifestError(f"symlink target {target} does not exist in this revision", where=path)
+        current, current_path = resolved, joined
+    raise ManifestError("symlink chain too long", where=path)
+
+
+def _manifest_blobs(tree: Tree, subdir: str, limits: Limits) -> Iterator[tuple[str, Blob]]:
+    root: Tree = tree
+    if subdir:
+        try:
+            found = tree / subdir.strip("/")
+        except KeyError:
+            return
+        if not isinstance(found, Tree):
+            raise UserError("--path must name a directory of the repository", where=subdir)
+        root = found
+    for item in root.traverse():
+        if not isinstance(item, Blob):
+            continue
+        parts = str(item.path).split("/")
+        if any(part.startswith(".") for part in parts) or not is_manifest_file(parts[-1]):
+            continue
+        yield str(item.path), item
+
+
+def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAULT_LIMITS) -> TreeFiles:
+    """Every manifest of `rev` under `subdir`, in path order, straight from the object database."""
+    commit = resolve(repo, rev)
+    tree = commit.tree
+    blobs: list[tuple[str, bytes]] = []
+    for path, blob in sorted(_manifest_blobs(tree, subdir, limits), key=lambda pair: pair[0]):
+        target = _follow(tree, blob, path)
+        if target.size > limits.max_file_bytes:
+            raise ManifestError(
+                f"file is {target.size} bytes, over the {limits.max_file_bytes}-byte limit", where=f"{path}:1"
+            )
+        blobs.append((path, target.data_stream.read()))
+    config = None
+    for name in REPO_CONFIG_NAMES:
+        found = _blob_at(tree, posixpath.join(subdir.strip("/"), name) if subdir else name)
+        if found is not None:
+            config = (str(found.path), found.data_stream.read())
+            break
+    return TreeFiles(commit=commit_info(commit), blobs=blobs, config=config)
+
+
+def fetch(repo: git.Repo, remote: str = "origin") -> None:
+    """Fetch a remote; a remote that cannot be reached is an environment problem (exit 4)."""
+    try:
+        repo.remote(remote).fetch()
+    except (git.GitCommandError, ValueError) as exc:
+        raise EnvironmentProblem(
+            f"cannot fetch from remote {remote!r}: {exc}", where=str(repo.working_dir)
+        ) from None
