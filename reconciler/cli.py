@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -202,11 +203,13 @@ def check(
         run = check_paths(list(paths), options)
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
+    started = time.perf_counter()
+    options_out = RenderOptions(color=_use_color(color, sys.stdout), fail_on_warn=fail_on_warn)
+    click.echo(render(run.result, output, options_out), nl=False)
+    run.timings["report"] = time.perf_counter() - started
     if verbose > 1:
         timings = ", ".join(f"{k} {v:.3f}s" for k, v in run.timings.items())
         click.echo(f"dra-gitops: timings: {timings}", err=True)
-    options_out = RenderOptions(color=_use_color(color, sys.stdout), fail_on_warn=fail_on_warn)
-    click.echo(render(run.result, output, options_out), nl=False)
     return run.result.exit_code(fail_on_warn)
 
 

@@ -97,7 +97,9 @@ class Repo:
         self.git("config", "user.name", "CI")
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.path, check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=self.path, check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     def commit(self, message: str, files: dict[str, str | None]) -> str:
         for name, text in files.items():
@@ -120,7 +122,20 @@ def repo(tmp_path: Path) -> Repo:
 def run_check(repo: Repo, base: str, head: str, *extra: str) -> tuple[int, dict]:
     result = CliRunner().invoke(
         cli,
-        ["check", "--repo", str(repo.path), "--base", base, "--head", head, "--path", "manifests", "-o", "json", "-q"]
+        [
+            "check",
+            "--repo",
+            str(repo.path),
+            "--base",
+            base,
+            "--head",
+            head,
+            "--path",
+            "manifests",
+            "-o",
+            "json",
+            "-q",
+        ]
         + list(extra),
     )
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
@@ -177,7 +192,9 @@ spec:
     resources: {claims: [{name: not-declared}]}
 """
     base = repo.commit("base with a pre-existing problem", {**BASE_FILES, "50-pod.yaml": broken_pod})
-    head = repo.commit("unrelated change", {"40-app.yaml": BASE_FILES["40-app.yaml"].replace("trainer:1", "trainer:2")})
+    head = repo.commit(
+        "unrelated change", {"40-app.yaml": BASE_FILES["40-app.yaml"].replace("trainer:1", "trainer:2")}
+    )
     code, report = run_check(repo, base, head)
     assert code == 0, report
     assert report["findings"] == []

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from reconciler.policy.engine import Module, load_policy_set, rego_error
+from reconciler.policy.engine import Module, PolicySet, load_policy_set, rego_error
 
 Status = Literal["pass", "fail", "error"]
 
@@ -61,25 +61,69 @@ class TestReport:
 
     __test__ = False  # not a pytest test class
 
-    @property
-    def passed(self) -> list[PolicyTestResult]:
-        return [r for r in self.results if r.status == "pass"]
+    def with_status(self, status: Status) -> list[PolicyTestResult]:
+        return [r for r in self.results if r.status == status]
 
     @property
-    def failed(self) -> list[PolicyTestResult]:
-        return [r for r in self.results if r.status == "fail"]
+    def passed(self) -> int:
+        return len(self.with_status("pass"))
 
     @property
-    def errors(self) -> list[PolicyTestResult]:
-        return [r for r in self.results if r.status == "error"]
+    def failed(self) -> int:
+        return len(self.with_status("fail"))
+
+    @property
+    def errors(self) -> int:
+        return len(self.with_status("error"))
 
     @property
     def ok(self) -> bool:
+        """At least one test ran and every test passed."""
         return bool(self.results) and all(r.passed for r in self.results)
 
     def summary(self) -> str:
         """`N passed, M failed` (errors count as failed), the closing line of `dra-gitops policy test`."""
-        return f"{len(self.passed)} passed, {len(self.failed) + len(self.errors)} failed"
+        return f"{self.passed} passed, {self.failed + self.errors} failed"
+
+    def render(self, verbose: bool = False) -> str:
+        """Text: every failure and error with `file:line`, passes too when verbose, then the summary."""
+        lines: list[str] = []
+        for result in self.results:
+            if result.passed and not verbose:
+                continue
+            label = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}[result.status]
+            millis = result.duration * 1000
+            lines.append(f"{result.test.where}: {label} {result.test.query} ({millis:.1f}ms)")
+            if result.message:
+                lines.append(f"    {result.message}")
+        if not self.results:
+            lines.append("no tests found")
+        lines.append(self.summary())
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "summary": {
+                "passed": self.passed,
+                "failed": self.failed,
+                "errors": self.errors,
+                "total": len(self.results),
+            },
+            "files": list(self.files),
+            "tests": [
+                {
+                    "package": r.test.package,
+                    "name": r.test.name,
+                    "path": r.test.path,
+                    "line": r.test.line,
+                    "status": r.status,
+                    "message": r.message,
+                    "duration_ms": round(r.duration * 1000, 3),
+                }
+                for r in self.results
+            ],
+        }
 
 
 def discover_tests(modules: Sequence[Module]) -> list[PolicyTest]:
@@ -107,11 +151,14 @@ def _first_line(text: str) -> str:
     return f"{location.removeprefix('-->').strip()}: {message}" if location else message
 
 
-def _run_one(engine: Any, test: PolicyTest) -> PolicyTestResult:
+Query = Callable[[str], Any]
+
+
+def _run_one(query: Query, test: PolicyTest) -> PolicyTestResult:
     started = time.perf_counter()
     try:
-        value = engine.eval_rule(test.query)
-    except RuntimeError as exc:
+        value = query(f"{test.package}.{test.name}")
+    except Exception as exc:  # noqa: BLE001 - an engine's evaluation error is this test's error
         return PolicyTestResult(test, "error", _first_line(str(exc)), time.perf_counter() - started)
     elapsed = time.perf_counter() - started
     if value is True:
@@ -121,10 +168,24 @@ def _run_one(engine: Any, test: PolicyTest) -> PolicyTestResult:
     return PolicyTestResult(test, "fail", f"evaluated to {value!r}, not true", elapsed)
 
 
-def run_policy_tests(dirs: list[Path], filter: str | None = None) -> TestReport:
-    """Load every module, test module and `data.json` under `dirs` and run the `test_*` rules.
+def run_tests_with(query: Query, policy_set: PolicySet, filter: str | None = None) -> TestReport:
+    """Run the `test_*` rules of a loaded policy set through any engine.
 
-    `filter` is a regular expression searched in `package.test_name` (like `opa test --run`).
+    `query` takes a dotted data path without the `data.` prefix (`dra.claim_refs_test.test_x`) and returns
+    its value, None when undefined; it raises when evaluation fails. `filter` keeps the tests whose
+    `package.test_name` contains that text.
+    """
+    modules = [*policy_set.modules, *policy_set.tests]
+    tests = [t for t in discover_tests(modules) if not filter or filter in f"{t.package}.{t.name}"]
+    report = TestReport(files=sorted(m.path for m in modules))
+    report.results = [_run_one(query, test) for test in tests]
+    return report
+
+
+def run_policy_tests(dirs: list[Path], filter: str | None = None) -> TestReport:
+    """Load every module, test module and `data.json` under `dirs` and run the `test_*` rules embedded.
+
+    `filter` keeps the tests whose `package.test_name` contains that text (`--run`).
     A module that does not parse raises `PolicyError` whose message starts with `file:line:col`.
     """
     import regorus  # imported here so importing this module stays cheap
@@ -132,16 +193,14 @@ def run_policy_tests(dirs: list[Path], filter: str | None = None) -> TestReport:
     policy_set = load_policy_set(dirs, include_bundled=False)
     engine = regorus.Engine()
     engine.set_rego_v0(False)
-    modules = [*policy_set.modules, *policy_set.tests]
-    for module in modules:
+    for module in [*policy_set.modules, *policy_set.tests]:
         try:
             engine.add_policy(module.path, module.text)
         except RuntimeError as exc:
             raise rego_error(exc) from None
     engine.add_data_json(json.dumps({"params": policy_set.params}))
 
-    pattern = re.compile(filter) if filter else None
-    tests = [t for t in discover_tests(modules) if pattern is None or pattern.search(f"{t.package}.{t.name}")]
-    report = TestReport(files=sorted(m.path for m in modules))
-    report.results = [_run_one(engine, test) for test in tests]
-    return report
+    def query(path: str) -> Any:
+        return engine.eval_rule(f"data.{path}")
+
+    return run_tests_with(query, policy_set, filter)

@@ -447,6 +447,9 @@ class Store:
             if "status" in new:
                 merged["status"] = new["status"]
             merged["metadata"] = dict(omd)
+            sent_mf = (new.get("metadata") or {}).get("managedFields")
+            if sent_mf is not None:
+                merged["metadata"]["managedFields"] = sent_mf  # the status writer's ownership entry
             new = merged
         else:
             if "status" in rtype.subresources:

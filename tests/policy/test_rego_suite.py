@@ -39,7 +39,9 @@ def metadata_block(text: str) -> dict[str, object]:
 
 def test_bundled_suite_passes() -> None:
     report = run_policy_tests([POLICIES])
-    problems = [f"{r.test.where} {r.test.name}: {r.status}: {r.message}" for r in report.results if not r.passed]
+    problems = [
+        f"{r.test.where} {r.test.name}: {r.status}: {r.message}" for r in report.results if not r.passed
+    ]
     assert problems == []
     assert len(report.results) >= 7 * 5
     assert report.ok
@@ -84,7 +86,7 @@ def test_rule_layout_and_metadata(rule_dir: Path) -> None:
 
 
 def test_filter_on_bundled_suite() -> None:
-    report = run_policy_tests([POLICIES], filter=r"^dra\.admin_access_test\.")
+    report = run_policy_tests([POLICIES], filter="dra.admin_access_test.")
     assert report.ok
     assert all(r.test.package == "dra.admin_access_test" for r in report.results)
 
@@ -132,7 +134,12 @@ def test_failing_and_erroring_tests_are_reported(tmp_path: Path) -> None:
     )
     report = run_policy_tests([tmp_path])
     by_name = {r.test.name: r for r in report.results}
-    assert set(by_name) == {"test_good_passes", "test_deliberately_wrong", "test_type_error", "test_not_boolean"}
+    assert set(by_name) == {
+        "test_good_passes",
+        "test_deliberately_wrong",
+        "test_type_error",
+        "test_not_boolean",
+    }
     assert by_name["test_good_passes"].status == "pass"
     wrong = by_name["test_deliberately_wrong"]
     assert wrong.status == "fail"
@@ -142,7 +149,17 @@ def test_failing_and_erroring_tests_are_reported(tmp_path: Path) -> None:
     assert "object.get" in by_name["test_type_error"].message
     assert by_name["test_not_boolean"].status == "fail"
     assert not report.ok
+    assert (report.passed, report.failed, report.errors) == (1, 2, 1)
     assert report.summary() == "1 passed, 3 failed"
+    text = report.render()
+    assert "test_good_passes" not in text
+    assert f"{wrong.test.where}: FAIL data.dra.sample_test.test_deliberately_wrong" in text
+    assert "ERROR data.dra.sample_test.test_type_error" in text
+    assert text.endswith("1 passed, 3 failed\n")
+    assert "PASS data.dra.sample_test.test_good_passes" in report.render(verbose=True)
+    as_json = report.to_json()
+    assert as_json["summary"] == {"passed": 1, "failed": 2, "errors": 1, "total": 4}
+    assert {t["name"]: t["status"] for t in as_json["tests"]}["test_type_error"] == "error"
     assert any(f.endswith("sample.rego") for f in report.files)
     assert str(test_file).endswith(wrong.test.path) or wrong.test.path.endswith("sample_test.rego")
 
@@ -151,6 +168,13 @@ def test_filter_selects_tests(tmp_path: Path) -> None:
     write(tmp_path / "t_test.rego", "package t_test\n\ntest_alpha if true\n\ntest_beta if true\n")
     assert [r.test.name for r in run_policy_tests([tmp_path], filter="beta").results] == ["test_beta"]
     assert run_policy_tests([tmp_path], filter="t_test.test_").summary() == "2 passed, 0 failed"
+
+
+def test_no_tests_is_not_ok(tmp_path: Path) -> None:
+    write(tmp_path / "p.rego", "package p\n\nallow if true\n")
+    report = run_policy_tests([tmp_path])
+    assert not report.ok
+    assert report.render() == "no tests found\n0 passed, 0 failed\n"
 
 
 def test_data_json_is_loaded(tmp_path: Path) -> None:

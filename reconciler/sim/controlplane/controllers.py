@@ -47,6 +47,11 @@ def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
     return int(value)
 
 
+def _num(spec: dict[str, Any], key: str, default: int) -> int:
+    value = spec.get(key)
+    return default if value is None else int(value)
+
+
 def _active(pods: list[Obj]) -> list[Obj]:
     return [p for p in pods if not is_terminating(p) and not pod_done(p)]
 
@@ -81,13 +86,23 @@ class ControllerManager(Component):
     # ------------------------------------------------------------------ namespaces
 
     def service_accounts(self) -> None:
-        existing = {md(sa).get("namespace") for sa in self.store.list("", "serviceaccounts") if md(sa).get("name") == "default"}
+        existing = {
+            md(sa).get("namespace")
+            for sa in self.store.list("", "serviceaccounts")
+            if md(sa).get("name") == "default"
+        }
         for ns in self.store.list("", "namespaces"):
             name = md(ns).get("name")
             if name in existing or is_terminating(ns):
                 continue
             self.try_create(
-                "", "serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}}
+                "",
+                "serviceaccounts",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": name},
+                },
             )
 
     # ------------------------------------------------------------------ pods from templates
@@ -108,12 +123,20 @@ class ControllerManager(Component):
         spec.setdefault("terminationGracePeriodSeconds", 30)
         spec.setdefault("dnsPolicy", "ClusterFirst")
         spec.setdefault("securityContext", {})
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_md, "spec": spec, "status": {"phase": "Pending"}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": pod_md,
+            "spec": spec,
+            "status": {"phase": "Pending"},
+        }
 
     def _owned(self, pods: list[Obj], owner: Obj) -> list[Obj]:
         uid = md(owner).get("uid")
         ns = md(owner).get("namespace")
-        return [p for p in pods if md(p).get("namespace") == ns and (controller_of(p) or {}).get("uid") == uid]
+        return [
+            p for p in pods if md(p).get("namespace") == ns and (controller_of(p) or {}).get("uid") == uid
+        ]
 
     # ------------------------------------------------------------------ deployments
 
@@ -123,7 +146,9 @@ class ControllerManager(Component):
             if is_terminating(d):
                 continue
             try:
-                self._deployment(d, [rs for rs in all_rs if (controller_of(rs) or {}).get("uid") == md(d).get("uid")])
+                self._deployment(
+                    d, [rs for rs in all_rs if (controller_of(rs) or {}).get("uid") == md(d).get("uid")]
+                )
             except Exception:  # noqa: BLE001 - one malformed object must not stop the others
                 self.errors += 1
 
@@ -133,10 +158,16 @@ class ControllerManager(Component):
         desired = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
         template = spec.get("template") or {}
         phash = template_hash(template)
-        new_rs = next((rs for rs in owned if (md(rs).get("labels") or {}).get("pod-template-hash") == phash), None)
+        new_rs = next(
+            (rs for rs in owned if (md(rs).get("labels") or {}).get("pod-template-hash") == phash), None
+        )
         old = [rs for rs in owned if rs is not new_rs]
         revision = 1 + max(
-            [int((md(rs).get("annotations") or {}).get("deployment.kubernetes.io/revision", "0")) for rs in owned] or [0]
+            [
+                int((md(rs).get("annotations") or {}).get("deployment.kubernetes.io/revision", "0"))
+                for rs in owned
+            ]
+            or [0]
         )
         strategy = spec.get("strategy") or {}
         recreate = strategy.get("type") == "Recreate"
@@ -191,7 +222,9 @@ class ControllerManager(Component):
                 if int((rs.get("spec") or {}).get("replicas") or 0):
                     self._scale_rs(rs, 0)
         else:
-            total_avail = new_avail + sum(int((rs.get("status") or {}).get("availableReplicas") or 0) for rs in old)
+            total_avail = new_avail + sum(
+                int((rs.get("status") or {}).get("availableReplicas") or 0) for rs in old
+            )
             budget = total_avail - (desired - max_unavail)
             for rs in sorted(old, key=lambda r: md(r).get("creationTimestamp") or ""):
                 cur = int((rs.get("spec") or {}).get("replicas") or 0)
@@ -226,15 +259,33 @@ class ControllerManager(Component):
                 if not st[k]:
                     del st[k]
             if avail >= desired - max_unavail:
-                set_condition(st, "Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.")
+                set_condition(
+                    st,
+                    "Available",
+                    "True",
+                    "MinimumReplicasAvailable",
+                    "Deployment has minimum availability.",
+                )
             else:
                 set_condition(
-                    st, "Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability."
+                    st,
+                    "Available",
+                    "False",
+                    "MinimumReplicasUnavailable",
+                    "Deployment does not have minimum availability.",
                 )
             if complete:
-                set_condition(st, "Progressing", "True", "NewReplicaSetAvailable", f'ReplicaSet "{rs_name}" has successfully progressed.')
+                set_condition(
+                    st,
+                    "Progressing",
+                    "True",
+                    "NewReplicaSetAvailable",
+                    f'ReplicaSet "{rs_name}" has successfully progressed.',
+                )
             else:
-                set_condition(st, "Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.')
+                set_condition(
+                    st, "Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.'
+                )
             for c in st.get("conditions") or []:
                 c.pop("lastProbeTime", None)
                 c.setdefault("lastUpdateTime", c.get("lastTransitionTime"))
@@ -261,11 +312,13 @@ class ControllerManager(Component):
                 continue
             owned = self._owned(pods, rs)
             active = _active(owned)
-            want = int((rs.get("spec") or {}).get("replicas") if (rs.get("spec") or {}).get("replicas") is not None else 1)
+            want = _num(rs.get("spec") or {}, "replicas", 1)
             ns = md(rs)["namespace"]
             if len(active) < want:
                 for _ in range(want - len(active)):
-                    pod = self._pod_from_template((rs.get("spec") or {}).get("template") or {}, ns, rs, "ReplicaSet", "apps/v1")
+                    pod = self._pod_from_template(
+                        (rs.get("spec") or {}).get("template") or {}, ns, rs, "ReplicaSet", "apps/v1"
+                    )
                     pod["metadata"]["generateName"] = f"{md(rs)['name']}-"
                     self.try_create("", "pods", pod)
             elif len(active) > want:
@@ -281,12 +334,18 @@ class ControllerManager(Component):
                     self.try_delete("", "pods", ns, md(p)["name"])
                 active = sorted(active, key=rank)[len(active) - want :]
             ready = [p for p in active if pod_ready(p)]
-            tmpl_labels = ((rs.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
+            tmpl_labels = ((rs.get("spec") or {}).get("template") or {}).get("metadata", {}).get(
+                "labels"
+            ) or {}
 
-            def write(obj: Obj, n: int = len(active), r: int = len(ready), lab: Any = tmpl_labels, act: Any = active) -> None:
+            def write(
+                obj: Obj, n: int = len(active), r: int = len(ready), lab: Any = tmpl_labels, act: Any = active
+            ) -> None:
                 st = obj.setdefault("status", {})
                 st["replicas"] = n
-                st["fullyLabeledReplicas"] = len([p for p in act if labels_match({"matchLabels": lab}, md(p).get("labels") or {})])
+                st["fullyLabeledReplicas"] = len(
+                    [p for p in act if labels_match({"matchLabels": lab}, md(p).get("labels") or {})]
+                )
                 st["readyReplicas"] = r
                 st["availableReplicas"] = r
                 st["observedGeneration"] = md(obj).get("generation", 1)
@@ -318,7 +377,9 @@ class ControllerManager(Component):
         eligible = [
             n
             for n in nodes
-            if not is_terminating(n) and pod_fits_node_selection(tspec, n) and untolerated_taint(probe, n) is None
+            if not is_terminating(n)
+            and pod_fits_node_selection(tspec, n)
+            and untolerated_taint(probe, n) is None
         ]
         eligible_names = {md(n)["name"] for n in eligible}
         owned = [p for p in self._owned(pods, ds) if not is_terminating(p)]
@@ -333,7 +394,12 @@ class ControllerManager(Component):
                     self.try_delete("", "pods", ns, md(p)["name"])
                     plist.remove(p)
         # rolling update: replace one out-of-date pod at a time when all others are ready
-        outdated = [p for plist in by_node.values() for p in plist if (md(p).get("labels") or {}).get("controller-revision-hash") != rev]
+        outdated = [
+            p
+            for plist in by_node.values()
+            for p in plist
+            if (md(p).get("labels") or {}).get("controller-revision-hash") != rev
+        ]
         all_ready = all(pod_ready(p) for plist in by_node.values() for p in plist)
         if outdated and all_ready and (spec.get("updateStrategy") or {}).get("type") != "OnDelete":
             victim = sorted(outdated, key=lambda p: md(p)["name"])[0]
@@ -349,7 +415,9 @@ class ControllerManager(Component):
             pspec = pod["spec"]
             aff = pspec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
             aff["requiredDuringSchedulingIgnoredDuringExecution"] = {
-                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
             }
             pspec["tolerations"] = list(pspec.get("tolerations") or []) + DS_TOLERATIONS
             self.try_create("", "pods", pod)
@@ -386,7 +454,7 @@ class ControllerManager(Component):
                 continue
             ns, name = md(sts)["namespace"], md(sts)["name"]
             spec = sts.get("spec") or {}
-            want = int(spec.get("replicas") if spec.get("replicas") is not None else 1)
+            want = _num(spec, "replicas", 1)
             template = spec.get("template") or {}
             rev = f"{name}-{template_hash(template)}"
             owned = {md(p)["name"]: p for p in self._owned(pods, sts) if not is_terminating(p)}
@@ -415,11 +483,15 @@ class ControllerManager(Component):
                     break
                 elif not parallel and not pod_ready(p):
                     break
-            for pname, p in owned.items():
+            for pname in owned:
                 idx = pname.rsplit("-", 1)[-1]
                 if idx.isdigit() and int(idx) >= want:
                     self.try_delete("", "pods", ns, pname)
-            active = [p for n, p in owned.items() if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < want]
+            active = [
+                p
+                for n, p in owned.items()
+                if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < want
+            ]
             outdated = sorted(
                 [p for p in active if (md(p).get("labels") or {}).get("controller-revision-hash") != rev],
                 key=lambda p: -int(md(p)["name"].rsplit("-", 1)[-1]),
@@ -427,7 +499,9 @@ class ControllerManager(Component):
             if outdated and all(pod_ready(p) for p in active) and len(active) == want:
                 self.try_delete("", "pods", ns, md(outdated[0])["name"])
             ready = [p for p in active if pod_ready(p)]
-            updated = [p for p in active if (md(p).get("labels") or {}).get("controller-revision-hash") == rev]
+            updated = [
+                p for p in active if (md(p).get("labels") or {}).get("controller-revision-hash") == rev
+            ]
 
             def write(obj: Obj, a: Any = active, r: Any = ready, u: Any = updated, rv: str = rev) -> None:
                 st = obj.setdefault("status", {})
@@ -451,15 +525,18 @@ class ControllerManager(Component):
                 continue
             ns, name = md(job)["namespace"], md(job)["name"]
             spec = job.get("spec") or {}
-            completions = int(spec.get("completions") if spec.get("completions") is not None else 1)
-            parallelism = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
-            backoff = int(spec.get("backoffLimit") if spec.get("backoffLimit") is not None else 6)
+            completions = _num(spec, "completions", 1)
+            parallelism = _num(spec, "parallelism", 1)
+            backoff = _num(spec, "backoffLimit", 6)
             owned = self._owned(pods, job)
             succeeded = len([p for p in owned if pod_phase(p) == "Succeeded"])
             failed = len([p for p in owned if pod_phase(p) == "Failed"])
             active = [p for p in owned if not pod_done(p) and not is_terminating(p)]
             st0 = job.get("status") or {}
-            finished = any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in st0.get("conditions") or [])
+            finished = any(
+                c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+                for c in st0.get("conditions") or []
+            )
             if not finished and not spec.get("suspend"):
                 want = min(parallelism, completions - succeeded) - len(active)
                 if failed > backoff:
@@ -481,7 +558,14 @@ class ControllerManager(Component):
                         pod["spec"]["restartPolicy"] = "Never"
                     self.try_create("", "pods", pod)
 
-            def write(obj: Obj, s: int = succeeded, f: int = failed, a: int = len(active)) -> None:
+            def write(
+                obj: Obj,
+                s: int = succeeded,
+                f: int = failed,
+                a: int = len(active),
+                completions: int = completions,
+                backoff: int = backoff,
+            ) -> None:
                 st = obj.setdefault("status", {})
                 st.setdefault("startTime", now())
                 for k, v in (("active", a), ("succeeded", s), ("failed", f)):
@@ -490,13 +574,39 @@ class ControllerManager(Component):
                     else:
                         st.pop(k, None)
                 st["ready"] = 0
-                if s >= completions and not any(c.get("type") == "Complete" for c in st.get("conditions") or []):
+                if s >= completions and not any(
+                    c.get("type") == "Complete" for c in st.get("conditions") or []
+                ):
                     st["completionTime"] = now()
-                    set_condition(st, "SuccessCriteriaMet", "True", "CompletionsReached", "Reached expected number of succeeded pods")
-                    set_condition(st, "Complete", "True", "CompletionsReached", "Reached expected number of succeeded pods")
+                    set_condition(
+                        st,
+                        "SuccessCriteriaMet",
+                        "True",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods",
+                    )
+                    set_condition(
+                        st,
+                        "Complete",
+                        "True",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods",
+                    )
                 elif f > backoff and not any(c.get("type") == "Failed" for c in st.get("conditions") or []):
-                    set_condition(st, "FailureTarget", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
-                    set_condition(st, "Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+                    set_condition(
+                        st,
+                        "FailureTarget",
+                        "True",
+                        "BackoffLimitExceeded",
+                        "Job has reached the specified backoff limit",
+                    )
+                    set_condition(
+                        st,
+                        "Failed",
+                        "True",
+                        "BackoffLimitExceeded",
+                        "Job has reached the specified backoff limit",
+                    )
 
             self._write_status_if_changed("batch", "jobs", job, write)
 
@@ -515,7 +625,9 @@ class ControllerManager(Component):
             if is_terminating(pod) or pod_done(pod):
                 continue
             entries = (pod.get("spec") or {}).get("resourceClaims") or []
-            statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+            statuses = {
+                s.get("name"): s for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+            }
             ns, pname, puid = md(pod)["namespace"], md(pod)["name"], md(pod).get("uid")
             new_status: list[dict[str, Any]] = []
             changed = False
@@ -527,7 +639,7 @@ class ControllerManager(Component):
                 if cname in statuses:
                     new_status.append(statuses[cname])
                     continue
-                existing = by_owner.get((str(puid), str(cname)))
+                existing: Obj | None = by_owner.get((str(puid), str(cname)))
                 if existing is None:
                     tmpl = self.store.get(RESOURCE, "resourceclaimtemplates", ns, tname)
                     if tmpl is None:
@@ -539,7 +651,9 @@ class ControllerManager(Component):
                 changed = True
             if changed:
                 order = [e.get("name") for e in entries]
-                final = sorted(new_status, key=lambda s: order.index(s.get("name")) if s.get("name") in order else 99)
+                final = sorted(
+                    new_status, key=lambda s: order.index(s.get("name")) if s.get("name") in order else 99
+                )
 
                 def fn(obj: Obj, f: list[dict[str, Any]] = final) -> None:
                     obj.setdefault("status", {})["resourceClaimStatuses"] = f
@@ -547,8 +661,8 @@ class ControllerManager(Component):
                 self.try_mutate("", "pods", ns, pname, fn, status=True)
         # generated claims of finished pods are deleted (their owner GC covers deleted pods)
         for (puid, _), claim in by_owner.items():
-            pod = pods_by_uid.get(puid)
-            if pod is not None and pod_done(pod) and not is_terminating(claim):
+            owner_pod = pods_by_uid.get(puid)
+            if owner_pod is not None and pod_done(owner_pod) and not is_terminating(claim):
                 self.try_delete(RESOURCE, "resourceclaims", md(claim)["namespace"], md(claim)["name"])
 
     def _create_claim(self, pod: Obj, pod_claim_name: str, tmpl: Obj) -> Obj | None:

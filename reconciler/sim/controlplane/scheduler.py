@@ -40,6 +40,7 @@ from reconciler.sim.controlplane.base import (
 NOT_AVAILABLE_ON_NODE = "resourceclaim not available on the node"
 AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 UNSCHEDULABLE = "node(s) were unschedulable"
+NOT_HELPFUL = "Preemption is not helpful for scheduling."
 
 
 def fit_error(num_nodes: int, reasons: list[str], prefilter: str | None, post: str) -> str:
@@ -52,13 +53,16 @@ def fit_error(num_nodes: int, reasons: list[str], prefilter: str | None, post: s
     else:
         hist = Counter(reasons)
         msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in hist.items())) + "."
-    preemption = f"preemption: 0/{num_nodes} nodes are available: {num_nodes} Preemption is not helpful for scheduling."
+    preemption = f"preemption: 0/{num_nodes} nodes are available: {num_nodes} {NOT_HELPFUL}"
     return f"{msg} {post}, {preemption}"
 
 
 def pod_claim_names(pod: Obj) -> list[tuple[str, str | None, bool]]:
     """(pod claim name, ResourceClaim name or None when not generated yet, generated?) per entry."""
-    statuses = {s.get("name"): s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    statuses = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
     out: list[tuple[str, str | None, bool]] = []
     for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
         name = str(entry.get("name"))
@@ -98,9 +102,13 @@ class Scheduler(Component):
         pending.sort(key=lambda p: (md(p).get("creationTimestamp") or "", md(p).get("name")))
         nodes = sorted(self.store.list("", "nodes"), key=lambda n: md(n)["name"])
         claims = self.store.list(RESOURCE, "resourceclaims")
-        inv = Inventory(self.store.list(RESOURCE, "resourceslices"), self.store.list(RESOURCE, "deviceclasses"), claims)
+        inv = Inventory(
+            self.store.list(RESOURCE, "resourceslices"), self.store.list(RESOURCE, "deviceclasses"), claims
+        )
         claim_index = {(md(c)["namespace"], md(c)["name"]): c for c in claims}
-        load = Counter((p.get("spec") or {}).get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName"))
+        load = Counter(
+            (p.get("spec") or {}).get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")
+        )
         for pod in pending:
             try:
                 self.schedule(pod, nodes, inv, claim_index, load)
@@ -109,7 +117,14 @@ class Scheduler(Component):
 
     # ------------------------------------------------------------------ one pod
 
-    def schedule(self, pod: Obj, nodes: list[Obj], inv: Inventory, claim_index: dict[tuple[str, str], Obj], load: Counter) -> None:
+    def schedule(
+        self,
+        pod: Obj,
+        nodes: list[Obj],
+        inv: Inventory,
+        claim_index: dict[tuple[str, str], Obj],
+        load: Counter,
+    ) -> None:
         ns, pname, puid = md(pod)["namespace"], md(pod)["name"], md(pod).get("uid")
         # PreEnqueue: every claim must exist, not be deleting, and (generated) be owned by the pod
         claims: list[Obj] = []
@@ -129,7 +144,9 @@ class Scheduler(Component):
         for c in allocated:
             reserved = (c.get("status") or {}).get("reservedFor") or []
             if len(reserved) >= 256 and not any(r.get("uid") == puid for r in reserved):
-                self.unschedulable(pod, fit_error(len(nodes), [], "resourceclaim in use", "still not schedulable"))
+                self.unschedulable(
+                    pod, fit_error(len(nodes), [], "resourceclaim in use", "still not schedulable")
+                )
                 return
         for c in to_allocate:
             missing = inv.missing_class(_spec(c))
@@ -147,17 +164,27 @@ class Scheduler(Component):
             taint = untolerated_taint(spec, node)
             if taint is None and not node_ready(node):
                 taint = {"key": "node.kubernetes.io/not-ready", "value": ""}
-                if any(t.get("key") == "node.kubernetes.io/not-ready" and t.get("operator") == "Exists" for t in spec.get("tolerations") or []):
+                if any(
+                    t.get("key") == "node.kubernetes.io/not-ready" and t.get("operator") == "Exists"
+                    for t in spec.get("tolerations") or []
+                ):
                     taint = None
             if taint is not None:
-                reasons.append(f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}")
+                reasons.append(
+                    f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+                )
                 continue
             if spec.get("nodeName") and spec["nodeName"] != nname:
                 continue
             if not pod_fits_node_selection(spec, node):
                 reasons.append(AFFINITY)
                 continue
-            if any(not node_selector_matches((c.get("status") or {}).get("allocation", {}).get("nodeSelector"), node) for c in allocated):
+            if any(
+                not node_selector_matches(
+                    (c.get("status") or {}).get("allocation", {}).get("nodeSelector"), node
+                )
+                for c in allocated
+            ):
                 reasons.append(NOT_AVAILABLE_ON_NODE)
                 continue
             if to_allocate:
@@ -169,7 +196,15 @@ class Scheduler(Component):
             else:
                 feasible.append((node, []))
         if not feasible:
-            self.unschedulable(pod, fit_error(len(nodes), reasons, None, "still not schedulable" if claims else "no new claims to deallocate"))
+            self.unschedulable(
+                pod,
+                fit_error(
+                    len(nodes),
+                    reasons,
+                    None,
+                    "still not schedulable" if claims else "no new claims to deallocate",
+                ),
+            )
             return
         node, outcomes = min(feasible, key=lambda f: (load[md(f[0])["name"]], md(f[0])["name"]))
         nname = md(node)["name"]
@@ -180,16 +215,21 @@ class Scheduler(Component):
             allocation["allocationTimestamp"] = now()
             if not self._add_finalizer(claim):
                 return
-            ok = self.try_mutate(RESOURCE, "resourceclaims", ns, md(claim)["name"], _allocate_fn(allocation, ref), status=True)
+            ok = self.try_mutate(
+                RESOURCE, "resourceclaims", ns, md(claim)["name"], _allocate_fn(allocation, ref), status=True
+            )
             if ok is None:
                 return
             inv.used |= {k for k in outcome.devices}
             claim_index[(ns, md(claim)["name"])] = ok
             inv.claims.append(ok)
         for claim in allocated:
-            ok = self.try_mutate(RESOURCE, "resourceclaims", ns, md(claim)["name"], _reserve_fn(ref), status=True)
+            ok = self.try_mutate(
+                RESOURCE, "resourceclaims", ns, md(claim)["name"], _reserve_fn(ref), status=True
+            )
             if ok is not None:
                 claim_index[(ns, md(claim)["name"])] = ok
+
         # Bind
         def bind(obj: Obj) -> None:
             obj.setdefault("spec", {})["nodeName"] = nname
@@ -222,7 +262,10 @@ class Scheduler(Component):
             if CLAIM_FINALIZER not in fins:
                 fins.append(CLAIM_FINALIZER)
 
-        return self.try_mutate(RESOURCE, "resourceclaims", md(claim)["namespace"], md(claim)["name"], fn) is not None
+        return (
+            self.try_mutate(RESOURCE, "resourceclaims", md(claim)["namespace"], md(claim)["name"], fn)
+            is not None
+        )
 
     def unschedulable(self, pod: Obj, message: str) -> None:
         cond = condition(pod, "PodScheduled")
@@ -237,7 +280,7 @@ class Scheduler(Component):
         self.try_mutate("", "pods", md(pod)["namespace"], md(pod)["name"], fn, status=True)
         self.emit_event(pod, "FailedScheduling", message, component=SCHEDULER_NAME, action="Scheduling")
 
-    # ------------------------------------------------------------------ claim release (resourceclaim controller)
+    # ------------------------------------------------------------------ claim release (claim controller)
 
     def release_claims(self, pods: list[Obj], claims: list[Obj]) -> None:
         live = {md(p).get("uid"): p for p in pods}
@@ -281,7 +324,8 @@ def _spec(claim: Obj) -> dict[str, Any]:
 
 def _tolerates_unschedulable(spec: dict[str, Any]) -> bool:
     return any(
-        t.get("key") == "node.kubernetes.io/unschedulable" and t.get("operator") == "Exists" for t in spec.get("tolerations") or []
+        t.get("key") == "node.kubernetes.io/unschedulable" and t.get("operator") == "Exists"
+        for t in spec.get("tolerations") or []
     )
 
 

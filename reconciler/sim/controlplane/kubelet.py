@@ -1,0 +1,326 @@
+"""The simulated kubelet (all nodes): starts bound pods once their claims are allocated and reserved.
+
+A pod on a Ready node whose ResourceClaims are all allocated and reserved for it, and whose drivers
+have published a slice on the node (i.e. are "registered"), becomes Running and Ready. Otherwise it
+stays Pending (ContainerCreating), with a ``FailedPrepareDynamicResources`` event when a driver is not
+registered. Fault switches: ``fail_pods`` (phase Failed or CrashLoopBackOff), crashed drivers' plugin
+pods go CrashLoopBackOff, and pods on a NotReady node lose their Ready condition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.sim.controlplane.base import (
+    RESOURCE,
+    Component,
+    Obj,
+    controller_of,
+    is_terminating,
+    labels_match,
+    md,
+    node_ready,
+    now,
+    pod_done,
+    pod_phase,
+    set_condition,
+)
+from reconciler.sim.controlplane.scheduler import pod_claim_names
+
+PodPredicate = Callable[[Obj], bool]
+
+
+@dataclass
+class PodFault:
+    match: PodPredicate
+    mode: str  # "Failed" | "CrashLoopBackOff"
+
+
+def selector_predicate(selector: Any, namespace: str | None = None) -> PodPredicate:
+    """A pod predicate from a label dict, a LabelSelector dict, a "k=v,k2=v2" string, or a callable."""
+    if callable(selector):
+        return selector
+    if isinstance(selector, str):
+        pairs = dict(p.split("=", 1) for p in selector.split(",") if "=" in p)
+        sel: Mapping[str, Any] = {"matchLabels": pairs}
+    elif isinstance(selector, Mapping) and ("matchLabels" in selector or "matchExpressions" in selector):
+        sel = selector
+    else:
+        sel = {"matchLabels": dict(selector or {})}
+
+    def pred(pod: Obj) -> bool:
+        if namespace is not None and md(pod).get("namespace") != namespace:
+            return False
+        return labels_match(sel, md(pod).get("labels") or {})
+
+    return pred
+
+
+class Kubelet(Component):
+    name = "kubelet"
+    watches = frozenset(
+        {("", "pods"), ("", "nodes"), (RESOURCE, "resourceclaims"), (RESOURCE, "resourceslices")}
+    )
+
+    def __init__(
+        self, complete_jobs: bool = True, crashed_driver_of: Callable[[Obj], bool] | None = None
+    ) -> None:
+        super().__init__()
+        self.complete_jobs = complete_jobs
+        self.faults: list[PodFault] = []
+        self.crashed_driver_of = crashed_driver_of
+        self._lock = threading.Lock()
+        self._prepare_warned: set[tuple[str, str]] = set()
+
+    def fail_pods(self, selector: Any, mode: str = "Failed", namespace: str | None = None) -> None:
+        if mode not in ("Failed", "CrashLoopBackOff"):
+            raise ValueError("mode must be Failed or CrashLoopBackOff")
+        with self._lock:
+            self.faults.append(PodFault(selector_predicate(selector, namespace), mode))
+        self.kick()
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self.faults.clear()
+        self.kick()
+
+    def _fault_for(self, pod: Obj) -> str | None:
+        if self.crashed_driver_of is not None and self.crashed_driver_of(pod):
+            return "CrashLoopBackOff"
+        with self._lock:
+            faults = list(self.faults)
+        for f in faults:
+            try:
+                if f.match(pod):
+                    return f.mode
+            except Exception:  # noqa: BLE001
+                continue
+        return None
+
+    def reconcile(self) -> None:
+        nodes = {md(n)["name"]: n for n in self.store.list("", "nodes")}
+        claims = {(md(c)["namespace"], md(c)["name"]): c for c in self.store.list(RESOURCE, "resourceclaims")}
+        registered = {
+            (str((s.get("spec") or {}).get("driver")), str((s.get("spec") or {}).get("nodeName")))
+            for s in self.store.list(RESOURCE, "resourceslices")
+        }
+        for pod in self.store.list("", "pods"):
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if not node_name or is_terminating(pod) or pod_done(pod):
+                continue
+            node = nodes.get(node_name)
+            if node is None:
+                continue
+            try:
+                self.sync_pod(pod, node, claims, registered)
+            except Exception:  # noqa: BLE001
+                self.errors += 1
+
+    def sync_pod(
+        self, pod: Obj, node: Obj, claims: dict[tuple[str, str], Obj], registered: set[tuple[str, str]]
+    ) -> None:
+        ns, uid = md(pod)["namespace"], md(pod).get("uid")
+        nname = md(node)["name"]
+        running = pod_phase(pod) == "Running"
+        if not node_ready(node):
+            if running:
+                self._write(pod, lambda st: self._not_ready(st, "NodeNotReady"))
+            return
+        fault = self._fault_for(pod)
+        if fault is not None and running:
+            self._write(pod, lambda st: self._apply_fault(pod, st, fault))
+            return
+        if not running:
+            # all claims allocated + reserved for this pod, drivers registered on the node
+            for _, cname, _ in pod_claim_names(pod):
+                claim = claims.get((ns, cname)) if cname else None
+                if claim is None:
+                    return
+                st = claim.get("status") or {}
+                if not st.get("allocation") or not any(
+                    r.get("uid") == uid for r in st.get("reservedFor") or []
+                ):
+                    return
+                for r in (st["allocation"].get("devices") or {}).get("results") or []:
+                    drv = str(r.get("driver"))
+                    if (drv, nname) not in registered:
+                        if (uid, drv) not in self._prepare_warned:
+                            self._prepare_warned.add((str(uid), drv))
+                            self.emit_event(
+                                pod,
+                                "FailedPrepareDynamicResources",
+                                f"Failed to prepare dynamic resources: DRA driver {drv} is not registered",
+                                component="kubelet",
+                                host=nname,
+                            )
+                        return
+            if fault is not None:
+                self._write(pod, lambda st: self._apply_fault(pod, st, fault))
+                return
+            self._write(pod, lambda st: self._start(pod, node, st))
+            return
+        if self._is_job_pod(pod) and self.complete_jobs:
+            self._write(pod, lambda st: self._complete(pod, st))
+            return
+        # recovered from a fault / node back: make sure it is ready again
+        self._write(pod, lambda st: self._start(pod, node, st))
+
+    # ------------------------------------------------------------------ status writers
+
+    def _write(self, pod: Obj, edit: Callable[[dict[str, Any]], None]) -> None:
+        trial = dict(pod.get("status") or {})
+        trial = _clone(trial)
+        edit(trial)
+        if trial == (pod.get("status") or {}):
+            return
+
+        def fn(obj: Obj) -> None:
+            st = obj.setdefault("status", {})
+            edit(st)
+
+        self.try_mutate("", "pods", md(pod)["namespace"], md(pod)["name"], fn, status=True)
+
+    @staticmethod
+    def _is_job_pod(pod: Obj) -> bool:
+        owner = controller_of(pod)
+        return owner is not None and owner.get("kind") == "Job"
+
+    def _start(self, pod: Obj, node: Obj, st: dict[str, Any]) -> None:
+        ip = _pod_ip(str(md(pod).get("uid")))
+        host_ip = _node_ip(node)
+        st["phase"] = "Running"
+        st.setdefault("startTime", now())
+        st["hostIP"] = host_ip
+        st["hostIPs"] = [{"ip": host_ip}]
+        st["podIP"] = ip
+        st["podIPs"] = [{"ip": ip}]
+        st.setdefault("qosClass", "BestEffort")
+        for ctype in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"):
+            set_condition(st, ctype, "True")
+        old = {c.get("name"): c for c in st.get("containerStatuses") or []}
+        statuses = []
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            prev = old.get(c.get("name")) or {}
+            started = ((prev.get("state") or {}).get("running") or {}).get("startedAt") or now()
+            statuses.append(
+                {
+                    "name": c.get("name"),
+                    "image": c.get("image"),
+                    "imageID": f"{c.get('image')}@sha256:{_sha(str(c.get('image')))}",
+                    "containerID": f"containerd://{_sha(str(md(pod).get('uid')) + str(c.get('name')))}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": int(prev.get("restartCount") or 0),
+                    "state": {"running": {"startedAt": started}},
+                    **({"lastState": prev["lastState"]} if prev.get("lastState") else {"lastState": {}}),
+                }
+            )
+        st["containerStatuses"] = statuses
+
+    @staticmethod
+    def _not_ready(st: dict[str, Any], reason: str) -> None:
+        set_condition(st, "Ready", "False", reason)
+        set_condition(st, "ContainersReady", "False", reason)
+
+    def _apply_fault(self, pod: Obj, st: dict[str, Any], mode: str) -> None:
+        containers = (pod.get("spec") or {}).get("containers") or []
+        old = {c.get("name"): c for c in st.get("containerStatuses") or []}
+        if mode == "Failed":
+            st["phase"] = "Failed"
+            set_condition(st, "Ready", "False", "PodFailed")
+            set_condition(st, "ContainersReady", "False", "PodFailed")
+            st["containerStatuses"] = [
+                {
+                    "name": c.get("name"),
+                    "image": c.get("image"),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": int((old.get(c.get("name")) or {}).get("restartCount") or 0),
+                    "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now()}},
+                }
+                for c in containers
+            ]
+            return
+        st["phase"] = "Running"
+        names = ",".join(str(c.get("name")) for c in containers)
+        set_condition(
+            st, "Ready", "False", "ContainersNotReady", f"containers with unready status: [{names}]"
+        )
+        set_condition(
+            st, "ContainersReady", "False", "ContainersNotReady", f"containers with unready status: [{names}]"
+        )
+        statuses = []
+        for c in containers:
+            prev = old.get(c.get("name")) or {}
+            was_waiting = ((prev.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+            restarts = int(prev.get("restartCount") or 0)
+            if not was_waiting:
+                restarts += 1
+            statuses.append(
+                {
+                    "name": c.get("name"),
+                    "image": c.get("image"),
+                    "imageID": prev.get("imageID", ""),
+                    "containerID": prev.get("containerID", ""),
+                    "ready": False,
+                    "started": False,
+                    "restartCount": restarts,
+                    "state": {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": f"back-off 10s restarting failed container={c.get('name')} "
+                            f"pod={md(pod).get('name')}_{md(pod).get('namespace')}({md(pod).get('uid')})",
+                        }
+                    },
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now()}}
+                    if not was_waiting
+                    else prev.get("lastState", {}),
+                }
+            )
+        st["containerStatuses"] = statuses
+
+    def _complete(self, pod: Obj, st: dict[str, Any]) -> None:
+        st["phase"] = "Succeeded"
+        set_condition(st, "Ready", "False", "PodCompleted")
+        set_condition(st, "ContainersReady", "False", "PodCompleted")
+        st["containerStatuses"] = [
+            {
+                "name": c.get("name"),
+                "image": c.get("image"),
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now()}},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+
+
+def _clone(o: Any) -> Any:
+    if isinstance(o, dict):
+        return {k: _clone(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_clone(v) for v in o]
+    return o
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _pod_ip(uid: str) -> str:
+    h = hashlib.sha256(uid.encode()).digest()
+    return f"10.244.{h[0]}.{max(2, h[1])}"
+
+
+def _node_ip(node: Obj) -> str:
+    for a in (node.get("status") or {}).get("addresses") or []:
+        if a.get("type") == "InternalIP":
+            return str(a.get("address"))
+    return "10.0.0.1"
