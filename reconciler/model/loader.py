@@ -11,6 +11,7 @@ every document (and of every item of a `List`) comes for free from the composer'
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,23 @@ def _check_flow_depth(raw: bytes, path: str, limit: int) -> None:
             line += 1
 
 
+_COMPACT_NESTING = re.compile(rb"(?:[-?][ \t]+){50}")
+
+
+def _check_compact_nesting(raw: bytes, path: str) -> None:
+    """Refuse `- - - - ...`: compact block collections nest one level per two bytes, as deep as brackets.
+
+    Indentation-nested blocks need quadratic bytes, so the document size limit already bounds them; only
+    long runs of compact indicators on one line can reach a depth that crashes libyaml.
+    """
+    if b"- - " not in raw and b"? ? " not in raw:
+        return
+    match = _COMPACT_NESTING.search(raw)
+    if match:
+        line = raw.count(b"\n", 0, match.start()) + 1
+        raise ManifestError("block collections nested 50 or more levels deep on one line", where=f"{path}:{line}")
+
+
 def _items_lines(node: yaml.Node) -> list[int]:
     """Lines of the elements of a List document's `items`, in order."""
     if isinstance(node, yaml.MappingNode):
@@ -146,6 +164,7 @@ def parse_documents(text: str | bytes, path: str, limits: Limits = DEFAULT_LIMIT
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     may_alias = b"&" in raw
     _check_flow_depth(raw, path, limits.max_flow_depth)
+    _check_compact_nesting(raw, path)
     loader = _Loader(text)
     manifests: list[Manifest] = []
     line = 1

@@ -229,7 +229,8 @@ def evaluate(engine: Engine, policy_set: PolicySet, input_doc: dict[str, Any]) -
     """Run the policies and apply waivers; a waiver without a reason is itself a denial."""
     raw = engine.evaluate(input_doc)
     objects = [*input_doc["objects"], *input_doc["base_objects"]]
-    waivers = _waivers(input_doc["objects"])
+    # A deleted object is only in the base; its waiver can only be there. The head version wins otherwise.
+    waivers = {**_waivers(input_doc["base_objects"]), **_waivers(input_doc["objects"])}
     findings: set[Finding] = set()
     for package, sets in raw.items():
         default_rule = policy_set.rule_of_package.get(package, package.removeprefix("dra."))

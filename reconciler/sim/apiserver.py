@@ -22,10 +22,8 @@ from reconciler.sim.resources import DRA_PLURALS, RESOURCE_GROUP, RESOURCE_VERSI
 from reconciler.sim.selectors import SelectorError
 from reconciler.sim.store import (
     Change,
-    Conflict,
     NotFound,
     Obj,
-    ResourceType,
     Store,
     StoreError,
     clone,
@@ -105,7 +103,13 @@ class ApiError(Exception):
 
 
 def status_body(code: int, message: str, reason: str, details: dict[str, Any] | None = None) -> Obj:
-    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message}
+    body: Obj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+    }
     if reason:
         body["reason"] = reason
     if details:
@@ -210,9 +214,7 @@ class ApiServer:
         for g in BUILTIN_GROUP_ORDER:
             if g == RESOURCE_GROUP:
                 out[g] = list(self.served_versions)
-            elif g == "events.k8s.io":
-                out[g] = ["v1"]
-            elif any(t.group == g for t in types):
+            elif g == "events.k8s.io" or any(t.group == g for t in types):
                 out[g] = ["v1"]
         for (g, _plural), versions in sorted(self.crd_versions.items()):
             lst = out.setdefault(g, [])
@@ -259,15 +261,17 @@ class ApiServer:
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        if group == "" and plural == "namespaces" and namespace and not name:
-            pass
         return self._route_to(group, version, plural, namespace, name, sub)
 
     def _route_to(self, group: str, version: str, plural: str, ns: str, name: str, sub: str) -> Route:
         served = self.served(group, version, plural)
         if served is None:
             raise ApiError(404, "the server could not find the requested resource")
-        if sub and sub not in served.rtype.subresources and not (sub == "finalize" and plural == "namespaces"):
+        if (
+            sub
+            and sub not in served.rtype.subresources
+            and not (sub == "finalize" and plural == "namespaces")
+        ):
             raise ApiError(404, "the server could not find the requested resource")
         if served.rtype.namespaced is False and ns:
             raise ApiError(404, "the server could not find the requested resource")
@@ -288,7 +292,9 @@ class ApiServer:
                     msg = {429: "Too many requests, please try again later."}.get(
                         code, "simulated failure (fault injection)"
                     )
-                    return Response(code, _json(status_body(code, msg, REASONS.get(code, ""))), headers=headers)
+                    return Response(
+                        code, _json(status_body(code, msg, REASONS.get(code, ""))), headers=headers
+                    )
                 self.stopping.wait(value)  # the client's read times out meanwhile
             route = self.route(req.path)
             if route.served is None:
@@ -302,7 +308,9 @@ class ApiServer:
             import logging
 
             logging.getLogger(__name__).exception("simulated apiserver: %s %s", req.method, req.path)
-            return Response(500, _json(status_body(500, f"simulated apiserver error: {e!r}", "InternalError")))
+            return Response(
+                500, _json(status_body(500, f"simulated apiserver error: {e!r}", "InternalError"))
+            )
 
     # ------------------------------------------------------------------ discovery
 
@@ -335,7 +343,9 @@ class ApiServer:
                 {
                     "kind": "APIVersions",
                     "versions": ["v1"],
-                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}],
+                    "serverAddressByClientCIDRs": [
+                        {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}
+                    ],
                 }
             )
         if path == "/api/v1":
@@ -350,10 +360,51 @@ class ApiServer:
                 return _ok(dict(self._group(parts[1], versions), kind="APIGroup", apiVersion="v1"))
             if versions and parts[2] in versions:
                 return _ok(self._resource_list(parts[1], parts[2]))
-        if parts[0] == "openapi":
-            # no OpenAPI documents: kubectl then relies on server-side field validation
-            raise ApiError(404, "the server could not find the requested resource")
+        if parts[0] == "openapi" and len(parts) >= 2 and parts[1] == "v3":
+            return self.openapi_v3("/".join(parts[2:]))
         raise ApiError(404, "the server could not find the requested resource")
+
+    def openapi_v3(self, gv_path: str) -> Response:
+        """Just enough OpenAPI v3 for kubectl to see that PATCH supports ``fieldValidation``.
+
+        Without it kubectl refuses to apply ("failed to download openapi"); no schemas are published,
+        so validation happens on the server, as it does against a real one.
+        """
+        gvs: dict[str, tuple[str, str]] = {"api/v1": ("", "v1")}
+        for g, versions in self.group_versions().items():
+            for v in versions:
+                gvs[f"apis/{g}/{v}"] = (g, v)
+        if not gv_path:
+            paths = {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=sim{self.store.resource_version}"} for p in gvs}
+            return _ok({"paths": paths})
+        if gv_path not in gvs:
+            raise ApiError(404, "the server could not find the requested resource")
+        group, version = gvs[gv_path]
+        params = [
+            {"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+            for n in ("dryRun", "fieldManager", "fieldValidation", "force")
+        ]
+        doc_paths: Obj = {}
+        for s in self.resources_in(group, version):
+            t = s.rtype
+            gvk = {"group": group, "version": version, "kind": t.kind}
+            prefix = f"/{gv_path}/" + ("namespaces/{namespace}/" if t.namespaced else "")
+            op = {
+                "operationId": f"patch{t.kind}",
+                "parameters": params,
+                "responses": {"200": {"description": "OK"}},
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": gvk,
+            }
+            doc_paths[prefix + t.plural + "/{name}"] = {"patch": op}
+        return _ok(
+            {
+                "openapi": "3.0.0",
+                "info": {"title": "Kubernetes", "version": self.kube_version},
+                "paths": doc_paths,
+                "components": {"schemas": {}},
+            }
+        )
 
     def _group(self, group: str, versions: list[str]) -> Obj:
         gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
@@ -408,7 +459,7 @@ class ApiServer:
             elif req.query.get("watch") in ("1", "true", "True"):
                 return self.watch(req, served, route)
             else:
-                resp = self.list(req, served, route)
+                resp = self.list_objects(req, served, route)
         elif method == "POST" and not route.name:
             resp = self.create(req, served, route, warnings)
         elif method == "PUT" and route.name:
@@ -416,7 +467,9 @@ class ApiServer:
         elif method == "PATCH" and route.name:
             resp = self.patch(req, served, route, warnings)
         elif method == "DELETE":
-            resp = self.delete(req, served, route) if route.name else self.delete_collection(req, served, route)
+            resp = (
+                self.delete(req, served, route) if route.name else self.delete_collection(req, served, route)
+            )
         else:
             raise ApiError(405, "the server does not allow this method on the requested resource")
         for w in warnings:
@@ -430,8 +483,11 @@ class ApiServer:
         t = served.rtype
         return ApiError(
             404,
-            f'{served.plural}.{served.group} "{name}" not found' if served.group else f'{t.plural} "{name}" not found',
-            details={"name": name, "group": served.group, "kind": served.plural} if served.group
+            f'{served.plural}.{served.group} "{name}" not found'
+            if served.group
+            else f'{t.plural} "{name}" not found',
+            details={"name": name, "group": served.group, "kind": served.plural}
+            if served.group
             else {"name": name, "kind": served.plural},
         )
 
@@ -446,10 +502,12 @@ class ApiServer:
             served, req.query.get("fieldSelector")
         )
 
-    def list(self, req: Request, served: Served, route: Route) -> Response:
+    def list_objects(self, req: Request, served: Served, route: Route) -> Response:
         label, fieldsel = self._selectors(req, served)
         try:
-            items, rv = self.store.list_ref(served.rtype.group, served.plural, route.namespace or None, label, fieldsel)
+            items, rv = self.store.list_ref(
+                served.rtype.group, served.plural, route.namespace or None, label, fieldsel
+            )
         except SelectorError as e:
             raise ApiError(400, str(e)) from None
         meta: Obj = {"resourceVersion": rv}
@@ -479,15 +537,24 @@ class ApiServer:
                 # real servers leave kind/apiVersion out of the items of built-in lists
                 r = {k: v for k, v in r.items() if k != "kind" and k != "apiVersion"}
             out_items.append(r)
-        return _ok({"kind": served.rtype.kind + "List", "apiVersion": served.api_version, "metadata": meta,
-                    "items": out_items})
+        return _ok(
+            {
+                "kind": served.rtype.kind + "List",
+                "apiVersion": served.api_version,
+                "metadata": meta,
+                "items": out_items,
+            }
+        )
 
     # ------------------------------------------------------------------ writes
 
     def _body(self, req: Request, yaml_ok: bool = False) -> Any:
         if not req.body:
-            raise ApiError(400, "the body of the request was in an unknown format - accepted media types include: "
-                           "application/json, application/yaml, application/vnd.kubernetes.protobuf")
+            raise ApiError(
+                400,
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json, application/yaml, application/vnd.kubernetes.protobuf",
+            )
         try:
             return json.loads(req.body)
         except ValueError:
@@ -520,9 +587,11 @@ class ApiServer:
         kind, api_version = obj.get("kind"), obj.get("apiVersion")
         if kind and kind != served.rtype.kind:
             raise ApiError(
-                400, f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({served.api_version})" if api_version != served.api_version else
-                f"kind {kind} does not match the expected kind {served.rtype.kind}"
+                400,
+                f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({served.api_version})"
+                if api_version != served.api_version
+                else f"kind {kind} does not match the expected kind {served.rtype.kind}",
             )
         if api_version and api_version != served.api_version:
             raise ApiError(
@@ -539,15 +608,22 @@ class ApiServer:
             ns = md.get("namespace")
             if ns and route.namespace and ns != route.namespace:
                 raise ApiError(
-                    400, "the namespace of the provided object does not match the namespace sent on the request"
+                    400,
+                    "the namespace of the provided object does not match the namespace sent on the request",
                 )
             if route.namespace:
                 md["namespace"] = route.namespace
         else:
             md.pop("namespace", None)
         if need_name and route.name and md.get("name") and md["name"] != route.name:
-            raise ApiError(400, "the name of the object (" + str(md["name"]) + ") does not match the name on the URL ("
-                           + route.name + ")")
+            raise ApiError(
+                400,
+                "the name of the object ("
+                + str(md["name"])
+                + ") does not match the name on the URL ("
+                + route.name
+                + ")",
+            )
         if need_name and route.name:
             md["name"] = route.name
         return obj
@@ -581,13 +657,17 @@ class ApiServer:
     def create(self, req: Request, served: Served, route: Route, warnings: list[str]) -> Response:
         body = self._check_object(served, route, self._body(req), need_name=False)
         dry = self._dry_run(req)
-        self._unknown(req, served, body, warnings, apply=False, route=route)
         obj = conversion.to_storage(served, body)
+        self._unknown(req, served, obj, warnings, apply=False, route=route)
         t = served.rtype
         obj["metadata"] = dict(obj["metadata"])
         obj["metadata"].pop("managedFields", None)
         fieldmanager.update(
-            None, obj, manager=self._manager(req), scope="main", has_status="status" in t.subresources,
+            None,
+            obj,
+            manager=self._manager(req),
+            scope="main",
+            has_status="status" in t.subresources,
             api_version=t.api_version,
         )
         out = self.store.create_ref(t.group, t.plural, clone(obj), dry_run=dry)
@@ -596,15 +676,15 @@ class ApiServer:
     def update(self, req: Request, served: Served, route: Route, warnings: list[str]) -> Response:
         body = self._check_object(served, route, self._body(req), need_name=True)
         dry = self._dry_run(req)
-        self._unknown(req, served, body, warnings, apply=False, route=route)
         t = served.rtype
         new = conversion.to_storage(served, body)
+        self._unknown(req, served, new, warnings, apply=False, route=route)
         with self.store.transaction():
             old = self.store.get_ref(t.group, t.plural, route.namespace, route.name)
             if old is None:
                 raise self._not_found(served, route.name)
             rv = (new.get("metadata") or {}).get("resourceVersion")
-            if not rv and t.group == "" and t.plural not in ("namespaces",) and False:
+            if False:
                 pass
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise self.store.conflict(t, route.name)
@@ -627,7 +707,12 @@ class ApiServer:
                 new["status"] = old["status"]
         new["metadata"] = dict(new.get("metadata") or {})
         fieldmanager.update(
-            old, new, manager=self._manager(req), scope=scope, has_status=has_status, api_version=t.api_version
+            old,
+            new,
+            manager=self._manager(req),
+            scope=scope,
+            has_status=has_status,
+            api_version=t.api_version,
         )
         return self.store.replace_ref(t, old, clone(new), status=scope == "status", dry_run=dry)
 
@@ -642,9 +727,12 @@ class ApiServer:
             "application/json-patch+json",
             "application/strategic-merge-patch+json",
         ):
-            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: "
-                           "application/json-patch+json, application/merge-patch+json, "
-                           f"application/apply-patch+yaml (got {ctype})")
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, "
+                f"application/apply-patch+yaml (got {ctype})",
+            )
         if ctype == "application/strategic-merge-patch+json" and (t.group, t.plural) in {
             (g, p) for (g, p) in self.crd_versions
         }:
@@ -675,8 +763,8 @@ class ApiServer:
             for k in ("name", "namespace", "uid"):
                 if k in old["metadata"] and md.get(k) != old["metadata"][k] and k != "uid":
                     md[k] = old["metadata"][k]
-            self._unknown(req, served, patched, warnings, apply=False, route=route)
             new = conversion.to_storage(served, patched)
+            self._unknown(req, served, new, warnings, apply=False, route=route)
             out = self._store_update(req, served, route, old, new, dry)
         return _ok(self.render(served, out))
 
@@ -684,8 +772,11 @@ class ApiServer:
         t = served.rtype
         manager = req.query.get("fieldManager")
         if not manager:
-            raise ApiError(400, "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required "
-                           "for apply patch")
+            raise ApiError(
+                400,
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required '
+                "for apply patch",
+            )
         force = req.query.get("force") in ("true", "1", "True")
         body = self._body(req, yaml_ok=True)
         if not isinstance(body, dict):
@@ -693,8 +784,8 @@ class ApiServer:
         if not body.get("apiVersion") or not body.get("kind"):
             raise ApiError(400, "invalid object type: " + ("/, Kind=" if not body.get("kind") else ""))
         body = self._check_object(served, route, body, need_name=True)
-        self._unknown(req, served, body, warnings, apply=True, route=route)
         cfg = conversion.to_storage(served, body)
+        self._unknown(req, served, cfg, warnings, apply=True, route=route)
         scope = "status" if route.sub else "main"
         has_status = "status" in t.subresources
         with self.store.transaction():
@@ -703,14 +794,21 @@ class ApiServer:
                 raise self._not_found(served, route.name)
             try:
                 new = fieldmanager.apply(
-                    old, cfg, manager=manager, force=force, scope=scope, has_status=has_status,
+                    old,
+                    cfg,
+                    manager=manager,
+                    force=force,
+                    scope=scope,
+                    has_status=has_status,
                     api_version=t.api_version,
                 )
             except fieldmanager.ApplyConflict as e:
                 causes = [
-                    {"reason": "FieldManagerConflict",
-                     "message": f"conflict with {fieldmanager.print_manager(m)}",
-                     "field": fieldmanager.path_string(p)}
+                    {
+                        "reason": "FieldManagerConflict",
+                        "message": f"conflict with {fieldmanager.print_manager(m)}",
+                        "field": fieldmanager.path_string(p),
+                    }
                     for m, p in e.conflicts
                 ]
                 raise ApiError(409, str(e), details={"causes": causes}) from None
@@ -744,8 +842,9 @@ class ApiServer:
         policy = policy or "Background"
         if policy not in ("Background", "Foreground", "Orphan"):
             raise ApiError(
-                422, f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": '
-                'supported values: "Foreground", "Background", "Orphan", "nil"'
+                422,
+                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "{policy}": '
+                'supported values: "Foreground", "Background", "Orphan", "nil"',
             )
         return str(policy)
 
@@ -755,8 +854,14 @@ class ApiServer:
         pre = opts.get("preconditions") or {}
         t = served.rtype
         out = self.store.delete(
-            t.group, t.plural, route.namespace, route.name, propagation=self._propagation(req, opts), dry_run=dry,
-            precondition_uid=pre.get("uid"), precondition_rv=pre.get("resourceVersion"),
+            t.group,
+            t.plural,
+            route.namespace,
+            route.name,
+            propagation=self._propagation(req, opts),
+            dry_run=dry,
+            precondition_uid=pre.get("uid"),
+            precondition_rv=pre.get("resourceVersion"),
         )
         if out is None:
             raise self._not_found(served, route.name)
@@ -775,12 +880,19 @@ class ApiServer:
         deleted = []
         for o in items:
             md = o["metadata"]
-            out = self.store.delete(t.group, t.plural, md.get("namespace", ""), md["name"], propagation=propagation,
-                                    dry_run=dry)
+            out = self.store.delete(
+                t.group, t.plural, md.get("namespace", ""), md["name"], propagation=propagation, dry_run=dry
+            )
             if out is not None:
                 deleted.append(self.render(served, out))
-        return _ok({"kind": t.kind + "List", "apiVersion": served.api_version,
-                    "metadata": {"resourceVersion": self.store.resource_version}, "items": deleted})
+        return _ok(
+            {
+                "kind": t.kind + "List",
+                "apiVersion": served.api_version,
+                "metadata": {"resourceVersion": self.store.resource_version},
+                "items": deleted,
+            }
+        )
 
     # ------------------------------------------------------------------ watch
 
@@ -801,7 +913,6 @@ class ApiServer:
             raise ApiError(400, f'resourceVersion: Invalid value: "{rv_param}": must be a number')
         t = served.rtype
         ns = route.namespace
-        name = route.name
         q: queue.Queue[Change | None] = queue.Queue()
 
         def on_change(change: Change) -> None:
@@ -832,7 +943,6 @@ class ApiServer:
                     write(_json({"type": "ERROR", "object": gone}) + b"\n")
 
                 return Response(200, stream=send_gone)
-        del name
 
         def stream(write: Callable[[bytes], None]) -> None:
             deadline = time.monotonic() + timeout
@@ -861,7 +971,3 @@ class ApiServer:
 
     def close(self) -> None:
         self.stopping.set()
-
-
-def _unused(_: Conflict | ResourceType) -> None:  # keep imports used for type references
-    return None

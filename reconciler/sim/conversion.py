@@ -76,7 +76,9 @@ def _claim_like(obj: Obj, plural: str, conv_request: Any, conv_device: Any) -> N
     elif plural == "resourceclaimtemplates" and isinstance(spec.get("spec"), dict):
         obj["spec"] = dict(spec, spec=_claim_spec(spec["spec"], conv_request))
     elif plural == "resourceslices" and isinstance(spec.get("devices"), list):
-        obj["spec"] = dict(spec, devices=[conv_device(d) if isinstance(d, dict) else d for d in spec["devices"]])
+        obj["spec"] = dict(
+            spec, devices=[conv_device(d) if isinstance(d, dict) else d for d in spec["devices"]]
+        )
 
 
 def _claim_spec(spec: Obj, conv_request: Any) -> Obj:

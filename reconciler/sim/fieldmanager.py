@@ -320,7 +320,9 @@ def remove_path(obj: Any, path: Path) -> None:
         parent.pop(el[2:], None)
     elif el.startswith("k:") and isinstance(parent, list):
         want = json.loads(el[2:])
-        parent[:] = [i for i in parent if not (isinstance(i, dict) and all(i.get(k) == v for k, v in want.items()))]
+        parent[:] = [
+            i for i in parent if not (isinstance(i, dict) and all(i.get(k) == v for k, v in want.items()))
+        ]
     elif el.startswith("v:") and isinstance(parent, list):
         want = json.loads(el[2:])
         parent[:] = [i for i in parent if i != want]

@@ -173,7 +173,9 @@ def _merge_list(live: Any, patch: list[Any], name: str) -> list[Any]:
     for item in patch:
         if key not in item and "port" in item and name == "ports":
             key = "port"
-        idx = next((n for n, i in enumerate(result) if isinstance(i, dict) and i.get(key) == item.get(key)), None)
+        idx = next(
+            (n for n, i in enumerate(result) if isinstance(i, dict) and i.get(key) == item.get(key)), None
+        )
         if item.get("$patch") == "delete":
             if idx is not None:
                 result.pop(idx)

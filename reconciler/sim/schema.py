@@ -143,7 +143,13 @@ SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {
     ),
     ("resource.k8s.io", "devicetaintrules"): _obj(
         {
-            "deviceSelector": {"driver": ANY, "pool": ANY, "device": ANY, "deviceClassName": ANY, "selectors": ANY},
+            "deviceSelector": {
+                "driver": ANY,
+                "pool": ANY,
+                "device": ANY,
+                "deviceClassName": ANY,
+                "selectors": ANY,
+            },
             "taint": {"key": ANY, "value": ANY, "effect": ANY, "timeAdded": ANY},
         },
         {"conditions": ANY},

@@ -22,7 +22,8 @@ class SelectorError(ValueError):
 
 def _split(selector: str) -> list[str]:
     """Split on commas outside parentheses."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth, cur = 0, list[str]()
     for ch in selector:
         if ch == "(":
             depth += 1
@@ -37,36 +38,43 @@ def _split(selector: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def parse_labels(selector: str) -> Callable[[dict[str, str]], bool]:
+LabelPredicate = Callable[[dict[str, str]], bool]
+
+
+def _requirement(key: str, op: str, values: frozenset[str]) -> LabelPredicate:
+    def check(labels: dict[str, str]) -> bool:
+        if op == "in":
+            return key in labels and labels[key] in values
+        if op in ("notin", "!="):
+            return labels.get(key) not in values  # also true without the label, as on a real server
+        if op == "=":
+            return labels.get(key) in values
+        if op == "exists":
+            return key in labels
+        return key not in labels  # "!exists"
+
+    return check
+
+
+def parse_labels(selector: str) -> LabelPredicate:
     """Compile a label selector into a predicate over a labels dict."""
-    reqs: list[Callable[[dict[str, str]], bool]] = []
+    reqs: list[LabelPredicate] = []
     for part in _split(selector):
         m = _SET_RE.match(part)
         if m:
             if m.group(1):
                 raise SelectorError(f"unable to parse requirement: {part.strip()}")
-            key, op = m.group(2), m.group(3)
             values = frozenset(v.strip() for v in m.group(4).split(",") if v.strip())
-            if op == "in":
-                reqs.append(lambda lb, k=key, vs=values: k in lb and lb[k] in vs)
-            else:
-                reqs.append(lambda lb, k=key, vs=values: lb.get(k) not in vs)
+            reqs.append(_requirement(m.group(2), m.group(3), values))
             continue
         m = _CMP_RE.match(part)
         if m:
-            key, op, value = m.group(1), m.group(2), m.group(3)
-            if op == "!=":
-                reqs.append(lambda lb, k=key, v=value: lb.get(k) != v)
-            else:
-                reqs.append(lambda lb, k=key, v=value: lb.get(k) == v)
+            op = "!=" if m.group(2) == "!=" else "="
+            reqs.append(_requirement(m.group(1), op, frozenset([m.group(3)])))
             continue
         m = _KEY_RE.match(part)
         if m:
-            key = m.group(2)
-            if m.group(1):
-                reqs.append(lambda lb, k=key: k not in lb)
-            else:
-                reqs.append(lambda lb, k=key: k in lb)
+            reqs.append(_requirement(m.group(2), "!exists" if m.group(1) else "exists", frozenset()))
             continue
         raise SelectorError(f"unable to parse requirement: {part.strip()}")
     return lambda labels: all(r(labels) for r in reqs)
@@ -85,6 +93,13 @@ def field_value(obj: dict[str, Any], path: str) -> str:
     return str(cur)
 
 
+def _field_requirement(path: str, negate: bool, value: str) -> Matcher:
+    def check(obj: dict[str, Any]) -> bool:
+        return (field_value(obj, path) == value) != negate
+
+    return check
+
+
 def parse_fields(selector: str) -> Matcher:
     """Compile a field selector (``a=b``, ``a==b``, ``a!=b``, comma-separated) into a predicate."""
     reqs: list[Matcher] = []
@@ -93,10 +108,7 @@ def parse_fields(selector: str) -> Matcher:
         if not m:
             raise SelectorError(f"invalid selector: '{selector}'; can't understand '{part.strip()}'")
         path, op, value = m.groups()
-        if op == "!=":
-            reqs.append(lambda o, p=path, v=value: field_value(o, p) != v)
-        else:
-            reqs.append(lambda o, p=path, v=value: field_value(o, p) == v)
+        reqs.append(_field_requirement(path, op == "!=", value))
     return lambda obj: all(r(obj) for r in reqs)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from reconciler.sim import selectors
 
 Obj = dict[str, Any]
+ObjList = list[Obj]  # spelled out here because Store.list shadows the builtin inside the class
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 
@@ -196,7 +197,7 @@ class Store:
         plural: str,
         namespace: str | None = None,
         label_selector: str | None = None,
-    ) -> list[dict]:
+    ) -> ObjList:
         return [clone(o) for o in self.list_ref(group, plural, namespace, label_selector)[0]]
 
     # ------------------------------------------------------------------ internal reads (shared refs)
@@ -214,7 +215,7 @@ class Store:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[ObjList, str]:
         """Stored objects (not copies) sorted by namespace/name, and the list's resourceVersion."""
         self.resource_type(group, plural)
         match = selectors.compile_selectors(label_selector, field_selector)
@@ -499,9 +500,7 @@ class Store:
         self._commit(rtype, key, new, "MODIFIED")
         return new
 
-    def _delete_locked(
-        self, rtype: ResourceType, key: Key, old: Obj, propagation: str, dry_run: bool
-    ) -> Obj:
+    def _delete_locked(self, rtype: ResourceType, key: Key, old: Obj, propagation: str, dry_run: bool) -> Obj:
         md = old["metadata"]
         finalizers = list(md.get("finalizers") or [])
         uid = md["uid"]
@@ -551,7 +550,10 @@ class Store:
             for okey, obj in list(objs.items()):
                 if okey[0] == name:
                     self._delete_locked(t, okey, obj, "Background", False)
-        return self._maybe_finish_namespace(name) or self._objects[("", NOT_FOUND_NS)][key]
+        current = self._objects[("", NOT_FOUND_NS)].get(key)
+        if current is None:  # removed as its last object went
+            return old
+        return self._maybe_finish_namespace(name) or current
 
     def _maybe_finish_namespace(self, name: str) -> Obj | None:
         nst = self._types[("", NOT_FOUND_NS)]

@@ -57,7 +57,11 @@ def _fmt_value(value: Any) -> str:
 
 
 def invalid_value(field: str, value: Any, detail: str) -> dict[str, str]:
-    return {"reason": "FieldValueInvalid", "message": f"Invalid value: {_fmt_value(value)}: {detail}", "field": field}
+    return {
+        "reason": "FieldValueInvalid",
+        "message": f"Invalid value: {_fmt_value(value)}: {detail}",
+        "field": field,
+    }
 
 
 def required(field: str, detail: str = "") -> dict[str, str]:
@@ -75,7 +79,11 @@ def unsupported(field: str, value: Any, supported: tuple[str, ...]) -> dict[str,
 
 
 def not_found(field: str, value: Any, detail: str) -> dict[str, str]:
-    return {"reason": "FieldValueNotFound", "message": f"Not found: {_fmt_value(value)}: {detail}", "field": field}
+    return {
+        "reason": "FieldValueNotFound",
+        "message": f"Not found: {_fmt_value(value)}: {detail}",
+        "field": field,
+    }
 
 
 def forbidden(field: str, detail: str) -> dict[str, str]:
@@ -204,8 +212,13 @@ def check_claim_spec(spec: Any, path: str) -> list[dict[str, str]]:
         else:
             causes.extend(check_name(str(name), f"{rpath}.name", "label"))
             if name in names:
-                causes.append({"reason": "FieldValueDuplicate", "message": f"Duplicate value: {json.dumps(name)}",
-                               "field": f"{rpath}.name"})
+                causes.append(
+                    {
+                        "reason": "FieldValueDuplicate",
+                        "message": f"Duplicate value: {json.dumps(name)}",
+                        "field": f"{rpath}.name",
+                    }
+                )
             names.add(str(name))
         has_exactly, has_first = req.get("exactly") is not None, bool(req.get("firstAvailable"))
         if has_exactly == has_first:
@@ -240,12 +253,17 @@ def check_slice(spec: Any) -> list[dict[str, str]]:
     selectors = [k for k in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection") if spec.get(k)]
     if len(selectors) != 1:
         causes.append(
-            required("spec", "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` "
-                     "is required")
+            required(
+                "spec",
+                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required",
+            )
             if not selectors
-            else invalid_value("spec", '{"' + '", "'.join(selectors) + '"}',
-                               "exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
-                               "`perDeviceNodeSelection` is required, but multiple fields are set")
+            else invalid_value(
+                "spec",
+                '{"' + '", "'.join(selectors) + '"}',
+                "exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+                "`perDeviceNodeSelection` is required, but multiple fields are set",
+            )
         )
     seen: set[str] = set()
     for i, dev in enumerate(spec.get("devices") or []):
@@ -254,8 +272,13 @@ def check_slice(spec: Any) -> list[dict[str, str]]:
             if not name:
                 causes.append(required(f"spec.devices[{i}].name"))
             elif name in seen:
-                causes.append({"reason": "FieldValueDuplicate", "message": f"Duplicate value: {json.dumps(name)}",
-                               "field": f"spec.devices[{i}].name"})
+                causes.append(
+                    {
+                        "reason": "FieldValueDuplicate",
+                        "message": f"Duplicate value: {json.dumps(name)}",
+                        "field": f"spec.devices[{i}].name",
+                    }
+                )
             seen.add(name)
     return causes
 
@@ -275,11 +298,16 @@ def check_pod_spec(spec: Any, path: str) -> list[dict[str, str]]:
         n = sum(1 for k in ("resourceClaimName", "resourceClaimTemplateName") if rc.get(k))
         if n != 1:
             causes.append(
-                invalid_value(f"{path}.resourceClaims[{i}]", '"object"',
-                              "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
+                invalid_value(
+                    f"{path}.resourceClaims[{i}]",
+                    '"object"',
+                    "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+                )
                 if n
-                else required(f"{path}.resourceClaims[{i}]",
-                              "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`")
+                else required(
+                    f"{path}.resourceClaims[{i}]",
+                    "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+                )
             )
     for ckey in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(ckey) or []):

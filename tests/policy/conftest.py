@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -24,6 +24,7 @@ _LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<row>\d+):(?P<col>\d+)")
 class _OpaStandIn:
     def __init__(self) -> None:
         self.modules: dict[str, str] = {}
+        self.compiled: Any = None
         self.lock = threading.Lock()
 
     def engine(self, modules: dict[str, str]) -> Any:
@@ -55,11 +56,14 @@ class _OpaStandIn:
                     "errors": [error],
                 }
             self.modules = candidate
+            self.compiled = None
             return 200, {}
 
     def query(self, path: str, input_doc: Any) -> dict[str, Any]:
         with self.lock:
-            engine = self.engine(self.modules)
+            if self.compiled is None:
+                self.compiled = self.engine(self.modules)
+            engine = self.compiled.clone()
         engine.set_input_json(json.dumps(input_doc if input_doc is not None else {}))
         query = "data" + "".join(f".{part}" for part in path.strip("/").split("/") if part)
         try:
@@ -121,6 +125,7 @@ def _handler(state: _OpaStandIn) -> type[BaseHTTPRequestHandler]:
             module_id = self.path.removeprefix("/v1/policies/")
             with state.lock:
                 state.modules.pop(module_id, None)
+                state.compiled = None
             self._send(200, {})
 
     return Handler
@@ -132,12 +137,19 @@ def opa_url() -> Iterator[str]:
     if real:
         yield real
         return
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(_OpaStandIn()))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # One thread serves every request: regorus engines must be used and dropped on the thread that made them.
+    state = _OpaStandIn()
+    server = HTTPServer(("127.0.0.1", 0), _handler(state))
+
+    def serve() -> None:
+        server.serve_forever(poll_interval=0.05)
+        state.compiled = None  # dropped here, on the thread that created it
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+        thread.join()
         server.server_close()

@@ -269,7 +269,11 @@ class Component:
         self.store = store
         self._outer_stop = stop_event
         self._stop.clear()
-        self._unsubscribe = store.subscribe(self._on_change)
+        raw = getattr(store, "subscribe_raw", None)
+        if callable(raw):  # no per-event copy of the object: we only look at its type
+            self._unsubscribe = raw(lambda change: self._on_change(change[1], change[2], change[3]))
+        else:
+            self._unsubscribe = store.subscribe(self._on_change)
         self._thread = threading.Thread(target=self._run, name=f"sim-{self.name}", daemon=True)
         self._thread.start()
 

@@ -1,0 +1,127 @@
+"""``dra-gitops sim serve``: run the simulated cluster in the foreground."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.sim.resources import RESOURCE_VERSIONS
+
+
+def _versions(value: str) -> tuple[str, ...]:
+    versions = tuple(v.strip() for v in value.split(",") if v.strip())
+    bad = [v for v in versions if v not in RESOURCE_VERSIONS]
+    if bad or not versions:
+        raise click.BadParameter(
+            f"unknown resource.k8s.io version(s) {', '.join(bad) or '(none)'}; choose from {', '.join(RESOURCE_VERSIONS)}"
+        )
+    return versions
+
+
+@click.group()
+def sim() -> None:
+    """The embedded simulated Kubernetes cluster."""
+
+
+@sim.command()
+@click.option("--port", type=int, default=0, show_default=True, help="Port on 127.0.0.1 (0: a free one).")
+@click.option("--nodes", type=int, default=1, show_default=True, help="Simulated Nodes.")
+@click.option("--devices-per-node", type=int, default=2, show_default=True, help="Devices per node and driver.")
+@click.option(
+    "--driver",
+    "drivers",
+    multiple=True,
+    default=("gpu.example.com",),
+    show_default=True,
+    help="DRA driver with hardware on the nodes (repeatable).",
+)
+@click.option(
+    "--driver-preinstalled",
+    is_flag=True,
+    help="Publish ResourceSlices at once, without waiting for the driver's DaemonSet.",
+)
+@click.option(
+    "--served-versions",
+    default="v1",
+    show_default=True,
+    help="resource.k8s.io versions to serve, comma-separated (e.g. v1,v1beta1; v1beta1 alone plays 1.32).",
+)
+@click.option(
+    "--kubeconfig-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a kubeconfig for the cluster here.",
+)
+@click.option("--token", default=None, help="Require this bearer token.")
+@click.option("--kube-version", default=None, help="gitVersion to report (default follows --served-versions).")
+@click.option("--no-control-plane", is_flag=True, help="Serve the API only (no scheduler, controllers, kubelet).")
+def serve(
+    port: int,
+    nodes: int,
+    devices_per_node: int,
+    drivers: tuple[str, ...],
+    driver_preinstalled: bool,
+    served_versions: str,
+    kubeconfig_out: Path | None,
+    token: str | None,
+    kube_version: str | None,
+    no_control_plane: bool,
+) -> None:
+    """Run the simulated cluster in the foreground until interrupted (prints its URL on stdout)."""
+    from reconciler.sim.server import SimCluster
+
+    cluster = SimCluster(
+        port=port, served_versions=_versions(served_versions), token=token, kube_version=kube_version
+    )
+    try:
+        cluster.start()
+    except OSError as e:
+        raise click.ClickException(f"127.0.0.1:{port}: cannot listen: {e}") from e
+    control: Any = None
+    if not no_control_plane:
+        try:
+            from reconciler.sim import controlplane
+        except ImportError:
+            click.echo("sim: no simulated control plane available; serving the API only", err=True)
+        else:
+            control = controlplane.install(
+                cluster,
+                nodes=nodes,
+                devices_per_node=devices_per_node,
+                drivers=list(drivers),
+                driver_preinstalled=driver_preinstalled,
+            )
+            click.echo(
+                f"sim: control plane with {nodes} node(s), driver(s) {', '.join(drivers)}, "
+                f"{devices_per_node} device(s) per node"
+                + (" (preinstalled)" if driver_preinstalled else " (published once the driver DaemonSet runs)"),
+                err=True,
+            )
+    if kubeconfig_out is not None:
+        cluster.write_kubeconfig(kubeconfig_out)
+        click.echo(f"sim: kubeconfig written to {kubeconfig_out}", err=True)
+    click.echo(
+        f"sim: serving resource.k8s.io {', '.join(cluster.api.served_versions)} as Kubernetes "
+        f"{cluster.api.kube_version}; Ctrl-C stops",
+        err=True,
+    )
+    click.echo(cluster.url)
+    done = threading.Event()
+
+    def _stop(signum: int, frame: Any) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        click.echo("sim: stopping", err=True)
+        if control is not None and hasattr(control, "stop"):
+            control.stop()
+        cluster.stop()

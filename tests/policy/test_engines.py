@@ -1,0 +1,81 @@
+"""Every failing fixture fails its rule, and the embedded and OPA-server engines agree on every case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reconciler.check import CheckOptions, run_check
+from reconciler.errors import EnvironmentProblem, PolicyError
+from reconciler.model.loader import load_paths
+from reconciler.policy.engine import EmbeddedEngine, load_policy_set
+from reconciler.policy.opa import OpaServerEngine, run_policy_tests_on_opa
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def fixture_cases() -> list[tuple[str, Path]]:
+    cases = []
+    for rule_dir in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
+        for case in sorted(p for p in rule_dir.iterdir() if p.is_dir()):
+            cases.append((rule_dir.name, case))
+    return cases
+
+
+CASES = fixture_cases()
+BUNDLED_RULES = {p.name for p in (REPO / "policies").iterdir() if p.is_dir()}
+
+
+def test_every_bundled_rule_has_failing_fixtures() -> None:
+    assert {rule for rule, _ in CASES} == BUNDLED_RULES
+
+
+def run_case(case: Path, opa_url: str | None) -> list[tuple[str, str, str, str, int]]:
+    if (case / "head").is_dir():
+        head = load_paths([case / "head"], display_root=case)
+        base = load_paths([case / "base"], display_root=case)
+    else:
+        head, base = load_paths([case], display_root=case), None
+    run = run_check(head, base, CheckOptions(opa_url=opa_url))
+    return [(f.rule, f.severity, f.ref, f.path, f.line) for f in run.result.findings]
+
+
+@pytest.mark.parametrize(("rule", "case"), CASES, ids=[f"{r}/{c.name}" for r, c in CASES])
+def test_fixture_fails_its_rule_on_both_engines(rule: str, case: Path, opa_url: str) -> None:
+    embedded = run_case(case, None)
+    assert rule in {finding[0] for finding in embedded}, embedded
+    assert all(finding[3] and finding[4] >= 1 for finding in embedded if finding[0] == rule)
+    assert run_case(case, opa_url) == embedded
+
+
+def test_example_repository_passes_on_both_engines(opa_url: str) -> None:
+    head = load_paths([REPO / "manifests-example"], display_root=REPO)
+    for url in (None, opa_url):
+        run = run_check(head, None, CheckOptions(opa_url=url))
+        assert run.result.findings == []
+        assert run.result.engine == ("opa" if url else "embedded")
+
+
+def test_policy_tests_pass_on_the_opa_server(opa_url: str) -> None:
+    report = run_policy_tests_on_opa(opa_url, [REPO / "policies"])
+    assert report.failed == 0 and report.errors == 0
+    assert report.passed >= 100
+
+
+def test_opa_rejects_a_broken_user_policy(opa_url: str, tmp_path: Path) -> None:
+    (tmp_path / "broken.rego").write_text("package dra.broken\n\ndeny contains v if {\n  v := = 1\n}\n")
+    policy_set = load_policy_set([tmp_path], include_bundled=False)
+    with pytest.raises(PolicyError) as embedded_error:
+        EmbeddedEngine(policy_set)
+    assert str(embedded_error.value).startswith(f"{policy_set.modules[0].path}:4:")
+    with pytest.raises(PolicyError):
+        OpaServerEngine(opa_url, policy_set)
+
+
+def test_unreachable_opa_server_is_an_environment_problem() -> None:
+    policy_set = load_policy_set([], include_bundled=True)
+    with pytest.raises(EnvironmentProblem) as error:
+        OpaServerEngine("http://127.0.0.1:9", policy_set)
+    assert "127.0.0.1:9" in str(error.value)
