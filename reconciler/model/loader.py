@@ -123,8 +123,6 @@ def _check_compact_nesting(raw: bytes, path: str) -> None:
     Indentation-nested blocks need quadratic bytes, so the document size limit already bounds them; only
     long runs of compact indicators on one line can reach a depth that crashes libyaml.
     """
-    if b"- - " not in raw and b"? ? " not in raw:
-        return
     match = _COMPACT_NESTING.search(raw)
     if match:
         line = raw.count(b"\n", 0, match.start()) + 1
@@ -230,36 +228,43 @@ def is_manifest_file(name: str) -> bool:
 
 
 def _walk(root: Path, limits: Limits) -> Iterator[Path]:
-    """Manifest files under `root` in a stable order; hidden entries skipped; symlinks must stay inside."""
+    """Manifest files under `root`, depth-first in name order (like `find | sort`); hidden entries skipped.
+
+    Symlinks must stay inside the repository; a directory reached twice through links is read once.
+    """
     real_root = root.resolve()
     visited: set[Path] = set()
     count = 0
-    stack = [root]
+    # Files and directories share one stack, pushed in reverse name order so they pop in name order.
+    stack: list[Path] = [root]
     while stack:
-        directory = stack.pop()
-        real_dir = directory.resolve()
-        if real_dir in visited:  # a symlink loop inside the repository
-            continue
-        visited.add(real_dir)
-        entries = sorted(os.scandir(directory), key=lambda e: e.name, reverse=True)
-        for entry in entries:
-            if entry.name.startswith("."):
+        path = stack.pop()
+        if path.is_dir():
+            real_dir = _resolve(path, root)
+            if real_dir in visited:  # a symlink loop inside the repository
                 continue
-            path = Path(entry.path)
-            if entry.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(real_root):
+            visited.add(real_dir)
+            children = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
+            for entry in reversed(children):
+                child = Path(entry.path)
+                if entry.is_symlink() and not _resolve(child, root).is_relative_to(real_root):
                     raise ManifestError(
-                        f"symlink points outside the repository (to {target})", where=_rel(path, root)
+                        f"symlink points outside the repository (to {_resolve(child, root)})", where=_rel(child, root)
                     )
-            if entry.is_dir():
-                stack.append(path)
-            elif entry.is_file() and is_manifest_file(entry.name):
-                count += 1
-                if count > limits.max_files:
-                    raise ManifestError(f"more than {limits.max_files} manifest files", where=str(root))
-                yield path
-        # directories were pushed in reverse name order, so popping visits them in name order
+                if entry.is_dir() or (entry.is_file() and is_manifest_file(entry.name)):
+                    stack.append(child)
+            continue
+        count += 1
+        if count > limits.max_files:
+            raise ManifestError(f"more than {limits.max_files} manifest files", where=str(root))
+        yield path
+
+
+def _resolve(path: Path, root: Path) -> Path:
+    try:
+        return path.resolve(strict=False)
+    except (RuntimeError, OSError):  # 3.11 raises RuntimeError on a symlink loop, 3.13 OSError
+        raise ManifestError("symlink loop", where=_rel(path, root)) from None
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -302,11 +307,14 @@ def load_paths(
 
 
 def _shown(file: Path, shown_root: Path) -> str:
-    absolute = file.absolute()
-    try:
-        return absolute.relative_to(shown_root).as_posix()
-    except ValueError:
-        return file.as_posix()
+    """`file` relative to the (resolved) display root; the file itself is not resolved, so a symlinked
+    manifest keeps its own name rather than its target's."""
+    for candidate in (file.absolute(), file.parent.resolve() / file.name):
+        try:
+            return candidate.relative_to(shown_root).as_posix()
+        except ValueError:
+            continue
+    return file.as_posix()
 
 
 def load_blobs(blobs: Iterable[tuple[str, bytes]], limits: Limits = DEFAULT_LIMITS) -> LoadResult:

@@ -96,6 +96,12 @@ def _mounted_config(workload: dict[str, Any]) -> set[tuple[str, str]]:
     for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
         if not isinstance(container, dict):
             continue
+        for env in container.get("env") or []:
+            value_from = env.get("valueFrom") if isinstance(env, dict) else None
+            if isinstance(value_from, dict) and isinstance(value_from.get("configMapKeyRef"), dict):
+                found.add(("ConfigMap", str(value_from["configMapKeyRef"].get("name"))))
+            if isinstance(value_from, dict) and isinstance(value_from.get("secretKeyRef"), dict):
+                found.add(("Secret", str(value_from["secretKeyRef"].get("name"))))
         for env_from in container.get("envFrom") or []:
             if isinstance(env_from, dict) and isinstance(env_from.get("configMapRef"), dict):
                 found.add(("ConfigMap", str(env_from["configMapRef"].get("name"))))
@@ -105,7 +111,10 @@ def _mounted_config(workload: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def _pod_template(body: dict[str, Any]) -> Any:
-    return dra.pod_spec_of(body)
+    """The whole pod template (metadata too: a changed template annotation restarts every driver pod)."""
+    spec = body.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    return template if isinstance(template, dict) else dra.pod_spec_of(body)
 
 
 def _is_driver_change(

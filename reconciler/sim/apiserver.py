@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.sim import conversion, fieldmanager, patch, schema
+from reconciler.sim import conversion, fieldmanager, patch, schema, tables
 from reconciler.sim.resources import DRA_PLURALS, RESOURCE_GROUP, RESOURCE_VERSIONS, Served
 from reconciler.sim.selectors import SelectorError
 from reconciler.sim.store import (
@@ -303,7 +303,7 @@ class ApiServer:
         except ApiError as e:
             return Response(e.code, _json(status_body(e.code, e.message, e.reason, e.details)))
         except StoreError as e:
-            return Response(e.code, _json(status_body(e.code, e.message, e.reason)))
+            return Response(e.code, _json(status_body(e.code, e.message, e.reason, self._details(e, req))))
         except Exception as e:  # noqa: BLE001 - a bug must answer 500, not kill the connection
             import logging
 
@@ -311,6 +311,25 @@ class ApiServer:
             return Response(
                 500, _json(status_body(500, f"simulated apiserver error: {e!r}", "InternalError"))
             )
+
+    def _details(self, e: StoreError, req: Request) -> Obj | None:
+        """Status details as a real server fills them: name, group, kind (the resource; for Invalid the
+        Kind) and the field causes."""
+        try:
+            route = self.route(req.path)
+        except ApiError:
+            return None
+        if route.served is None:
+            return None
+        served = route.served
+        name = e.name_hint or route.name
+        details: Obj = {"name": name} if name else {}
+        if served.group:
+            details["group"] = served.group
+        details["kind"] = served.rtype.kind if e.reason == "Invalid" else served.plural
+        if e.causes:
+            details["causes"] = e.causes
+        return details
 
     # ------------------------------------------------------------------ discovery
 
@@ -375,7 +394,10 @@ class ApiServer:
             for v in versions:
                 gvs[f"apis/{g}/{v}"] = (g, v)
         if not gv_path:
-            paths = {p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=sim{self.store.resource_version}"} for p in gvs}
+            paths = {
+                p: {"serverRelativeURL": f"/openapi/v3/{p}?hash=sim{self.store.resource_version}"}
+                for p in gvs
+            }
             return _ok({"paths": paths})
         if gv_path not in gvs:
             raise ApiError(404, "the server could not find the requested resource")
@@ -455,7 +477,7 @@ class ApiServer:
             raise ApiError(404, "the server could not find the requested resource")
         if method == "GET":
             if route.name:
-                resp = self.get(served, route)
+                resp = self.get(req, served, route)
             elif req.query.get("watch") in ("1", "true", "True"):
                 return self.watch(req, served, route)
             else:
@@ -473,7 +495,8 @@ class ApiServer:
         else:
             raise ApiError(405, "the server does not allow this method on the requested resource")
         for w in warnings:
-            resp.headers.append(("Warning", f'299 - "{w}"'))
+            escaped = w.replace("\\", "\\\\").replace('"', '\\"')
+            resp.headers.append(("Warning", f'299 - "{escaped}"'))
         return resp
 
     def render(self, served: Served, obj: Obj) -> Obj:
@@ -491,10 +514,14 @@ class ApiServer:
             else {"name": name, "kind": served.plural},
         )
 
-    def get(self, served: Served, route: Route) -> Response:
+    def get(self, req: Request, served: Served, route: Route) -> Response:
         obj = self.store.get_ref(served.rtype.group, served.plural, route.namespace, route.name)
         if obj is None:
             raise self._not_found(served, route.name)
+        if tables.wants_table(req.headers.get("accept", "")):
+            return _ok(
+                tables.table(served.rtype.group, served.plural, [obj], obj["metadata"]["resourceVersion"])
+            )
         return _ok(self.render(served, obj))
 
     def _selectors(self, req: Request, served: Served) -> tuple[str | None, str | None]:
@@ -529,6 +556,8 @@ class ApiServer:
             items = items[start:end]
         elif start:
             items = items[start:]
+        if tables.wants_table(req.headers.get("accept", "")):
+            return _ok(tables.table(served.rtype.group, served.plural, items, str(meta["resourceVersion"])))
         custom = (served.group, served.plural) in self.crd_versions
         out_items = []
         for o in items:

@@ -30,7 +30,9 @@ def sim() -> None:
 @sim.command()
 @click.option("--port", type=int, default=0, show_default=True, help="Port on 127.0.0.1 (0: a free one).")
 @click.option("--nodes", type=int, default=1, show_default=True, help="Simulated Nodes.")
-@click.option("--devices-per-node", type=int, default=2, show_default=True, help="Devices per node and driver.")
+@click.option(
+    "--devices-per-node", type=int, default=2, show_default=True, help="Devices per node and driver."
+)
 @click.option(
     "--driver",
     "drivers",
@@ -57,8 +59,12 @@ def sim() -> None:
     help="Write a kubeconfig for the cluster here.",
 )
 @click.option("--token", default=None, help="Require this bearer token.")
-@click.option("--kube-version", default=None, help="gitVersion to report (default follows --served-versions).")
-@click.option("--no-control-plane", is_flag=True, help="Serve the API only (no scheduler, controllers, kubelet).")
+@click.option(
+    "--kube-version", default=None, help="gitVersion to report (default follows --served-versions)."
+)
+@click.option(
+    "--no-control-plane", is_flag=True, help="Serve the API only (no scheduler, controllers, kubelet)."
+)
 def serve(
     port: int,
     nodes: int,
@@ -98,7 +104,11 @@ def serve(
             click.echo(
                 f"sim: control plane with {nodes} node(s), driver(s) {', '.join(drivers)}, "
                 f"{devices_per_node} device(s) per node"
-                + (" (preinstalled)" if driver_preinstalled else " (published once the driver DaemonSet runs)"),
+                + (
+                    " (preinstalled)"
+                    if driver_preinstalled
+                    else " (published once the driver DaemonSet runs)"
+                ),
                 err=True,
             )
     if kubeconfig_out is not None:

@@ -68,10 +68,11 @@ class StoreError(Exception):
     reason = "InternalError"
     code = 500
 
-    def __init__(self, message: str, *, causes: list[dict[str, str]] | None = None) -> None:
+    def __init__(self, message: str, *, causes: list[dict[str, str]] | None = None, name: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.causes = causes or []
+        self.name_hint = name  # the object's name, for the Status details
 
 
 class NotFound(StoreError):
@@ -379,7 +380,8 @@ class Store:
     def conflict(self, rtype: ResourceType, name: str) -> Conflict:
         return Conflict(
             f'Operation cannot be fulfilled on {rtype.group_resource} "{name}": the object has been '
-            "modified; please apply your changes to the latest version and try again"
+            "modified; please apply your changes to the latest version and try again",
+            name=name,
         )
 
     def create_ref(self, group: str, plural: str, obj: Obj, *, dry_run: bool = False) -> Obj:
@@ -417,7 +419,7 @@ class Store:
         self._admit(rtype, obj, None)
         key = (md.get("namespace", "") if rtype.namespaced else "", md["name"])
         if key in self._objects[(rtype.group, rtype.plural)]:
-            raise AlreadyExists(f'{rtype.group_resource} "{md["name"]}" already exists')
+            raise AlreadyExists(f'{rtype.group_resource} "{md["name"]}" already exists', name=md["name"])
         md["uid"] = str(uuid.uuid4())
         md["creationTimestamp"] = now()
         if rtype.has_generation:

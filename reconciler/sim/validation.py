@@ -98,11 +98,7 @@ def invalid(rtype: ResourceType, name: str, causes: list[dict[str, str]]) -> Inv
     """An Invalid error whose message reads like the real one (`Kind.group "n" is invalid: ...`)."""
     errs = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
     body = errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]"
-    err = Invalid(f"{qualified_kind(rtype)} {json.dumps(name)} is invalid: {body}", causes=causes)
-    err.kind = rtype.kind  # type: ignore[attr-defined]
-    err.group = rtype.group  # type: ignore[attr-defined]
-    err.name = name  # type: ignore[attr-defined]
-    return err
+    return Invalid(f"{qualified_kind(rtype)} {json.dumps(name)} is invalid: {body}", causes=causes, name=name)
 
 
 # ---------------------------------------------------------------------- names and metadata
@@ -349,6 +345,26 @@ def _dig(obj: Any, path: str) -> Any:
     return obj
 
 
+def _default_workload(plural: str, spec: Any) -> None:
+    """The defaults a real server writes into workload specs that our code reads back."""
+    if not isinstance(spec, dict):
+        return
+    if plural in ("deployments", "replicasets", "statefulsets"):
+        spec.setdefault("replicas", 1)
+    if plural in ("deployments", "statefulsets", "daemonsets"):
+        spec.setdefault("revisionHistoryLimit", 10)
+    if plural == "deployments":
+        spec.setdefault("progressDeadlineSeconds", 600)
+        spec.setdefault(
+            "strategy",
+            {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+        )
+    if plural == "jobs":
+        spec.setdefault("backoffLimit", 6)
+        spec.setdefault("completions", 1)
+        spec.setdefault("parallelism", 1)
+
+
 # ---------------------------------------------------------------------- admission entry point
 
 
@@ -378,6 +394,7 @@ def admit(rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
                 spec.setdefault("restartPolicy", "Always")
                 spec.setdefault("terminationGracePeriodSeconds", 30)
     elif key in POD_TEMPLATE_PATHS:
+        _default_workload(key[1], spec)
         causes.extend(check_pod_spec(_dig(obj, POD_TEMPLATE_PATHS[key]), POD_TEMPLATE_PATHS[key]))
     elif key == ("resource.k8s.io", "resourceclaims"):
         default_claim_spec(spec)

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,25 +48,25 @@ def locations(manifests: list[Manifest]) -> list[tuple[str, str, int]]:
     return [(str(m.ref), m.path, m.line) for m in manifests]
 
 
-def raises_at(where: str, *fragments: str):
+class raises_at:  # noqa: N801 - used like pytest.raises
     """Context manager: a ManifestError whose message starts with `where: ` and contains the fragments."""
 
-    class _Check:
-        def __enter__(self):
-            self._ctx = pytest.raises(ManifestError)
-            self.info = self._ctx.__enter__()
-            return self.info
+    def __init__(self, where: str, *fragments: str) -> None:
+        self.where = where
+        self.fragments = fragments
 
-        def __exit__(self, *exc):
-            suppressed = self._ctx.__exit__(*exc)
-            message = str(self.info.value)
-            assert message.startswith(f"{where}: "), message
-            assert self.info.value.where == where
-            for fragment in fragments:
-                assert fragment in message, (fragment, message)
-            return suppressed
+    def __enter__(self) -> None:
+        return None
 
-    return _Check()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        assert exc is not None, f"no ManifestError raised (expected at {self.where})"
+        assert isinstance(exc, ManifestError), repr(exc)
+        message = str(exc)
+        assert message.startswith(f"{self.where}: "), message
+        assert exc.where == self.where
+        for fragment in self.fragments:
+            assert fragment in message, (fragment, message)
+        return True
 
 
 # --- parse_documents: locations ----------------------------------------------------------------------
@@ -330,6 +331,7 @@ def test_broken_yaml_reports_line_and_column() -> None:
     message = str(info.value)
     assert message.startswith("dir/bad.yaml:"), message
     assert "invalid YAML" in message
+    assert info.value.where is not None
     line, col = info.value.where.split(":")[1:]
     assert int(line) in (9, 10) and int(col) >= 1
 
@@ -448,14 +450,22 @@ def test_flow_depth_within_limit_and_many_shallow_brackets_are_fine() -> None:
     assert parse_documents(nested, "f.yaml", Limits(max_flow_depth=5))[0].body["spec"]["v"] == [[[[[1]]]]]
 
 
-def test_deeply_nested_block_sequences_are_refused_without_crashing() -> None:
-    # `- - - - x` nests one block sequence per two bytes: 200 KB, far under every size limit.
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "- ",  # `- - - x`: one block sequence per two bytes, 200 KB, far under every size limit
+        "-  ",  # the same with two spaces between indicators
+        "- ? ",  # sequence / complex-key mapping alternating
+        "? - ",
+    ],
+)
+def test_deeply_nested_compact_block_collections_are_refused_without_crashing(unit: str) -> None:
     proc = _run_isolated(
-        """
+        f"""
         from reconciler.errors import ManifestError
         from reconciler.model.loader import parse_documents
         try:
-            parse_documents("- " * 100000 + "x\\n", "deep.yaml")
+            parse_documents({unit!r} * 100000 + "x\\n", "deep.yaml")
         except ManifestError as exc:
             print("REFUSED", exc)
         """

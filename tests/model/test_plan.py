@@ -18,7 +18,9 @@ def mf(b: dict[str, Any], path: str = "m.yaml", line: int = 1) -> Manifest:
     return Manifest(body=b, ref=ref_of(b), path=path, line=line)
 
 
-def obj(api_version: str, kind: str, name: str, namespace: str | None = None, **fields: Any) -> dict[str, Any]:
+def obj(
+    api_version: str, kind: str, name: str, namespace: str | None = None, **fields: Any
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
@@ -94,7 +96,11 @@ def template(name: str, namespace: str = "gpu") -> dict[str, Any]:
         "ResourceClaimTemplate",
         name,
         namespace,
-        spec={"spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.example.com"}}]}}},
+        spec={
+            "spec": {
+                "devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+            }
+        },
     )
 
 
@@ -120,7 +126,9 @@ def only(plan: Plan) -> Change:
     return plan.changes[0]
 
 
-def driver_change_of(old: dict[str, Any] | None, new: dict[str, Any] | None, *context: dict[str, Any]) -> bool:
+def driver_change_of(
+    old: dict[str, Any] | None, new: dict[str, Any] | None, *context: dict[str, Any]
+) -> bool:
     """driver_change of the single change old -> new, with extra unchanged objects on both sides."""
     base = [mf(b) for b in context] + ([mf(old)] if old is not None else [])
     head = [mf(b) for b in context] + ([mf(new)] if new is not None else [])
@@ -190,7 +198,9 @@ def test_change_carries_old_and_new_manifests() -> None:
 
 def test_status_only_difference_is_ignored() -> None:
     claim = obj("resource.k8s.io/v1", "ResourceClaim", "c", "gpu", spec={"devices": {"requests": []}})
-    with_status = changed(claim, "status", value={"allocation": {"devices": {"results": [{"device": "gpu-0"}]}}})
+    with_status = changed(
+        claim, "status", value={"allocation": {"devices": {"results": [{"device": "gpu-0"}]}}}
+    )
     assert compute_plan([mf(claim)], [mf(with_status)]).empty
     assert compute_plan([mf(with_status)], [mf(claim)]).empty
 
@@ -360,7 +370,10 @@ def test_driver_pod_template_change_is_a_driver_change() -> None:
 @pytest.mark.parametrize(
     "path_value",
     [
-        (("spec", "template", "spec", "containers"), [{"name": "plugin", "image": "drv:1", "args": ["-v=5"]}]),
+        (
+            ("spec", "template", "spec", "containers"),
+            [{"name": "plugin", "image": "drv:1", "args": ["-v=5"]}],
+        ),
         (("spec", "template", "spec", "nodeSelector"), {"pool": "a"}),
         (("spec", "template", "spec", "volumes"), [{"name": "cdi", "hostPath": {"path": "/var/run/cdi"}}]),
         (("spec", "template", "spec", "priorityClassName"), "system-node-critical"),
@@ -382,8 +395,12 @@ def test_driver_metadata_label_change_is_not_a_driver_change() -> None:
 def test_driver_non_template_spec_change_is_not_a_driver_change() -> None:
     new = changed(driver(), "spec", "updateStrategy", value={"type": "OnDelete"})
     assert driver_change_of(driver(), new) is False
+
+
+def test_driver_template_metadata_change_is_a_driver_change() -> None:
+    # DESIGN.md: any change to the pod template; a template label or annotation restarts every driver pod.
     new = changed(driver(), "spec", "template", "metadata", "labels", value={"app": "drv", "extra": "1"})
-    assert driver_change_of(driver(), new) is False
+    assert driver_change_of(driver(), new) is True
 
 
 def test_driver_created_or_deleted_is_a_driver_change() -> None:
@@ -408,7 +425,7 @@ def test_ordinary_configmap_is_not_a_driver_change() -> None:
     assert driver_change_of(configmap("c"), configmap("c", data={"k": "2"}), app) is False
 
 
-VOLUME_SOURCES = {
+VOLUME_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
     "configMap volume": ("ConfigMap", {"volumes": [{"name": "v", "configMap": {"name": "drv-config"}}]}),
     "secret volume": ("Secret", {"volumes": [{"name": "v", "secret": {"secretName": "drv-config"}}]}),
     "projected configMap": (
@@ -419,7 +436,10 @@ VOLUME_SOURCES = {
         "Secret",
         {"volumes": [{"name": "v", "projected": {"sources": [{"secret": {"name": "drv-config"}}]}}]},
     ),
-    "envFrom configMap": ("ConfigMap", {"container": {"envFrom": [{"configMapRef": {"name": "drv-config"}}]}}),
+    "envFrom configMap": (
+        "ConfigMap",
+        {"container": {"envFrom": [{"configMapRef": {"name": "drv-config"}}]}},
+    ),
     "envFrom secret": ("Secret", {"container": {"envFrom": [{"secretRef": {"name": "drv-config"}}]}}),
 }
 
@@ -485,7 +505,11 @@ def test_config_mounted_by_a_driver_only_in_head_counts() -> None:
 
 
 def test_malformed_volumes_do_not_crash() -> None:
-    drv = driver(volumes=["nonsense", {"name": "v", "projected": {"sources": ["x", {"configMap": {"name": "c"}}]}}])
+    volumes: list[Any] = [
+        "nonsense",
+        {"name": "v", "projected": {"sources": ["x", {"configMap": {"name": "c"}}]}},
+    ]
+    drv = driver(volumes=volumes)
     drv["spec"]["template"]["spec"]["containers"].append("not a container")
     assert driver_change_of(configmap("c"), configmap("c", data={"k": "2"}), drv) is True
 
@@ -500,12 +524,20 @@ def test_device_class_change_without_config_change_is_not_a_driver_change() -> N
     old = device_class("g", opaque("a"))
     new = changed(old, "spec", "selectors", value=[{"cel": {"expression": "true"}}])
     assert driver_change_of(old, new) is False
-    assert driver_change_of(device_class("g"), changed(device_class("g"), "metadata", "labels", value={"a": "b"})) is False
+    assert (
+        driver_change_of(
+            device_class("g"), changed(device_class("g"), "metadata", "labels", value={"a": "b"})
+        )
+        is False
+    )
 
 
 def test_empty_config_equals_no_config() -> None:
     base = device_class("g")
-    assert driver_change_of(base, changed(device_class("g", []), "metadata", "labels", value={"a": "b"})) is False
+    assert (
+        driver_change_of(base, changed(device_class("g", []), "metadata", "labels", value={"a": "b"}))
+        is False
+    )
 
 
 def test_device_class_created_or_deleted() -> None:
@@ -540,7 +572,11 @@ def realistic_plan() -> Plan:
         mf(ns, "base/00-namespace.yaml", 1),
         mf(configmap("drv-config", data={"log": "debug"}), "drivers/config.yaml", 1),
         mf(driver(image="drv:1.1", volumes=drv_volume), "drivers/daemonset.yaml", 1),
-        mf(driver("drv-canary", image="drv:1.1", canary_for="drv", volumes=drv_volume), "drivers/canary.yaml", 3),
+        mf(
+            driver("drv-canary", image="drv:1.1", canary_for="drv", volumes=drv_volume),
+            "drivers/canary.yaml",
+            3,
+        ),
         mf(device_class("gpu.example.com"), "classes.yaml", 1),
         mf(device_class("big-gpu.example.com", opaque("big")), "classes.yaml", 9),
         mf(template("one-gpu"), "apps/llm.yaml", 1),

@@ -47,7 +47,9 @@ def pod_template(labels: dict[str, str] | None = None) -> dict[str, Any]:
 
 def driver_ds(name: str = "drv", **extra: Any) -> dict[str, Any]:
     labels = extra.pop("labels", {"app.kubernetes.io/component": "kubelet-plugin"})
-    return body("apps/v1", "DaemonSet", name, namespace="drivers", labels=labels, spec=pod_template(), **extra)
+    return body(
+        "apps/v1", "DaemonSet", name, namespace="drivers", labels=labels, spec=pod_template(), **extra
+    )
 
 
 def test_stage_constants() -> None:
@@ -90,7 +92,9 @@ def test_driver_daemonset_by_component_label(labels: dict[str, str]) -> None:
 
 
 def test_driver_by_pod_template_label() -> None:
-    ds = body("apps/v1", "DaemonSet", "drv", spec=pod_template({"app.kubernetes.io/component": "kubeletplugin"}))
+    ds = body(
+        "apps/v1", "DaemonSet", "drv", spec=pod_template({"app.kubernetes.io/component": "kubeletplugin"})
+    )
     assert default_stage(ds) == DRIVERS
 
 
