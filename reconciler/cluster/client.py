@@ -10,11 +10,12 @@ raised as `TemporaryError` (exit 4).
 
 from __future__ import annotations
 
+import builtins
 import json
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from reconciler.errors import DraGitopsError, EnvironmentProblem, TemporaryError
 from reconciler.model.objects import CLUSTER_SCOPED_KINDS, api_group
 
 FIELD_MANAGER = "dra-gitops"
+RequestLog = list[tuple[str, str, tuple[tuple[str, Any], ...]]]
 _TEMPORARY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
@@ -148,6 +150,8 @@ class ClusterClient:
         self._version: dict[str, Any] | None = None
         self.requests_sent = 0
         self.writes_sent = 0
+        # (method, path, query) of every request when set to a list: what RBAC a command needs, tests.
+        self.request_log: RequestLog | None = None
 
     # ---- construction -------------------------------------------------------------------------------
 
@@ -249,6 +253,8 @@ class ClusterClient:
             auth_settings=["BearerToken"],
         )
         self.requests_sent += 1
+        if self.request_log is not None:
+            self.request_log.append((method, path, tuple(query)))
         if method in ("POST", "PUT", "PATCH", "DELETE") and not any(k == "dryRun" for k, _ in query):
             self.writes_sent += 1
         try:
@@ -427,7 +433,9 @@ class ClusterClient:
             if not token:
                 return items
 
-    def list_kind(self, group: str, kind: str, namespace: str | None = None, **selectors: Any) -> list[dict[str, Any]]:
+    def list_kind(
+        self, group: str, kind: str, namespace: str | None = None, **selectors: Any
+    ) -> builtins.list[dict[str, Any]]:
         """LIST by kind in whatever version the cluster prefers; [] when the kind is not served."""
         resource = self.find_kind(group, kind)
         return self.list(resource, namespace, **selectors) if resource else []
@@ -555,11 +563,6 @@ def _running_in_cluster() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
         "/var/run/secrets/kubernetes.io/serviceaccount/token"
     )
-
-
-def chunked(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 __all__ = [
