@@ -339,6 +339,12 @@ def load_repo_config(text: str | bytes, path: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ManifestError("repository config must be a mapping", where=f"{path}:1")
+    if data.get("kind") == "List" and "config" in data:
+        # The kubectl-friendly form: an empty `List` (so `kubectl apply -R` over the repository applies
+        # nothing for this file) carrying our settings under `config`.
+        if data.get("items"):
+            raise ManifestError("the repository config List must have no items", where=f"{path}:1")
+        data = data["config"] if isinstance(data["config"], dict) else {}
     for key in ("paths", "exclude"):
         if key in data and not (isinstance(data[key], list) and all(isinstance(p, str) for p in data[key])):
             raise ManifestError(f"`{key}` must be a list of strings", where=f"{path}:1")

@@ -29,7 +29,20 @@ def sim() -> None:
 
 @sim.command()
 @click.option("--port", type=int, default=0, show_default=True, help="Port on 127.0.0.1 (0: a free one).")
-@click.option("--nodes", type=int, default=1, show_default=True, help="Simulated Nodes.")
+@click.option("--nodes", type=int, default=2, show_default=True, help="Simulated Nodes.")
+@click.option(
+    "--canary-nodes",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Label the first N nodes dra-gitops.io/canary=true (where canary driver workloads run).",
+)
+@click.option(
+    "--components",
+    default="controller-manager,scheduler,driver,kubelet",
+    show_default=True,
+    help="Simulated control-plane parts to run, comma-separated (e2e runs play driver and kubelet themselves).",
+)
 @click.option(
     "--devices-per-node", type=int, default=2, show_default=True, help="Devices per node and driver."
 )
@@ -68,6 +81,8 @@ def sim() -> None:
 def serve(
     port: int,
     nodes: int,
+    canary_nodes: int,
+    components: str,
     devices_per_node: int,
     drivers: tuple[str, ...],
     driver_preinstalled: bool,
@@ -100,6 +115,8 @@ def serve(
                 devices_per_node=devices_per_node,
                 drivers=list(drivers),
                 driver_preinstalled=driver_preinstalled,
+                node_labels=[{"dra-gitops.io/canary": "true"} if i < canary_nodes else {} for i in range(nodes)],
+                components=[c.strip() for c in components.split(",") if c.strip()],
             )
             click.echo(
                 f"sim: control plane with {nodes} node(s), driver(s) {', '.join(drivers)}, "

@@ -243,7 +243,11 @@ def test_exhaustion_third_pod_pending_with_real_message_then_schedules(sim: Sim)
     assert p3["status"]["phase"] == "Pending" and not p3["spec"].get("nodeName")
     (claim3,) = [c for c in kube.claims("inference") if c["metadata"]["ownerReferences"][0]["name"] == "p3"]
     assert "allocation" not in claim3.get("status", {})
-    events = [e for e in kube.events("inference") if e["reason"] == "FailedScheduling"]
+    events = [
+        e
+        for e in kube.events("inference")
+        if e["reason"] == "FailedScheduling" and e["involvedObject"]["name"] == "p3"
+    ]
     assert [e["message"] for e in events] == [EXHAUSTED]
     (ev,) = events
     assert ev["type"] == "Warning" and ev["source"]["component"] == "default-scheduler"

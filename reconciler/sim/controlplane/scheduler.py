@@ -294,7 +294,9 @@ class Scheduler(Component):
             ]
             fins = md(claim).get("finalizers") or []
             ns, name = md(claim)["namespace"], md(claim)["name"]
-            if keep != reserved or (not keep and st.get("allocation")):
+            # Deallocate only what the control plane allocated (it carries the delete-protection finalizer)
+            # or what just lost its last consumer: a real cluster leaves a status someone else wrote alone.
+            if keep != reserved or (not keep and st.get("allocation") and CLAIM_FINALIZER in fins):
 
                 def fn(obj: Obj, k: list[Any] = keep) -> None:
                     s = obj.setdefault("status", {})

@@ -1,0 +1,89 @@
+"""`dra-gitops sim serve` as a real process, driven by kubectl: the example repository runs on it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="kubectl is not installed (apt-get install kubectl)"
+)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Path]:
+    kubeconfig = tmp_path / "sim.kubeconfig"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "sim",
+            "serve",
+            "--canary-nodes",
+            "1",
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        assert kubeconfig.exists()
+        yield kubeconfig
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def wait_for(check: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():  # type: ignore[operator]
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.1)
+
+
+def test_kubectl_applies_the_example_and_claims_get_devices(served: Path) -> None:
+    out = kubectl(served, "apply", "--server-side", "-R", "-f", str(REPO / "manifests-example"))
+    assert "deployment.apps/trainer serverside-applied" in out
+
+    def trainer_running() -> bool:
+        pods = json.loads(kubectl(served, "get", "pods", "-n", "ml-team", "-l", "app=trainer", "-o", "json"))[
+            "items"
+        ]
+        return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+
+    wait_for(trainer_running)
+    claims = json.loads(kubectl(served, "get", "resourceclaims", "-A", "-o", "json"))["items"]
+    generated = [c for c in claims if c["metadata"]["name"].startswith("trainer-")]
+    assert len(generated) == 2
+    for claim in generated:
+        assert claim["status"]["allocation"]["devices"]["results"][0]["driver"] == "gpu.example.com"
+        assert claim["status"]["reservedFor"][0]["resource"] == "pods"
+    table = kubectl(served, "get", "resourceclaims", "-A")
+    assert table.count("allocated,reserved") == 3  # two generated claims and the shared one
+    assert "Running" in kubectl(served, "get", "pods", "-n", "ml-team")
