@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.dra.capacity import capacity_input
 from reconciler.errors import UserError
 from reconciler.model.loader import (
     REPO_CONFIG_NAMES,
@@ -106,6 +107,7 @@ def run_check(
     policy_set = load_policy_set(options.policy_dirs)
     engine = make_engine(policy_set, options)
     params = _merge_params(policy_set.params, repo_params or {}, options.params)
+    capacity = capacity_input(plan, head.manifests, cluster.objects) if cluster is not None else None
     input_doc = build_input(
         head=head.manifests,
         base=base_manifests,
@@ -114,6 +116,7 @@ def run_check(
         base_sha=base_sha,
         has_base=base is not None,
         cluster=cluster,
+        capacity=capacity,
         params=params,
     )
     timings["input"] = time.perf_counter() - started
@@ -141,7 +144,9 @@ def run_check(
     return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
 
 
-def check_paths(paths: Sequence[Path], options: CheckOptions) -> CheckRun:
+def check_paths(
+    paths: Sequence[Path], options: CheckOptions, cluster: ClusterFacts | None = None
+) -> CheckRun:
     """`check PATH...`: the desired state on disk against no base (everything is a create)."""
     started = time.perf_counter()
     to_load: list[Path] = []
@@ -156,10 +161,17 @@ def check_paths(paths: Sequence[Path], options: CheckOptions) -> CheckRun:
     head = load_paths(to_load, options.limits)
     timings = {"load": time.perf_counter() - started}
     options.progress(f"loaded {len(head.manifests)} objects from {len(head.files)} files")
-    return run_check(head, None, options, repo_params=repo_params, timings=timings)
+    return run_check(head, None, options, repo_params=repo_params, cluster=cluster, timings=timings)
 
 
-def check_git(repo_dir: Path, base_rev: str, head_rev: str, subdir: str, options: CheckOptions) -> CheckRun:
+def check_git(
+    repo_dir: Path,
+    base_rev: str,
+    head_rev: str,
+    subdir: str,
+    options: CheckOptions,
+    cluster: ClusterFacts | None = None,
+) -> CheckRun:
     """`check --repo --base --head`: both trees read from Git, only the change between them judged."""
     from reconciler.source import git as git_source
 
@@ -200,5 +212,6 @@ def check_git(repo_dir: Path, base_rev: str, head_rev: str, subdir: str, options
         revision=revision,
         base_sha=base_tree.commit.sha,
         repo_params=repo_params,
+        cluster=cluster,
         timings=timings,
     )

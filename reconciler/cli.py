@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from reconciler import __version__
-from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
+from reconciler.errors import DraGitopsError, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,6 +84,13 @@ def policy_options(func: F) -> F:
         envvar="DRA_GITOPS_OPA_TOKEN",
         help="Bearer token for the OPA server (env DRA_GITOPS_OPA_TOKEN).",
     )(func)
+
+
+def connect(kubeconfig: str | None, context: str | None) -> Any:
+    """A cluster client from a kubeconfig/context (or the in-cluster service account)."""
+    from reconciler.cluster.client import ClusterClient
+
+    return ClusterClient.from_kubeconfig(kubeconfig, context)
 
 
 def progress_printer(quiet: bool) -> Callable[[str], None]:
@@ -180,11 +187,6 @@ def check(
     from reconciler.check import CheckOptions, check_git, check_paths
     from reconciler.policy.report import RenderOptions, render
 
-    if cluster or kubeconfig or kube_context:
-        raise EnvironmentProblem(
-            "--cluster/--kubeconfig/--context: live cluster data for `check` comes with the cluster edge "
-            "(issue 4) and is not available in this version; run the offline check without these flags"
-        )
     if repo is None and (base_rev or subdir):
         raise click.UsageError("--base and --path need --repo")
     if repo is not None and paths:
@@ -196,11 +198,17 @@ def check(
     options = CheckOptions(
         policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress_printer(quiet)
     )
+    facts = None
+    if cluster or kubeconfig or kube_context:
+        from reconciler.cluster.facts import collect_facts
+
+        with connect(kubeconfig, kube_context) as client:
+            facts = collect_facts(client, options.progress)
     if repo is not None:
         assert base_rev is not None
-        run = check_git(repo, base_rev, head_rev, subdir, options)
+        run = check_git(repo, base_rev, head_rev, subdir, options, facts)
     else:
-        run = check_paths(list(paths), options)
+        run = check_paths(list(paths), options, facts)
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
     started = time.perf_counter()

@@ -170,9 +170,10 @@ def test_fifty_megabyte_document_is_refused(tmp_path: Path) -> None:
     assert "limit" in line
 
 
-def test_cluster_flag_explains_itself() -> None:
-    done = dra_gitops("check", "manifests-example/", "--cluster")
-    _one_clear_error(done, "cluster")
+def test_unreachable_cluster_is_an_environment_problem(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    done = dra_gitops("check", "manifests-example/", "--cluster", "--kubeconfig", str(missing))
+    _one_clear_error(done, "cannot load cluster configuration")
     assert done.returncode == 4
 
 

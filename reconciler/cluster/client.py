@@ -30,7 +30,9 @@ _TEMPORARY_STATUS = frozenset({429, 500, 502, 503, 504})
 class ApiError(DraGitopsError):
     """The API server refused a request. `status` and `reason` are the server's."""
 
-    def __init__(self, message: str, *, where: str | None, status: int, reason: str, body: dict[str, Any]) -> None:
+    def __init__(
+        self, message: str, *, where: str | None, status: int, reason: str, body: dict[str, Any]
+    ) -> None:
         super().__init__(message, where=where)
         self.status = status
         self.reason = reason
@@ -67,7 +69,9 @@ class ResourceInfo:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
         prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         parts = [prefix]
         if self.namespaced and namespace:
@@ -174,7 +178,10 @@ class ClusterClient:
                 k8s_config.load_incluster_config(client_configuration=configuration)
             else:
                 k8s_config.load_kube_config(
-                    config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+                    config_file=kubeconfig,
+                    context=context,
+                    client_configuration=configuration,
+                    persist_config=False,
                 )
         except (k8s_config.ConfigException, OSError, TypeError) as exc:
             raise EnvironmentProblem(f"cannot load cluster configuration: {exc}", where=kubeconfig) from None
@@ -243,7 +250,11 @@ class ClusterClient:
 
         self._limiter.acquire()
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        payload = json.dumps(body, separators=(",", ":")) if body is not None and not isinstance(body, str) else body
+        payload = (
+            json.dumps(body, separators=(",", ":"))
+            if body is not None and not isinstance(body, str)
+            else body
+        )
         request = self.api.param_serialize(
             method,
             path,
@@ -261,12 +272,16 @@ class ClusterClient:
             response = self.api.call_api(*request, _request_timeout=timeout or self.timeout)
             data = response.read()
         except (urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError) as exc:
-            raise TemporaryError(f"{method} {path} timed out or was cut off: {exc}", where=where or self.host) from None
+            raise TemporaryError(
+                f"{method} {path} timed out or was cut off: {exc}", where=where or self.host
+            ) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TemporaryError(f"cannot reach the API server at {self.host}: {exc}", where=where) from None
         except Exception as exc:  # the client wraps transport errors in ApiException(status=0)
             if getattr(exc, "status", None) == 0:
-                raise TemporaryError(f"cannot reach the API server at {self.host}: {exc}", where=where) from None
+                raise TemporaryError(
+                    f"cannot reach the API server at {self.host}: {exc}", where=where
+                ) from None
             raise
         status = response.status
         if 200 <= status < 300:
@@ -315,7 +330,9 @@ class ClusterClient:
                 groups[""] = GroupInfo("", core_versions, core_versions[0])
                 for group in self.request("GET", "/apis", where=self.host).get("groups") or []:
                     versions = tuple(v["version"] for v in group.get("versions") or [])
-                    preferred = (group.get("preferredVersion") or {}).get("version") or (versions[0] if versions else "")
+                    preferred = (group.get("preferredVersion") or {}).get("version") or (
+                        versions[0] if versions else ""
+                    )
                     groups[group["name"]] = GroupInfo(group["name"], versions, preferred)
                 self._groups = groups
             return self._groups
@@ -497,7 +514,9 @@ class ClusterClient:
         path = resource.path(namespace, meta.get("name") if subresource else None, subresource)
         return dict(self.request("POST", path, body=body, where=where))
 
-    def replace(self, resource: ResourceInfo, body: dict[str, Any], *, subresource: str | None = None) -> dict[str, Any]:
+    def replace(
+        self, resource: ResourceInfo, body: dict[str, Any], *, subresource: str | None = None
+    ) -> dict[str, Any]:
         meta = body.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default") if resource.namespaced else None
         where = object_where(resource.kind, namespace, meta.get("name"))
@@ -542,7 +561,13 @@ class ClusterClient:
         from kubernetes.stream import stream
 
         core = k8s_client.CoreV1Api(self.api)
-        kwargs: dict[str, Any] = {"command": list(command), "stderr": True, "stdout": True, "stdin": False, "tty": False}
+        kwargs: dict[str, Any] = {
+            "command": list(command),
+            "stderr": True,
+            "stdout": True,
+            "stdin": False,
+            "tty": False,
+        }
         if container:
             kwargs["container"] = container
         try:

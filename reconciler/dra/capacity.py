@@ -38,7 +38,9 @@ def _ready_nodes(live: Sequence[Manifest]) -> int:
         if manifest.kind != "Node":
             continue
         conditions = (manifest.body.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict)):
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict)
+        ):
             count += 1
     return count
 
@@ -51,7 +53,9 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
         if m.kind == "ResourceClaimTemplate" and dra.is_dra_group(m.api_version)
     }
     classes = {
-        m.ref.name: m.body for m in [*live, *head] if m.kind == "DeviceClass" and dra.is_dra_group(m.api_version)
+        m.ref.name: m.body
+        for m in [*live, *head]
+        if m.kind == "DeviceClass" and dra.is_dra_group(m.api_version)
     }
     slices = [m.body for m in live if m.kind == "ResourceSlice"]
     live_claims = [m.body for m in live if m.kind == "ResourceClaim"]
@@ -82,7 +86,10 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
                 claim = {
                     "apiVersion": template.get("apiVersion"),
                     "kind": "ResourceClaim",
-                    "metadata": {"name": f"{new.ref.name}-{pod_claim.name}-{index}", "namespace": new.ref.namespace},
+                    "metadata": {
+                        "name": f"{new.ref.name}-{pod_claim.name}-{index}",
+                        "namespace": new.ref.namespace,
+                    },
                     "spec": dra.claim_spec_of(template) or {},
                 }
                 new_claims.append(claim)

@@ -126,7 +126,9 @@ def _check_compact_nesting(raw: bytes, path: str) -> None:
     match = _COMPACT_NESTING.search(raw)
     if match:
         line = raw.count(b"\n", 0, match.start()) + 1
-        raise ManifestError("block collections nested 50 or more levels deep on one line", where=f"{path}:{line}")
+        raise ManifestError(
+            "block collections nested 50 or more levels deep on one line", where=f"{path}:{line}"
+        )
 
 
 def _items_lines(node: yaml.Node) -> list[int]:
@@ -244,12 +246,15 @@ def _walk(root: Path, limits: Limits) -> Iterator[Path]:
             if real_dir in visited:  # a symlink loop inside the repository
                 continue
             visited.add(real_dir)
-            children = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
+            children = sorted(
+                (e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name
+            )
             for entry in reversed(children):
                 child = Path(entry.path)
                 if entry.is_symlink() and not _resolve(child, root).is_relative_to(real_root):
                     raise ManifestError(
-                        f"symlink points outside the repository (to {_resolve(child, root)})", where=_rel(child, root)
+                        f"symlink points outside the repository (to {_resolve(child, root)})",
+                        where=_rel(child, root),
                     )
                 if entry.is_dir() or (entry.is_file() and is_manifest_file(entry.name)):
                     stack.append(child)

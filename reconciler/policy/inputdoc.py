@@ -116,6 +116,7 @@ def build_input(
     base_sha: str | None = None,
     has_base: bool = False,
     cluster: ClusterFacts | None = None,
+    capacity: dict[str, Any] | None = None,
     params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole input document for one check."""
@@ -157,5 +158,6 @@ def build_input(
         "cluster": cluster_doc,
         "index": build_index(head_docs.values()),
         "base_index": build_index(base_docs.values()),
+        "capacity": capacity,
         "params": dict(params or {}),
     }

@@ -32,6 +32,7 @@ from reconciler.sim.store import (
 DEFAULT_KUBE_VERSION = "v1.36.2"
 # what the simulated cluster reports for a resource.k8s.io setup that only a 1.32 server had
 V1BETA1_ONLY_KUBE_VERSION = "v1.32.9"
+NO_DRA_KUBE_VERSION = "v1.30.14"
 WATCH_DEFAULT_TIMEOUT = 1800.0
 DEPRECATION_WARNINGS = {
     "v1beta1": "deprecated in v1.35+, unavailable in v1.38+",
@@ -174,13 +175,18 @@ class ApiServer:
         kube_version: str | None = None,
     ) -> None:
         unknown = [v for v in served_versions if v not in RESOURCE_VERSIONS]
-        if unknown or not served_versions:
-            raise ValueError(f"unsupported resource.k8s.io versions: {unknown or served_versions}")
+        if unknown:
+            raise ValueError(f"unsupported resource.k8s.io versions: {unknown}")
         self.store = store
         self.served_versions = tuple(v for v in RESOURCE_VERSIONS if v in served_versions)
         self.token = token
         if kube_version is None:
-            kube_version = DEFAULT_KUBE_VERSION if "v1" in self.served_versions else V1BETA1_ONLY_KUBE_VERSION
+            if not self.served_versions:
+                kube_version = NO_DRA_KUBE_VERSION  # DRA off, as on a default 1.30 cluster
+            else:
+                kube_version = (
+                    DEFAULT_KUBE_VERSION if "v1" in self.served_versions else V1BETA1_ONLY_KUBE_VERSION
+                )
         self.kube_version = kube_version
         self.faults = Faults()
         self.stopping = threading.Event()
@@ -213,7 +219,8 @@ class ApiServer:
         types = self.store.types()
         for g in BUILTIN_GROUP_ORDER:
             if g == RESOURCE_GROUP:
-                out[g] = list(self.served_versions)
+                if self.served_versions:  # an empty group is not listed at all, as on a real server
+                    out[g] = list(self.served_versions)
             elif g == "events.k8s.io" or any(t.group == g for t in types):
                 out[g] = ["v1"]
         for (g, _plural), versions in sorted(self.crd_versions.items()):

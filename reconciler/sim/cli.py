@@ -13,6 +13,8 @@ from reconciler.sim.resources import RESOURCE_VERSIONS
 
 
 def _versions(value: str) -> tuple[str, ...]:
+    if value.strip().lower() == "none":
+        return ()  # a cluster without the DRA API, as a default 1.30 cluster
     versions = tuple(v.strip() for v in value.split(",") if v.strip())
     bad = [v for v in versions if v not in RESOURCE_VERSIONS]
     if bad or not versions:
@@ -63,7 +65,8 @@ def sim() -> None:
     "--served-versions",
     default="v1",
     show_default=True,
-    help="resource.k8s.io versions to serve, comma-separated (e.g. v1,v1beta1; v1beta1 alone plays 1.32).",
+    help="resource.k8s.io versions to serve, comma-separated (e.g. v1,v1beta1; v1beta1 alone plays 1.32; "
+    "none plays a cluster without DRA).",
 )
 @click.option(
     "--kubeconfig-out",
@@ -115,7 +118,9 @@ def serve(
                 devices_per_node=devices_per_node,
                 drivers=list(drivers),
                 driver_preinstalled=driver_preinstalled,
-                node_labels=[{"dra-gitops.io/canary": "true"} if i < canary_nodes else {} for i in range(nodes)],
+                node_labels=[
+                    {"dra-gitops.io/canary": "true"} if i < canary_nodes else {} for i in range(nodes)
+                ],
                 components=[c.strip() for c in components.split(",") if c.strip()],
             )
             click.echo(

@@ -10,6 +10,7 @@ from reconciler.check import CheckOptions, run_check
 from reconciler.errors import EnvironmentProblem, PolicyError
 from reconciler.model.loader import load_paths
 from reconciler.policy.engine import EmbeddedEngine, load_policy_set
+from reconciler.policy.inputdoc import ClusterFacts
 from reconciler.policy.opa import OpaServerEngine, run_policy_tests_on_opa
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,12 +34,18 @@ def test_every_bundled_rule_has_failing_fixtures() -> None:
 
 
 def run_case(case: Path, opa_url: str | None) -> list[tuple[str, str, str, str, int]]:
-    if (case / "head").is_dir():
+    if (case / "head").is_dir() and (case / "base").is_dir():
         head = load_paths([case / "head"], display_root=case)
         base = load_paths([case / "base"], display_root=case)
     else:
-        head, base = load_paths([case], display_root=case), None
-    run = run_check(head, base, CheckOptions(opa_url=opa_url))
+        head_dir = case / "head" if (case / "head").is_dir() else case
+        head, base = load_paths([head_dir], display_root=case), None
+    cluster = None
+    if (case / "cluster").is_dir():
+        # Live objects for rules that need cluster data, as `check --cluster` would read them.
+        live = load_paths([case / "cluster"], display_root=case).manifests
+        cluster = ClusterFacts(version="v1.36.2", served={"resource.k8s.io": ["v1"]}, objects=live)
+    run = run_check(head, base, CheckOptions(opa_url=opa_url), cluster=cluster)
     return [(f.rule, f.severity, f.ref, f.path, f.line) for f in run.result.findings]
 
 

@@ -1,0 +1,160 @@
+"""The ApplySet of a reconciled target (kubectl ApplySet KEP-3659), so `kubectl` understands the set.
+
+The parent is the ConfigMap `dra-gitops-<target>` in the reconciler namespace (the same ConfigMap the state
+store uses); every managed object carries `applyset.kubernetes.io/part-of: <id>`. The parent is written
+with create / merge patch, never server-side apply: an apply of only the ApplySet metadata by our field
+manager would drop the state data the same manager may own in that ConfigMap.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from reconciler import __version__
+from reconciler.cluster.client import ClusterClient, NotFound
+from reconciler.model.objects import ObjRef, ref_of
+
+PART_OF_LABEL = "applyset.kubernetes.io/part-of"
+ID_LABEL = "applyset.kubernetes.io/id"
+TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
+GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
+DEFAULT_TARGET = "default"
+DEFAULT_NAMESPACE = "dra-gitops"
+
+
+def parent_name(target: str = DEFAULT_TARGET) -> str:
+    return f"dra-gitops-{target}"
+
+
+def applyset_id(target: str = DEFAULT_TARGET, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """`applyset-` + base64url(sha256("<name>.<namespace>.<Kind>.<group>")) unpadded + `-v1` (the KEP)."""
+    material = f"{parent_name(target)}.{namespace}.ConfigMap."
+    digest = base64.urlsafe_b64encode(hashlib.sha256(material.encode()).digest()).decode().rstrip("=")
+    return f"applyset-{digest}-v1"
+
+
+def group_kind(body: dict[str, Any]) -> str:
+    """`Kind.group` as the KEP spells it (`Namespace` for core, `DeviceClass.resource.k8s.io`)."""
+    api_version = str(body.get("apiVersion") or "")
+    group = api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+    kind = str(body.get("kind") or "")
+    return f"{kind}.{group}" if group else kind
+
+
+def label_body(body: dict[str, Any], set_id: str) -> dict[str, Any]:
+    """A copy of one manifest with the part-of label (the input is never modified)."""
+    labelled = copy.deepcopy(body)
+    meta = labelled.setdefault("metadata", {})
+    labels = meta.get("labels")
+    if not isinstance(labels, dict):
+        labels = {}
+    meta["labels"] = {**labels, PART_OF_LABEL: set_id}
+    return labelled
+
+
+def label_objects(bodies: Iterable[dict[str, Any]], set_id: str) -> list[dict[str, Any]]:
+    return [label_body(body, set_id) for body in bodies]
+
+
+def _parse_group_kinds(value: Any) -> set[str]:
+    return {item.strip() for item in str(value or "").split(",") if item.strip()}
+
+
+def ensure_parent(
+    client: ClusterClient,
+    target: str = DEFAULT_TARGET,
+    namespace: str = DEFAULT_NAMESPACE,
+    group_kinds: Iterable[str] = (),
+) -> dict[str, Any]:
+    """Create the namespace and parent ConfigMap if missing; record the group-kinds (union with known)."""
+    ns_resource = client.resource_for("v1", "Namespace")
+    if client.get(ns_resource, None, namespace) is None:
+        client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    resource = client.resource_for("v1", "ConfigMap")
+    name = parent_name(target)
+    set_id = applyset_id(target, namespace)
+    live = client.get(resource, namespace, name)
+    known = _parse_group_kinds(
+        ((live or {}).get("metadata") or {}).get("annotations", {}).get(GROUP_KINDS_ANNOTATION)
+    )
+    kinds = ",".join(sorted(known | set(group_kinds)))
+    labels = {ID_LABEL: set_id}
+    annotations = {TOOLING_ANNOTATION: f"dra-gitops/v{__version__}", GROUP_KINDS_ANNOTATION: kinds}
+    if live is None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        }
+        try:
+            return client.create(resource, body)
+        except Exception:  # noqa: BLE001 - a concurrent pass created it first: patch below
+            live = client.get(resource, namespace, name)
+            if live is None:
+                raise
+    meta = live.get("metadata") or {}
+    current_labels = meta.get("labels") or {}
+    current_annotations = meta.get("annotations") or {}
+    if all(current_labels.get(k) == v for k, v in labels.items()) and all(
+        current_annotations.get(k) == v for k, v in annotations.items()
+    ):
+        return live
+    return client.patch_merge(
+        resource, namespace, name, {"metadata": {"labels": labels, "annotations": annotations}}
+    )
+
+
+def recorded_group_kinds(
+    client: ClusterClient, target: str = DEFAULT_TARGET, namespace: str = DEFAULT_NAMESPACE
+) -> set[str]:
+    resource = client.resource_for("v1", "ConfigMap")
+    live = client.get(resource, namespace, parent_name(target))
+    annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
+    return _parse_group_kinds(annotations.get(GROUP_KINDS_ANNOTATION))
+
+
+def prune_candidates(
+    client: ClusterClient,
+    set_id: str,
+    desired_refs: Iterable[ObjRef],
+    group_kinds: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Live members of the set (by label, over the recorded group-kinds) that are no longer desired.
+
+    Catches objects the plan does not know about (applied by a pass whose record was lost). Kinds the
+    cluster no longer serves are skipped.
+    """
+    desired = set(desired_refs)
+    found: list[dict[str, Any]] = []
+    for gk in sorted(set(group_kinds)):
+        kind, _, group = gk.partition(".")
+        try:
+            items = client.list_kind(group, kind, label_selector=f"{PART_OF_LABEL}={set_id}")
+        except NotFound:
+            continue
+        for item in items:
+            if ref_of(item) not in desired and not (item.get("metadata") or {}).get("deletionTimestamp"):
+                found.append(item)
+    return found
+
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_TARGET",
+    "GROUP_KINDS_ANNOTATION",
+    "ID_LABEL",
+    "PART_OF_LABEL",
+    "TOOLING_ANNOTATION",
+    "applyset_id",
+    "ensure_parent",
+    "group_kind",
+    "label_body",
+    "label_objects",
+    "parent_name",
+    "prune_candidates",
+    "recorded_group_kinds",
+]

@@ -1,0 +1,156 @@
+"""`dra-gitops check --cluster` against the simulated cluster over real HTTP: live state feeds the rules."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli import cli
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.facts import collect_facts, deprecated_versions
+from reconciler.errors import EnvironmentProblem
+from reconciler.sim.controlplane import install
+from reconciler.sim.server import SimCluster
+
+CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]},
+}
+
+CHANGE = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer, namespace: ml}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: trainer}}
+  template:
+    metadata: {labels: {app: trainer}}
+    spec:
+      resourceClaims:
+      - {name: gpu, resourceClaimTemplateName: one-gpu}
+      containers:
+      - name: main
+        image: trainer:1
+        resources: {claims: [{name: gpu}]}
+"""
+
+
+@pytest.fixture
+def gpu_sim(tmp_path: Path) -> Iterator[tuple[SimCluster, Path]]:
+    """One node with two gpu.example.com devices published, the class and namespace in place."""
+    with SimCluster() as sim:
+        plane = install(sim, nodes=1, devices_per_node=2, driver_preinstalled=True)
+        try:
+            client = ClusterClient.for_url(sim.url)
+            client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+            client.apply(CLASS)
+            deadline = time.monotonic() + 10
+            while not client.list_kind("resource.k8s.io", "ResourceSlice"):
+                assert time.monotonic() < deadline, "the simulated driver published no slices"
+                time.sleep(0.05)
+            client.close()
+            kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+            yield sim, kubeconfig
+        finally:
+            plane.stop()
+
+
+def check(kubeconfig: Path, directory: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    result = CliRunner().invoke(
+        cli, ["check", str(directory), "--kubeconfig", str(kubeconfig), "-o", "json", "-q", *extra]
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_change_needing_three_devices_where_two_are_free_reports_capacity(
+    gpu_sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    _, kubeconfig = gpu_sim
+    change = tmp_path / "change"
+    change.mkdir()
+    (change / "trainer.yaml").write_text(CHANGE % 3)
+    code, report = check(kubeconfig, change)
+    capacity = [f for f in report["findings"] if f["rule"] == "capacity"]
+    assert len(capacity) == 1, report["findings"]
+    assert capacity[0]["severity"] == "warn" and code == 0
+    assert capacity[0]["ref"] == "Deployment/ml/trainer"
+    assert capacity[0]["path"].endswith("trainer.yaml") and capacity[0]["line"] == 11
+    assert "only 0 of 2" in capacity[0]["msg"]
+
+    # With the param set it blocks; two replicas fit and pass.
+    params = tmp_path / "params"
+    params.mkdir()
+    (params / "data.json").write_text(json.dumps({"params": {"capacity_deny": True}}))
+    code, report = check(kubeconfig, change, "--policy", str(params))
+    assert code == 1 and [f["rule"] for f in report["findings"] if f["severity"] == "deny"] == ["capacity"]
+    (change / "trainer.yaml").write_text(CHANGE % 2)
+    code, report = check(kubeconfig, change)
+    assert (code, report["findings"]) == (0, [])
+
+
+def test_live_objects_satisfy_class_before_template(gpu_sim: tuple[SimCluster, Path], tmp_path: Path) -> None:
+    # The class is not in the change, only in the cluster: offline this is a denial, with --cluster it passes.
+    _, kubeconfig = gpu_sim
+    (tmp_path / "trainer.yaml").write_text(CHANGE % 1)
+    offline = CliRunner().invoke(cli, ["check", str(tmp_path), "-o", "json", "-q"])
+    assert offline.exit_code == 1
+    assert "class-before-template" in {f["rule"] for f in json.loads(offline.stdout)["findings"]}
+    code, report = check(kubeconfig, tmp_path)
+    assert (code, report["findings"]) == (0, [])
+
+
+def test_versions_the_cluster_does_not_serve_are_denied(tmp_path: Path) -> None:
+    with SimCluster(served_versions=("v1beta1",)) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        (tmp_path / "m").mkdir()
+        (tmp_path / "m" / "class.yaml").write_text(
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu.example.com}\n"
+        )
+        code, report = check(kubeconfig, tmp_path / "m")
+    assert code == 1
+    [finding] = [f for f in report["findings"] if f["rule"] == "served-versions"]
+    assert finding["severity"] == "deny" and "v1" in finding["msg"]
+
+
+def test_facts_read_served_versions_and_live_objects(gpu_sim: tuple[SimCluster, Path]) -> None:
+    sim, _ = gpu_sim
+    with ClusterClient.for_url(sim.url) as client:
+        client.request_log = []
+        facts = collect_facts(client)
+    assert facts.served == {"resource.k8s.io": ["v1"]}
+    kinds = {m.kind for m in facts.objects}
+    assert {"Namespace", "Node", "DeviceClass", "ResourceSlice"} <= kinds
+    assert all(method == "GET" for method, _, _ in client.request_log)
+    assert all("managedFields" not in m.body["metadata"] for m in facts.objects)
+
+
+def test_cluster_without_dra_is_explained() -> None:
+    with SimCluster(served_versions=()) as sim, ClusterClient.for_url(sim.url) as client:
+        with pytest.raises(EnvironmentProblem) as error:
+            collect_facts(client)
+    assert "does not serve resource.k8s.io" in str(error.value)
+
+
+def test_deprecated_versions_follow_the_server_release() -> None:
+    assert deprecated_versions("v1.34.1", ["v1", "v1beta2", "v1beta1"]) == ["v1beta1"]
+    assert deprecated_versions("v1.36.2", ["v1", "v1beta2"]) == ["v1beta2"]
+    assert deprecated_versions("v1.32.9", ["v1beta1"]) == []
