@@ -144,9 +144,12 @@ def test_facts_read_served_versions_and_live_objects(gpu_sim: tuple[SimCluster, 
 
 
 def test_cluster_without_dra_is_explained() -> None:
-    with SimCluster(served_versions=()) as sim, ClusterClient.for_url(sim.url) as client:
-        with pytest.raises(EnvironmentProblem) as error:
-            collect_facts(client)
+    with (
+        SimCluster(served_versions=()) as sim,
+        ClusterClient.for_url(sim.url) as client,
+        pytest.raises(EnvironmentProblem) as error,
+    ):
+        collect_facts(client)
     assert "does not serve resource.k8s.io" in str(error.value)
 
 
