@@ -144,24 +144,69 @@ def run_check(
     return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
 
 
+@dataclass
+class DesiredState:
+    """The manifests of one revision (or of directories on disk) with the repository config's params."""
+
+    manifests: LoadResult
+    revision: Revision
+    params: dict[str, Any]
+
+
+def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
+    """Files and directories on disk; a directory with a `dra-gitops.yaml` loads the `paths` it names."""
+    to_load: list[Path] = []
+    params: dict[str, Any] = {}
+    for path in paths:
+        if path.is_dir():
+            config_paths, config_params = _config_paths(path)
+            to_load.extend(config_paths)
+            params.update(config_params)
+        else:
+            to_load.append(path)
+    return DesiredState(load_paths(to_load, limits), Revision(), params)
+
+
+def load_git_revisions(
+    repo_dir: Path, revs: Sequence[str], subdir: str, limits: Limits
+) -> list[DesiredState]:
+    """Revisions read straight from Git; the first revision's repository config selects paths for all."""
+    from reconciler.source import git as git_source
+
+    repo = git_source.open_repo(repo_dir)
+    trees = [git_source.read_tree(repo, rev, subdir, limits) for rev in revs]
+    params: dict[str, Any] = {}
+    wanted: list[str] = []
+    if trees[0].config is not None:
+        config = load_repo_config(trees[0].config[1], trees[0].config[0])
+        params = dict(config.get("params") or {})
+        wanted = [p.strip("/") for p in config.get("paths") or []]
+    prefix = f"{subdir.strip('/')}/" if subdir else ""
+    states = []
+    for tree in trees:
+        blobs = tree.blobs
+        if wanted:
+            blobs = [
+                (path, data)
+                for path, data in blobs
+                if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in wanted)
+            ]
+        commit = tree.commit
+        revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
+        states.append(DesiredState(load_blobs(blobs, limits), revision, params))
+    return states
+
+
 def check_paths(
     paths: Sequence[Path], options: CheckOptions, cluster: ClusterFacts | None = None
 ) -> CheckRun:
     """`check PATH...`: the desired state on disk against no base (everything is a create)."""
     started = time.perf_counter()
-    to_load: list[Path] = []
-    repo_params: dict[str, Any] = {}
-    for path in paths:
-        if path.is_dir():
-            config_paths, params = _config_paths(path)
-            to_load.extend(config_paths)
-            repo_params.update(params)
-        else:
-            to_load.append(path)
-    head = load_paths(to_load, options.limits)
+    desired = load_directories(paths, options.limits)
+    head = desired.manifests
     timings = {"load": time.perf_counter() - started}
     options.progress(f"loaded {len(head.manifests)} objects from {len(head.files)} files")
-    return run_check(head, None, options, repo_params=repo_params, cluster=cluster, timings=timings)
+    return run_check(head, None, options, repo_params=desired.params, cluster=cluster, timings=timings)
 
 
 def check_git(
@@ -173,45 +218,21 @@ def check_git(
     cluster: ClusterFacts | None = None,
 ) -> CheckRun:
     """`check --repo --base --head`: both trees read from Git, only the change between them judged."""
-    from reconciler.source import git as git_source
-
     started = time.perf_counter()
-    repo = git_source.open_repo(repo_dir)
-    head_tree = git_source.read_tree(repo, head_rev, subdir, options.limits)
-    base_tree = git_source.read_tree(repo, base_rev, subdir, options.limits)
-    repo_params: dict[str, Any] = {}
-    if head_tree.config is not None:
-        config = load_repo_config(head_tree.config[1], head_tree.config[0])
-        repo_params = dict(config.get("params") or {})
-        wanted = [p.strip("/") for p in config.get("paths") or []]
-        if wanted:
-            prefix = f"{subdir.strip('/')}/" if subdir else ""
-
-            def selected(blobs: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-                return [
-                    (path, data)
-                    for path, data in blobs
-                    if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in wanted)
-                ]
-
-            head_tree = git_source.TreeFiles(head_tree.commit, selected(head_tree.blobs), head_tree.config)
-            base_tree = git_source.TreeFiles(base_tree.commit, selected(base_tree.blobs), base_tree.config)
-    head = load_blobs(head_tree.blobs, options.limits)
-    base = load_blobs(base_tree.blobs, options.limits)
+    head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
+    head, base = head_state.manifests, base_state.manifests
     timings = {"load": time.perf_counter() - started}
+    head_sha, base_sha = head_state.revision.sha or "", base_state.revision.sha or ""
     options.progress(
-        f"loaded {len(head.manifests)} objects at {head_tree.commit.sha[:12]}, "
-        f"{len(base.manifests)} at {base_tree.commit.sha[:12]}"
+        f"loaded {len(head.manifests)} objects at {head_sha[:12]}, {len(base.manifests)} at {base_sha[:12]}"
     )
-    commit = head_tree.commit
-    revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
     return run_check(
         head,
         base,
         options,
-        revision=revision,
-        base_sha=base_tree.commit.sha,
-        repo_params=repo_params,
+        revision=head_state.revision,
+        base_sha=base_sha,
+        repo_params=head_state.params,
         cluster=cluster,
         timings=timings,
     )

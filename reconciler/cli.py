@@ -221,6 +221,59 @@ def check(
     return run.result.exit_code(fail_on_warn)
 
 
+@cli.command()
+@kube_options
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def inventory(kubeconfig: str | None, kube_context: str | None, output: str, verbose: int, quiet: bool) -> int:
+    """Environment inventory of a cluster's DRA setup (read-only).
+
+    Server version, resource.k8s.io versions served (and deprecated), nodes and readiness, DRA driver pods
+    and their health, DeviceClasses, ResourceSlices per driver/pool/node, device totals and allocations,
+    pending claims. Exit 4 when the cluster does not serve the DRA API (with what would enable it).
+    """
+    from reconciler.cluster.inventory import collect_inventory, render_inventory
+
+    with connect(kubeconfig, kube_context) as client:
+        progress_printer(quiet)(f"reading the DRA inventory of {client.host}")
+        found = collect_inventory(client)
+    click.echo(render_inventory(found, output), nl=False)
+    return 0
+
+
+@cli.command()
+@click.argument("target", required=False)
+@click.option("-n", "--namespace", help="Diagnose every pending claim and pod of this namespace.")
+@kube_options
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def diagnose(
+    target: str | None,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Explain why a pod or claim has no device: failure mode, evidence and recovery steps.
+
+    \b
+    TARGET: pod/NAME, claim/NAME, NS/NAME or NAME (in --namespace); without it, everything pending.
+    Failure modes: driver-not-installed, exhaustion, node-failure, version-mismatch, missing-class,
+    prepare-failure, pending. Exit 1 when a failure mode was found, 0 when nothing is wrong.
+    """
+    from reconciler.cluster.diagnose import diagnose as run_diagnose
+    from reconciler.cluster.diagnose import render_diagnoses
+
+    with connect(kubeconfig, kube_context) as client:
+        found = run_diagnose(client, target, namespace=namespace)
+    click.echo(render_diagnoses(found, output), nl=False)
+    return 1 if any(d.mode != "pending" for d in found) else 0
+
+
 @cli.group()
 def policy() -> None:
     """Work with Rego policies."""

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reconciler import __version__
-from reconciler.cluster.client import ClusterClient, NotFound
+from reconciler.cluster.client import ClusterClient, Conflict, NotFound
 from reconciler.model.objects import ObjRef, ref_of
 
 PART_OF_LABEL = "applyset.kubernetes.io/part-of"
@@ -92,7 +92,7 @@ def ensure_parent(
         }
         try:
             return client.create(resource, body)
-        except Exception:  # noqa: BLE001 - a concurrent pass created it first: patch below
+        except Conflict:  # a concurrent pass created it first: patch below
             live = client.get(resource, namespace, name)
             if live is None:
                 raise

@@ -21,7 +21,6 @@ from reconciler.cluster.inventory import (
     DRA_GROUP,
     _dict,
     _list,
-    deprecated_versions,
     driver_pods_of,
     list_driver_pods,
     list_driver_workloads,
@@ -160,10 +159,7 @@ def pod_claim_refs(pod: Mapping[str, Any]) -> list[tuple[str, str | None, str | 
 def claim_status_line(claim: Mapping[str, Any]) -> str:
     alloc = dra.claim_allocation(dict(claim))
     ref = nsname(claim)
-    if meta(claim).get("deletionTimestamp"):
-        prefix = "deleted,"
-    else:
-        prefix = ""
+    prefix = "deleted," if meta(claim).get("deletionTimestamp") else ""
     if not alloc["allocated"]:
         return f"claim {ref}: {prefix}pending (no status.allocation)"
     devices = (
@@ -378,11 +374,6 @@ class _Classifier:
                         ],
                     )
                 )
-        deprecated = deprecated_versions(served, self.snap.server_version)
-        for ref, api_version in self.snap.manifest_versions:
-            version = api_version.split("/", 1)[-1]
-            if dra.is_dra_group(api_version) and version in deprecated:
-                pass  # served, only deprecated: a policy warning (served-versions), not a failure mode
         for wl in self.snap.driver_workloads:
             drv = dra.workload_driver(wl)
             wref = f"{wl.get('kind')}/{nsname(wl)}"
@@ -522,12 +513,7 @@ class _Classifier:
             )
             return
         if source is None:
-            if (
-                s.name is None
-                and s.template_name
-                and (s.namespace, s.template_name) not in self.templates
-                and self.snap.templates is not None
-            ):
+            if s.name is None and s.template_name and (s.namespace, s.template_name) not in self.templates:
                 summary = f"ResourceClaimTemplate {s.namespace}/{s.template_name} does not exist, so no claim is generated"
                 recovery = [
                     f"create ResourceClaimTemplate {s.namespace}/{s.template_name} or fix the pod's resourceClaims"
@@ -540,7 +526,9 @@ class _Classifier:
                 recovery = ["wait: kube-controller-manager creates the claim from the template"]
             self.add(Diagnosis("pending", s.ref, summary, [*evidence, *ev_lines], recovery))
             return
-        alloc = dra.claim_allocation(s.claim) if s.claim is not None else {"allocated": False, "node": None}
+        alloc: dict[str, Any] = (
+            dra.claim_allocation(s.claim) if s.claim is not None else {"allocated": False, "node": None}
+        )
         found = False
         # 2. node failure
         nodes_of_claim = [alloc["node"]] if alloc.get("node") else []
@@ -612,15 +600,13 @@ class _Classifier:
                 for e in events
                 if e.get("reason") == FAILED_SCHEDULING and CANNOT_ALLOCATE in str(e.get("message") or "")
             ]
-            short = {c: n for c, n in counts.items() if _is_int(n["free"]) and n["free"] < n["needed"]}
+            short = {
+                c: n
+                for c, n in counts.items()
+                if _is_int(n["free"]) and _is_int(n["total"]) and n["total"] > 0 and n["free"] < n["needed"]
+            }
             unknown = {c: n for c, n in counts.items() if not _is_int(n["free"])}
-            if (
-                counts
-                and (short or (cannot and unknown))
-                and all(
-                    _is_int(n["total"]) is False or n["total"] > 0 for n in short.values() or [{"total": 1}]
-                )
-            ):
+            if short or (cannot and unknown):
                 classes = short or unknown
                 cls, first = next(iter(classes.items()))
                 numbers: dict[str, Any] = {k: first[k] for k in ("needed", "free", "total")}

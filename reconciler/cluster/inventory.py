@@ -603,9 +603,9 @@ def _text(inv: Inventory) -> str:
     lines.append(
         f"Claims: {inv.claims} ({inv.allocated_claims} allocated, {len(inv.pending_claims)} pending)"
     )
-    for c in inv.pending_claims:
+    for pc in inv.pending_claims:
         lines.append(
-            f"  pending {c.namespace}/{c.name}  age {format_age(c.age_seconds)}  classes {', '.join(c.classes) or '-'}"
+            f"  pending {pc.namespace}/{pc.name}  age {format_age(pc.age_seconds)}  classes {', '.join(pc.classes) or '-'}"
         )
     if inv.taint_rules:
         lines.append(f"DeviceTaintRules: {', '.join(inv.taint_rules)}")
