@@ -1,9 +1,9 @@
 """The ApplySet of a reconciled target (kubectl ApplySet KEP-3659), so `kubectl` understands the set.
 
 The parent is the ConfigMap `dra-gitops-<target>` in the reconciler namespace (the same ConfigMap the state
-store uses); every managed object carries `applyset.kubernetes.io/part-of: <id>`. The parent is written
-with create / merge patch, never server-side apply: an apply of only the ApplySet metadata by our field
-manager would drop the state data the same manager may own in that ConfigMap.
+store uses); every managed object carries `applyset.kubernetes.io/part-of: <id>`. The parent's labels
+and annotations are server-side applied by a field manager of their own, so they never disturb the state
+data in the same ConfigMap.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reconciler import __version__
-from reconciler.cluster.client import ClusterClient, Conflict, NotFound
+from reconciler.cluster.client import ClusterClient, NotFound
 from reconciler.model.objects import ObjRef, ref_of
 
 PART_OF_LABEL = "applyset.kubernetes.io/part-of"
@@ -24,6 +24,9 @@ TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
 GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
 DEFAULT_TARGET = "default"
 DEFAULT_NAMESPACE = "dra-gitops"
+# The parent's ApplySet metadata has a field manager of its own: the state store writes data into the
+# same ConfigMap, and an apply by one manager drops whatever that manager applied before and left out.
+PARENT_FIELD_MANAGER = "dra-gitops-applyset"
 
 
 def parent_name(target: str = DEFAULT_TARGET) -> str:
@@ -70,41 +73,41 @@ def ensure_parent(
     namespace: str = DEFAULT_NAMESPACE,
     group_kinds: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """Create the namespace and parent ConfigMap if missing; record the group-kinds (union with known)."""
+    """Create the namespace if missing and apply the parent's ApplySet metadata (group-kinds: union)."""
     ns_resource = client.resource_for("v1", "Namespace")
     if client.get(ns_resource, None, namespace) is None:
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     resource = client.resource_for("v1", "ConfigMap")
     name = parent_name(target)
-    set_id = applyset_id(target, namespace)
     live = client.get(resource, namespace, name)
-    known = _parse_group_kinds(
-        ((live or {}).get("metadata") or {}).get("annotations", {}).get(GROUP_KINDS_ANNOTATION)
-    )
-    kinds = ",".join(sorted(known | set(group_kinds)))
-    labels = {ID_LABEL: set_id}
-    annotations = {TOOLING_ANNOTATION: f"dra-gitops/v{__version__}", GROUP_KINDS_ANNOTATION: kinds}
-    if live is None:
-        body = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
-        }
-        try:
-            return client.create(resource, body)
-        except Conflict:  # a concurrent pass created it first: patch below
-            live = client.get(resource, namespace, name)
-            if live is None:
-                raise
-    meta = live.get("metadata") or {}
-    current_labels = meta.get("labels") or {}
-    current_annotations = meta.get("annotations") or {}
-    if all(current_labels.get(k) == v for k, v in labels.items()) and all(
-        current_annotations.get(k) == v for k, v in annotations.items()
-    ):
-        return live
-    return client.patch_merge(
-        resource, namespace, name, {"metadata": {"labels": labels, "annotations": annotations}}
+    annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
+    kinds = ",".join(sorted(_parse_group_kinds(annotations.get(GROUP_KINDS_ANNOTATION)) | set(group_kinds)))
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {ID_LABEL: applyset_id(target, namespace)},
+            "annotations": {TOOLING_ANNOTATION: f"dra-gitops/v{__version__}", GROUP_KINDS_ANNOTATION: kinds},
+        },
+    }
+    wanted = body["metadata"]
+    if live is not None:
+        meta = live.get("metadata") or {}
+        if all((meta.get("labels") or {}).get(k) == v for k, v in wanted["labels"].items()) and all(
+            annotations.get(k) == v for k, v in wanted["annotations"].items()
+        ):
+            return live
+    return dict(
+        client.request(
+            "PATCH",
+            resource.path(namespace, name),
+            query=[("fieldManager", PARENT_FIELD_MANAGER), ("force", "true")],
+            body=body,
+            content_type="application/apply-patch+yaml",
+            where=f"ConfigMap/{namespace}/{name}",
+        )
     )
 
 
@@ -147,6 +150,7 @@ __all__ = [
     "DEFAULT_TARGET",
     "GROUP_KINDS_ANNOTATION",
     "ID_LABEL",
+    "PARENT_FIELD_MANAGER",
     "PART_OF_LABEL",
     "TOOLING_ANNOTATION",
     "applyset_id",
