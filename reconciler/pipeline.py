@@ -21,6 +21,7 @@ from reconciler.cluster.verify import VerifyResult, render_evidence, verify_work
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ref_of
 from reconciler.model.plan import Plan, compute_plan
+from reconciler.model.stages import WORKLOADS
 from reconciler.policy.report import summary_line
 
 Progress = Callable[[str], None]
@@ -131,14 +132,10 @@ def stale_manifests(client: ClusterClient, set_id: str, head: list[Manifest]) ->
     return stale
 
 
-def workloads_of(plan: Plan, head: list[Manifest]) -> list[dict[str, Any]]:
-    """Every workload of the revision that uses DRA claims: each must be verified, changed or not."""
+def workloads_of(head: list[Manifest]) -> list[dict[str, Any]]:
+    """Every workload of the revision (drivers are waited for in their own stage), changed or not."""
     return [
-        m.body
-        for m in head
-        if (spec := dra.pod_spec_of(m.body)) is not None
-        and dra.pod_claims(spec)
-        and not dra.is_driver_workload(m.body)
+        m.body for m in head if dra.pod_spec_of(m.body) is not None and not dra.is_driver_workload(m.body)
     ]
 
 
@@ -189,6 +186,9 @@ def deliver(
         plan,
         applyset_id=set_id,
         stage_timeout=options.stage_timeout,
+        checked=dry,  # the dry-run's answers stand for objects unchanged since: no second dry-run
+        # Verification is the workloads stage's wait: it knows the DRA signals that should end it early.
+        waited_by_caller=frozenset({WORKLOADS}) if options.verify else frozenset(),
         on_stage=lambda stage: progress(
             f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged"
         ),
@@ -202,14 +202,22 @@ def deliver(
     verified = None
     if options.verify:
         started = time.perf_counter()
-        workloads = workloads_of(plan, head)
-        progress(f"verify: {len(workloads)} workload(s) using DRA claims")
-        verified = verify_workloads(client, workloads, timeout=options.verify_timeout, grace=options.grace)
+        workloads = workloads_of(head)
+        progress(f"verify: {len(workloads)} workload(s)")
+        verified = verify_workloads(
+            client,
+            workloads,
+            timeout=options.verify_timeout,
+            grace=options.grace,
+            poll=0.25,
+            progress=progress,
+        )
         timings["verify"] = time.perf_counter() - started
         if not verified.ok:
             return Delivery(
                 "verify-failed",
                 revision,
+                plan,
                 check=check,
                 dry_run=dry,
                 applied=applied,

@@ -43,6 +43,7 @@ PROBE_NAMESPACE = "default"
 POLL_START = 0.05
 POLL_MAX = 1.0
 SLICE_GRACE = 60.0
+_PREREQUISITE_KINDS = frozenset({"Namespace", "CustomResourceDefinition"})
 # More objects than this of one kind in one namespace are read with one LIST instead of GETs.
 _LIST_THRESHOLD = 4
 
@@ -674,8 +675,8 @@ def _apply_group(
     for item in items:
         if item.result.op == "unchanged":
             item.result.outcome = "unchanged"
-    stage_result.applied = sum(1 for item in changed if item.result.outcome == "applied")
-    stage_result.unchanged = sum(1 for item in items if item.result.outcome == "unchanged")
+    stage_result.applied += sum(1 for item in changed if item.result.outcome == "applied")
+    stage_result.unchanged += sum(1 for item in items if item.result.outcome == "unchanged")
     failed = [item for item in changed if item.result.error]
     if failed:
         stage_result.error = "apply failed for " + "; ".join(
@@ -766,6 +767,48 @@ def _delete_group(
     stage_result.deleted = sum(1 for item in items if item.result.outcome in ("deleted", "pending-deletion"))
 
 
+def _apply_stage(
+    client: ClusterClient,
+    group: list[_Item],
+    pool: ThreadPoolExecutor,
+    known: dict[str, ObjectResult],
+    result: StageResult,
+    deadline: float,
+    timeout: float,
+    wait: bool,
+    fail_fast: FailFast | None,
+    slice_grace: float,
+) -> None:
+    """Apply one stage and wait for it; namespaces and CRDs first, as the rest may live in them."""
+    first = [item for item in group if item.change.ref.kind in _PREREQUISITE_KINDS]
+    rest = [item for item in group if item.change.ref.kind not in _PREREQUISITE_KINDS]
+    parts = [first, rest] if first and rest else [group]
+    for index, part in enumerate(parts):
+        if not _apply_group(client, part, pool, known, result):
+            for later in parts[index + 1 :]:
+                for item in later:
+                    item.result.outcome = "not-attempted"
+            return
+        has_crds = any(item.change.ref.kind == "CustomResourceDefinition" for item in part)
+        # Later objects need their namespaces Active and CRDs Established, even without `wait`.
+        if wait or result.stage == FOUNDATION or has_crds or index < len(parts) - 1:
+            waiter = _Waiter(client, part, pool, deadline, fail_fast, slice_grace)
+            waited = waiter.run(result.stage, [item.change for item in part])
+            result.warnings.extend(waiter.warnings)
+            if waited is not None:
+                detail = waited if waited.startswith("fail fast") else f"{waited} (timeout {timeout:g}s)"
+                result.error = f"stage {result.label}: {detail}"
+                for later in parts[index + 1 :]:
+                    for item in later:
+                        item.result.outcome = "not-attempted"
+                return
+        if has_crds:
+            client.invalidate()  # discovery must see the new kinds from here on
+    if wait and result.stage == CLASSES:
+        with contextlib.suppress(DraGitopsError, OSError):
+            result.warnings.extend(_class_warnings(client, group))
+
+
 def apply_plan(
     client: ClusterClient,
     plan: Plan,
@@ -779,8 +822,12 @@ def apply_plan(
     checked: DryRunResult | None = None,
     slice_grace: float = SLICE_GRACE,
     stage_timeouts: dict[int, float] | None = None,
+    waited_by_caller: frozenset[int] = frozenset(),
 ) -> ApplyResult:
     """Apply the plan stage by stage (canary step 1a before the main drivers), then delete in reverse order.
+
+    `waited_by_caller`: stages whose readiness the caller waits for itself (the workloads stage, which
+    verification watches with DRA-aware fail-fast signals), so the apply moves on right after writing.
 
     `checked`: a `dry_run` answer from just before, reused for objects whose live state has not moved
     since (saves a second dry-run per object). `fail_fast(stage, changes)` is asked on every poll of a
@@ -806,21 +853,19 @@ def apply_plan(
             )
             if direction == "delete":
                 _delete_group(client, group, pool, deadline, wait, result)
-            elif _apply_group(client, group, pool, known, result):
-                has_crds = any(item.change.ref.kind == "CustomResourceDefinition" for item in group)
-                # Later stages need their namespaces Active and CRDs Established, even without `wait`.
-                if wait or stage == FOUNDATION or has_crds:
-                    waiter = _Waiter(client, group, pool, deadline, fail_fast, slice_grace)
-                    waited = waiter.run(stage, [item.change for item in group])
-                    result.warnings.extend(waiter.warnings)
-                    if waited is not None:
-                        prefix = "" if waited.startswith("fail fast") else f"{waited} (timeout {timeout:g}s)"
-                        result.error = f"stage {label}: {prefix or waited}"
-                    elif stage == CLASSES:
-                        with contextlib.suppress(DraGitopsError, OSError):
-                            result.warnings.extend(_class_warnings(client, group))
-                if has_crds:
-                    client.invalidate()  # discovery must see the new kinds in the next stages
+            else:
+                _apply_stage(
+                    client,
+                    group,
+                    pool,
+                    known,
+                    result,
+                    deadline,
+                    timeout,
+                    wait and stage not in waited_by_caller,
+                    fail_fast,
+                    slice_grace,
+                )
             if result.error and not result.error.startswith("stage "):
                 result.error = f"stage {label}: {result.error}"
             result.seconds = time.monotonic() - started

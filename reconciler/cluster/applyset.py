@@ -82,21 +82,17 @@ def ensure_parent(
     live = client.get(resource, namespace, name)
     annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
     kinds = ",".join(sorted(_parse_group_kinds(annotations.get(GROUP_KINDS_ANNOTATION)) | set(group_kinds)))
+    labels = {ID_LABEL: applyset_id(target, namespace)}
+    wanted = {TOOLING_ANNOTATION: f"dra-gitops/v{__version__}", GROUP_KINDS_ANNOTATION: kinds}
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {ID_LABEL: applyset_id(target, namespace)},
-            "annotations": {TOOLING_ANNOTATION: f"dra-gitops/v{__version__}", GROUP_KINDS_ANNOTATION: kinds},
-        },
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": wanted},
     }
-    wanted = body["metadata"]
     if live is not None:
-        meta = live.get("metadata") or {}
-        if all((meta.get("labels") or {}).get(k) == v for k, v in wanted["labels"].items()) and all(
-            annotations.get(k) == v for k, v in wanted["annotations"].items()
+        live_labels = (live.get("metadata") or {}).get("labels") or {}
+        if all(live_labels.get(k) == v for k, v in labels.items()) and all(
+            annotations.get(k) == v for k, v in wanted.items()
         ):
             return live
     return dict(
@@ -129,11 +125,17 @@ def prune_candidates(
     """Live members of the set (by label, over the recorded group-kinds) that are no longer desired.
 
     Catches objects the plan does not know about (applied by a pass whose record was lost). Kinds the
-    cluster no longer serves are skipped.
+    cluster no longer serves are skipped. Without `group_kinds`, the parent's recorded ones are used (the
+    parent is found by its id label).
     """
+    kinds = set(group_kinds)
+    if not kinds:
+        for parent in client.list_kind("", "ConfigMap", label_selector=f"{ID_LABEL}={set_id}"):
+            annotations = (parent.get("metadata") or {}).get("annotations") or {}
+            kinds |= _parse_group_kinds(annotations.get(GROUP_KINDS_ANNOTATION))
     desired = set(desired_refs)
     found: list[dict[str, Any]] = []
-    for gk in sorted(set(group_kinds)):
+    for gk in sorted(kinds):
         kind, _, group = gk.partition(".")
         try:
             items = client.list_kind(group, kind, label_selector=f"{PART_OF_LABEL}={set_id}")

@@ -250,11 +250,11 @@ class ClusterClient:
 
         self._limiter.acquire()
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        payload = (
-            json.dumps(body, separators=(",", ":"))
-            if body is not None and not isinstance(body, str)
-            else body
-        )
+        # The generated REST layer JSON-encodes dict bodies for JSON content types itself; an apply patch
+        # (YAML content type) must arrive as text, and JSON is valid YAML.
+        payload = body
+        if body is not None and not isinstance(body, str) and "yaml" in content_type:
+            payload = json.dumps(body, separators=(",", ":"))
         request = self.api.param_serialize(
             method,
             path,

@@ -35,6 +35,7 @@ from reconciler.cluster.inventory import (
     require_dra,
 )
 from reconciler.dra.allocator import CANNOT_ALLOCATE, Inventory, claim_spec, normalise_requests
+from reconciler.errors import UserError
 from reconciler.model import dra
 
 if TYPE_CHECKING:
@@ -740,8 +741,6 @@ def collect_snapshot(
         resource = client.find_kind("", "Pod")
         found = client.get(resource, ns, name) if resource else None
         if found is None:
-            from reconciler.errors import UserError
-
             raise UserError("pod not found", where=f"Pod/{ns}/{name}")
         scope_pods = [found]
         scope_claims = []

@@ -61,23 +61,27 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
     live_claims = [m.body for m in live if m.kind == "ResourceClaim"]
     ready_nodes = _ready_nodes(live)
 
+    live_by_ref = {m.ref: m for m in live}
     new_claims: list[dict[str, Any]] = []
     causes: list[Manifest] = []
     for change in plan.changes:
         new = change.new
         if new is None or change.op == "delete":
             continue
-        if new.kind == "ResourceClaim" and dra.is_dra_group(new.api_version) and change.op == "create":
-            new_claims.append(new.body)
-            causes.append(new)
+        # What runs now is the live object when there is one (a plan without a base calls it a create).
+        running = live_by_ref.get(new.ref) or change.old
+        if new.kind == "ResourceClaim" and dra.is_dra_group(new.api_version):
+            if running is None:
+                new_claims.append(new.body)
+                causes.append(new)
             continue
         pod_spec = dra.pod_spec_of(new.body)
         if pod_spec is None:
             continue
         count = _replicas(new.body, ready_nodes)
-        if change.op == "update" and change.old is not None:
-            # Only pods added by the update need new devices (rolling-update surge aside).
-            count = max(0, count - _replicas(change.old.body, ready_nodes))
+        if running is not None:
+            # Only pods added by the change need new devices (rolling-update surge aside).
+            count = max(0, count - _replicas(running.body, ready_nodes))
         for pod_claim in dra.pod_claims(pod_spec):
             template = templates.get((new.ref.namespace, pod_claim.template or ""))
             if template is None:
@@ -97,19 +101,28 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
     if not new_claims:
         return {"claims": [], "totals": {}}
     result = simulate(slices, classes, live_claims, new_claims)
+    # A driver the change installs has published nothing yet: its claims cannot be judged, not "0 free".
+    installing = {dra.workload_driver(m.body) for m in head if dra.is_driver_workload(m.body)} - {None}
     claims = []
-    for cause, outcome in zip(causes, result.claims, strict=True):
+    for claim, cause, outcome in zip(new_claims, causes, result.claims, strict=True):
+        state, reason = outcome.outcome, outcome.reason
+        if state == "does-not-fit" and outcome.total == 0:
+            drivers = {dra.class_driver(classes.get(name) or {}) for name in dra.requested_classes(claim)}
+            pending = sorted(d for d in drivers & installing if d)
+            if pending:
+                state = "unknown"
+                reason = f"driver {', '.join(pending)} is installed by this change; no devices published yet"
         claims.append(
             {
                 "ref": str(cause.ref),
                 "path": cause.path,
                 "line": cause.line,
                 "claim": outcome.ref,
-                "outcome": outcome.outcome,
+                "outcome": state,
                 "needed": outcome.needed,
                 "free": outcome.free,
                 "total": outcome.total,
-                "reason": outcome.reason,
+                "reason": reason,
             }
         )
     return {"claims": claims, "totals": result.to_dict()["totals"]}
