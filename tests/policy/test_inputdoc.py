@@ -16,6 +16,7 @@ from reconciler.policy.inputdoc import ClusterFacts, Revision, build_index, buil
 # --- the contract, spelled out -----------------------------------------------------------------------
 
 TOP_KEYS = {
+    "capacity",
     "revision",
     "base",
     "objects",
@@ -299,6 +300,7 @@ def test_top_level_shape(doc: dict[str, Any]) -> None:
     assert set(doc["revision"]) == REVISION_KEYS
     assert doc["base"] == {"sha": "beef"}
     assert doc["cluster"] is None
+    assert doc["capacity"] is None  # computed only with cluster data
     assert doc["params"] == {"capacity_deny": True}
     for change in doc["changes"]:
         assert set(change) == CHANGE_KEYS

@@ -14,6 +14,7 @@ from reconciler.policy.testing import run_policy_tests
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 RULE_DIRS = sorted(p for p in POLICIES.iterdir() if p.is_dir())
 EXPECTED_RULES = {
+    "capacity",
     "admin-access",
     "claim-refs",
     "class-before-template",
