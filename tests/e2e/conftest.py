@@ -29,7 +29,7 @@ from e2e_support import (
     delete_example_state,
     e2e_kubeconfig,
     md,
-    node_status,
+    renew_node,
     wait_for,
 )
 
@@ -133,7 +133,7 @@ def e2e_nodes(kube: Kube, kubeconfig: str, run_id: str, e2e_guard: bool) -> Iter
                     "spec": {},
                 },
             )
-            kube.merge_patch(f"/api/v1/nodes/{name}/status", {"status": node_status(i)})
+            renew_node(kube, name, i)  # Lease and Ready status, as the kubelet's first heartbeat
 
         def schedulable() -> bool:
             for name in names:

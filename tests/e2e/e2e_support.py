@@ -337,41 +337,20 @@ class FakeDriver(Loop):
 class FakeKubelet(Loop):
     """The kubelet of the suite's nodes: heartbeats, starts pods whose claims are ready, ends deletions."""
 
-    heartbeat_every = 5.0
+    heartbeat_every = 10.0  # the kubelet's default lease renewal (lease duration 40 s / 4)
 
     def __init__(self, kubeconfig: str, run_id: str, nodes: list[str]) -> None:
         super().__init__(kubeconfig, f"fake-kubelet-{run_id}")
         self.nodes = nodes
         self._last_heartbeat = 0.0
+        self.since = now()  # the nodes' conditions keep their lastTransitionTime
         self.started: list[str] = []  # ns/name of pods this kubelet started
 
     # ---- node heartbeat (so the node lifecycle controller never marks the nodes NotReady)
 
     def heartbeat(self) -> None:
-        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        for node in self.nodes:
-            path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}"
-            if self.kube.get(path) is None:
-                live = self.kube.get(f"/api/v1/nodes/{node}")
-                owner = (
-                    [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": md(live).get("uid")}]
-                    if live
-                    else []
-                )
-                self.kube.create(
-                    "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
-                    {
-                        "apiVersion": "coordination.k8s.io/v1",
-                        "kind": "Lease",
-                        "metadata": {"name": node, "namespace": "kube-node-lease", "ownerReferences": owner},
-                        "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": stamp},
-                    },
-                )
-            else:
-                self.kube.merge_patch(path, {"spec": {"renewTime": stamp}})
-            self.kube.merge_patch(
-                f"/api/v1/nodes/{node}/status", {"status": node_status(self.nodes.index(node))}
-            )
+        for index, node in enumerate(self.nodes):
+            renew_node(self.kube, node, index, self.since)
 
     # ---- pods
 
@@ -474,7 +453,31 @@ class FakeKubelet(Loop):
                 self.sync_pod(pod, index)
 
 
-def node_status(index: int) -> dict[str, Any]:
+def renew_node(kube: Kube, node: str, index: int, since: str | None = None) -> None:
+    """A kubelet heartbeat: renew the node's Lease in kube-node-lease (created, owned by the Node, if
+    missing) and write its status (Ready) through nodes/status."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}"
+    if kube.get(path) is None:
+        live = kube.get(f"/api/v1/nodes/{node}")
+        owner = (
+            [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": md(live).get("uid")}] if live else []
+        )
+        kube.create(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": node, "namespace": "kube-node-lease", "ownerReferences": owner},
+                "spec": {"holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": stamp},
+            },
+        )
+    else:
+        kube.merge_patch(path, {"spec": {"holderIdentity": node, "renewTime": stamp}})
+    kube.merge_patch(f"/api/v1/nodes/{node}/status", {"status": node_status(index, since)})
+
+
+def node_status(index: int, since: str | None = None) -> dict[str, Any]:
     stamp = now()
     resources = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
     healthy = [
@@ -493,7 +496,7 @@ def node_status(index: int) -> dict[str, Any]:
                 "reason": reason,
                 "message": "dra-gitops e2e fake kubelet",
                 "lastHeartbeatTime": stamp,
-                "lastTransitionTime": stamp,
+                "lastTransitionTime": since or stamp,
             }
             for ctype, value, reason in healthy
         ],

@@ -23,7 +23,8 @@ if not os.environ.get(E2E_ENV):
     pytest.skip(SKIP_MESSAGE, allow_module_level=True)
 
 
-def test_claim_template_deployment_runs_on_the_fake_nodes(e2e_cluster: E2ECluster) -> None:
+def test_claim_template_deployment_runs_on_the_fake_nodes(fresh_example: E2ECluster) -> None:
+    e2e_cluster = fresh_example  # all devices free: nothing of the example (or an earlier test) holds one
     kube, run = e2e_cluster.kube, e2e_cluster.run_id
     ns, dclass = f"{run}-harness", f"{run}-gpu"
 
