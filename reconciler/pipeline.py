@@ -22,7 +22,7 @@ from reconciler.model import dra
 from reconciler.model.objects import Manifest, ref_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.stages import WORKLOADS
-from reconciler.policy.report import summary_line
+from reconciler.policy.report import finding_dict, summary_line
 
 Progress = Callable[[str], None]
 
@@ -61,18 +61,7 @@ class Delivery:
             "outcome": self.outcome,
             "revision": self.revision,
             "plan": self.plan.summary(),
-            "findings": [
-                {
-                    "rule": f.rule,
-                    "severity": f.severity,
-                    "msg": f.msg,
-                    "ref": f.ref,
-                    "path": f.path,
-                    "line": f.line,
-                    "waived": f.waived,
-                }
-                for f in (check.findings if check else [])
-            ],
+            "findings": [finding_dict(f) for f in (check.findings if check else [])],
             "dry_run": [
                 {"ref": r.ref, "op": r.op, "error": r.error, "path": r.path, "line": r.line}
                 for r in (self.dry_run.results if self.dry_run else [])

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.errors import EnvironmentProblem
+from reconciler.cluster.inventory import deprecated_versions, require_dra
 from reconciler.model.dra import DRA_GROUP
 from reconciler.model.objects import Manifest, ref_of
 from reconciler.policy.inputdoc import ClusterFacts
@@ -29,26 +29,6 @@ LIVE_KINDS: tuple[tuple[str, str], ...] = (
     (DRA_GROUP, "ResourceSlice"),
 )
 
-# Which served resource.k8s.io versions a cluster of a given minor release calls deprecated (DRA.md §1):
-# once v1 is served, the alpha and beta versions are only for old manifests; v1beta2 is deprecated from 1.36.
-_ALWAYS_DEPRECATED_WITH_V1 = ("v1alpha2", "v1alpha3", "v1beta1")
-
-
-def _minor(version: str) -> int:
-    try:
-        return int(version.lstrip("v").split(".")[1].rstrip("+"))
-    except (IndexError, ValueError):
-        return 0
-
-
-def deprecated_versions(server_version: str, served: list[str]) -> list[str]:
-    if "v1" not in served:
-        return []
-    deprecated = [v for v in served if v in _ALWAYS_DEPRECATED_WITH_V1]
-    if "v1beta2" in served and _minor(server_version) >= 36:
-        deprecated.append("v1beta2")
-    return deprecated
-
 
 def _strip(body: dict[str, Any]) -> dict[str, Any]:
     """Drop managedFields: large, never read by a rule."""
@@ -62,13 +42,7 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
     """Server version, served DRA versions and the live objects of `LIVE_KINDS`."""
     version = client.server_version()
     served = client.served_versions(DRA_GROUP)
-    if not served:
-        raise EnvironmentProblem(
-            f"the cluster ({version}) does not serve {DRA_GROUP}: DRA is not enabled "
-            "(v1 is served by default from Kubernetes 1.34; 1.32/1.33 need --runtime-config="
-            "resource.k8s.io/v1beta1=true and the DynamicResourceAllocation feature gate)",
-            where=client.host,
-        )
+    require_dra(served, version)
     objects: list[Manifest] = []
     for group, kind in LIVE_KINDS:
         for item in client.list_kind(group, kind):
@@ -79,6 +53,6 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
     return ClusterFacts(
         version=version,
         served={DRA_GROUP: served},
-        deprecated={DRA_GROUP: deprecated_versions(version, served)},
+        deprecated={DRA_GROUP: sorted(deprecated_versions(served, version))},
         objects=objects,
     )

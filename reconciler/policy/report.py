@@ -161,7 +161,7 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
 # json
 
 
-def _finding_dict(f: Finding) -> dict[str, Any]:
+def finding_dict(f: Finding) -> dict[str, Any]:
     return {
         "rule": f.rule,
         "severity": f.severity,
@@ -194,7 +194,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
             "exit_code": result.exit_code(options.fail_on_warn),
             "tool": {"name": TOOL_NAME, "version": options.tool_version},
         },
-        "findings": [_finding_dict(f) for f in findings],
+        "findings": [finding_dict(f) for f in findings],
         "waivers": [
             {
                 "rule": f.rule,

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.facts import collect_facts, deprecated_versions
+from reconciler.cluster.facts import collect_facts
 from reconciler.errors import EnvironmentProblem
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
@@ -150,10 +150,4 @@ def test_cluster_without_dra_is_explained() -> None:
         pytest.raises(EnvironmentProblem) as error,
     ):
         collect_facts(client)
-    assert "does not serve resource.k8s.io" in str(error.value)
-
-
-def test_deprecated_versions_follow_the_server_release() -> None:
-    assert deprecated_versions("v1.34.1", ["v1", "v1beta2", "v1beta1"]) == ["v1beta1"]
-    assert deprecated_versions("v1.36.2", ["v1", "v1beta2"]) == ["v1beta2"]
-    assert deprecated_versions("v1.32.9", ["v1beta1"]) == []
+    assert "does not serve the Dynamic Resource Allocation API" in str(error.value)

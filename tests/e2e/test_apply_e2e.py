@@ -145,9 +145,9 @@ def snapshot(kube: Kube, namespaces: tuple[str, ...] = EXAMPLE_NAMESPACES) -> di
                     continue
                 add(path, obj)
     for path, name in EXAMPLE_CLUSTER_OBJECTS:
-        obj = kube.get(f"{path}/{name}")
-        if obj is not None:
-            add(path, obj)
+        live = kube.get(f"{path}/{name}")
+        if live is not None:
+            add(path, live)
     return found
 
 
