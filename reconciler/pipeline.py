@@ -89,7 +89,14 @@ class Delivery:
 
     def render_text(self) -> str:
         lines = [f"revision: {self.revision or '(working tree)'}"]
-        lines.append(f"plan: {self.plan.summary()}")
+        if self.dry_run is not None:
+            counts = self.dry_run.counts()
+            lines.append(
+                f"plan: {counts['create'] + counts['deferred']} to create, {counts['update']} to update, {counts['delete']} to delete, "
+                f"{counts['unchanged']} unchanged (server-side dry-run)"
+            )
+        else:
+            lines.append(f"plan: {self.plan.summary()}")
         if self.check is not None:
             lines.append(f"policy: {summary_line(self.check.result)}")
             for finding in self.check.result.denials + self.check.result.warnings:

@@ -283,6 +283,14 @@ class SimCluster:
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             if self.store.get_ref("", "namespaces", "", ns) is None:
                 self.store.create("", "namespaces", {"metadata": {"name": ns}})
+        # The two PriorityClasses every real cluster has (driver DaemonSets use system-node-critical).
+        for name, value in (("system-node-critical", 2000001000), ("system-cluster-critical", 2000000000)):
+            if self.store.get_ref("scheduling.k8s.io", "priorityclasses", "", name) is None:
+                self.store.create(
+                    "scheduling.k8s.io",
+                    "priorityclasses",
+                    {"metadata": {"name": name}, "value": value, "globalDefault": False},
+                )
 
     def _builtin_controllers(self, change: Change) -> None:
         event, rtype, obj = change[1], change[2], change[3]
