@@ -231,3 +231,11 @@ test_class_in_later_stage_in_base_but_not_live_denied if {
 	)
 	count(denials) == 1
 }
+
+# Python's index carries each class's stage; the rule reads it from there when present.
+test_class_stage_from_the_index if {
+	objects := [class("v1", "gpu.example.com", 2), template("v1", ["gpu.example.com"], 3)]
+	indexed := object.union(index(objects), {"device_class_stages": {"gpu.example.com": 4}})
+	denials := class_before_template.deny with input as object.union(doc(objects, [], null), {"index": indexed})
+	count(denials) == 1
+}

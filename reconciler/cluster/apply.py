@@ -55,7 +55,6 @@ _LIST_THRESHOLD = 4
 class ObjectResult:
     ref: str
     op: Op
-    diff: str
     path: str
     line: int
     error: str | None = None
@@ -67,6 +66,28 @@ class ObjectResult:
     # trust a dry-run answer only while the object has not moved.
     live_version: str | None = None
     deferred_reason: str | None = None
+    # The diff is rendered only when someone reads it: dumping YAML for every object of a large plan would
+    # cost more than the dry-run requests themselves.
+    _diff: str | None = field(default=None, repr=False, compare=False)
+    _diff_source: tuple[dict[str, Any] | None, dict[str, Any] | None] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    @property
+    def diff(self) -> str:
+        if self._diff is None:
+            self._diff = unified_diff(self.ref, *self._diff_source) if self._diff_source is not None else ""
+        return self._diff
+
+    @diff.setter
+    def diff(self, value: str) -> None:
+        self._diff, self._diff_source = value, None
+
+    def diff_between(self, live: dict[str, Any] | None, desired: dict[str, Any] | None) -> None:
+        self._diff, self._diff_source = None, (live, desired)
+
+    def copy_diff(self, other: ObjectResult) -> None:
+        self._diff, self._diff_source = other._diff, other._diff_source
 
     @property
     def label(self) -> str:
@@ -202,7 +223,6 @@ def _items(plan: Plan, applyset_id: str | None) -> list[_Item]:
         result = ObjectResult(
             ref=str(change.ref),
             op=change.op,
-            diff="",
             path=manifest.path,
             line=manifest.line,
             stage=change.stage,
@@ -321,7 +341,10 @@ def _decide(item: _Item, dry: dict[str, Any]) -> None:
         item.after = item.live
     else:
         result.op = "update"
-    result.diff = "" if result.op == "unchanged" else unified_diff(result.ref, item.live, dry)
+    if result.op == "unchanged":
+        result.diff = ""
+    else:
+        result.diff_between(item.live, dry)
 
 
 def _probe(client: ClusterClient, item: _Item) -> str | None:
@@ -360,13 +383,13 @@ def _check(
             )
             result.op = "delete"
             result.live_version = _version(item.live)
-            result.diff = unified_diff(result.ref, item.live, None)
+            result.diff_between(item.live, None)
             return
         if item.resource is None:
             if (ref.group, ref.kind) in new_kinds:
                 result.op = "deferred"
                 result.deferred_reason = "its CustomResourceDefinition is created by this plan"
-                result.diff = unified_diff(result.ref, None, item.body)
+                result.diff_between(None, item.body)
                 return
             result.error = item.resolve_error or "kind not served"
             return
@@ -377,7 +400,7 @@ def _check(
                 return
             result.op = "deferred"
             result.deferred_reason = f"namespace {ref.namespace} is created by this plan"
-            result.diff = unified_diff(result.ref, None, item.body)
+            result.diff_between(None, item.body)
             return
         dry = client.apply(item.body, dry_run=True, where=result.ref)
         _decide(item, dry)
@@ -620,13 +643,13 @@ def _trusted(item: _Item, checked: dict[str, ObjectResult]) -> bool:
         # was never checked by the server.
         if (previous.deferred_reason or "").startswith("namespace") and item.live is None:
             item.result.op = "create"
-            item.result.diff = previous.diff
+            item.result.copy_diff(previous)
             return True
         return False
     if previous.op not in ("unchanged", "create", "update") or previous.live_version != _version(item.live):
         return False
     item.result.op = previous.op
-    item.result.diff = previous.diff
+    item.result.copy_diff(previous)
     item.result.live_version = previous.live_version
     if previous.op == "unchanged":
         item.after = item.live

@@ -18,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
 import yaml
 
 from reconciler.errors import PolicyError
@@ -142,6 +143,15 @@ def _add_module(policy_set: PolicySet, path: Path) -> None:
     policy_set.rule_of_package[module.package] = rule_id
 
 
+def encode_input(input_doc: dict[str, Any]) -> str:
+    """The input as JSON; orjson because a 10,000-object input is ~17 MB and `json` spends 0.3 s on it.
+
+    YAML can yield values JSON has no type for (an explicit `!!binary` or `!!timestamp`); they become
+    strings, as the Kubernetes API would render them.
+    """
+    return orjson.dumps(input_doc, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def rego_error(exc: Exception) -> PolicyError:
     """Turn a regorus error into a PolicyError that starts with `file:line:col`."""
     text = str(exc).strip()
@@ -196,7 +206,7 @@ class EmbeddedEngine:
 
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
         engine = self._engine.clone()
-        engine.set_input_json(json.dumps(input_doc, separators=(",", ":"), default=str))
+        engine.set_input_json(encode_input(input_doc))
         found: dict[str, dict[str, list[dict[str, Any]]]] = {}
         # Ask for deny and warn only: evaluating `data.dra` whole would also serialise every helper rule.
         for package in self._packages:

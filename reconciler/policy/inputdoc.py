@@ -58,6 +58,7 @@ def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
 def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Lookup tables over object docs (see docs/policy-input.md, Index)."""
     classes: dict[str, str] = {}
+    class_stages: dict[str, int] = {}
     templates: dict[str, str] = {}
     claims: dict[str, str] = {}
     namespaces: dict[str, Any] = {}
@@ -75,6 +76,7 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         key = f"{info['namespace']}/{info['name']}"
         if role == "device-class":
             classes[info["name"]] = info["ref"]
+            class_stages[info["name"]] = max(info["stage"], class_stages.get(info["name"], info["stage"]))
             if info["driver"]:
                 driver_entry(info["driver"])["classes"].append(info["name"])
         elif role == "claim-template":
@@ -99,6 +101,7 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 entry["devices"] += len(dra.slice_devices(doc))
     return {
         "device_classes": classes,
+        "device_class_stages": class_stages,
         "claim_templates": templates,
         "claims": claims,
         "namespaces": namespaces,

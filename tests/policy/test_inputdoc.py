@@ -30,7 +30,7 @@ TOP_KEYS = {
 REVISION_KEYS = {"sha", "parent", "message", "author", "signed"}
 CHANGE_KEYS = {"op", "ref", "stage", "old", "new", "driver_change"}
 CLUSTER_KEYS = {"version", "served", "deprecated", "objects", "index"}
-INDEX_KEYS = {"device_classes", "claim_templates", "claims", "namespaces", "drivers", "canaries"}
+INDEX_KEYS = {"device_classes", "device_class_stages", "claim_templates", "claims", "namespaces", "drivers", "canaries"}
 DRIVER_KEYS = {"workloads", "canaries", "classes", "slices", "devices"}
 DRA_KEYS = {
     "ref",
@@ -332,6 +332,7 @@ def test_default_revision_and_no_base() -> None:
     assert doc["cluster"] is None
     assert doc["base_index"] == {
         "device_classes": {},
+        "device_class_stages": {},
         "claim_templates": {},
         "claims": {},
         "namespaces": {},
@@ -621,6 +622,7 @@ def test_index_from_head(doc: dict[str, Any]) -> None:
             "gpu.example.com": "DeviceClass/gpu.example.com",
             "classic.example.com": "ResourceClass/classic.example.com",
         },
+        "device_class_stages": {"gpu.example.com": 2, "classic.example.com": 2},
         "claim_templates": {"gpu/one-gpu": "ResourceClaimTemplate/gpu/one-gpu"},
         "claims": {"gpu/shared": "ResourceClaim/gpu/shared"},
         "namespaces": {
@@ -649,6 +651,7 @@ def test_index_from_head(doc: dict[str, Any]) -> None:
 def test_base_index_from_base(doc: dict[str, Any]) -> None:
     assert doc["base_index"] == {
         "device_classes": {"gpu.example.com": "DeviceClass/gpu.example.com"},
+        "device_class_stages": {"gpu.example.com": 2},
         "claim_templates": {},
         "claims": {},
         "namespaces": {
@@ -740,6 +743,7 @@ def test_index_ignores_non_dra_objects() -> None:
     index = build_index(object_doc(m) for m in objs)
     assert index == {
         "device_classes": {},
+        "device_class_stages": {},
         "claim_templates": {},
         "claims": {},
         "namespaces": {},
@@ -775,6 +779,7 @@ def test_cluster_facts(head: list[Manifest], base: list[Manifest]) -> None:
     assert cluster_doc["objects"][1]["_dra"]["role"] == "slice"
     assert cluster_doc["index"] == {
         "device_classes": {},
+        "device_class_stages": {},
         "claim_templates": {},
         "claims": {},
         "namespaces": {
@@ -806,6 +811,7 @@ def test_cluster_facts_defaults() -> None:
         "objects": [],
         "index": {
             "device_classes": {},
+            "device_class_stages": {},
             "claim_templates": {},
             "claims": {},
             "namespaces": {},
