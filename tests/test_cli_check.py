@@ -115,6 +115,9 @@ def test_missing_class_and_unmatched_container_claim(tmp_path: Path, version: st
     assert ("claim-refs", "pod.yaml", 6) in denied
     messages = " ".join(f["msg"] for f in report["findings"])
     assert "missing-class" in messages and "gpus" in messages
+    # The pod claim `gpu` that no container uses is reported too (a warning: the devices would idle).
+    warned = {(f["rule"], f["line"]) for f in report["findings"] if f["severity"] == "warn"}
+    assert ("claim-refs", 6) in warned
 
     sarif = json.loads(dra_gitops("check", str(tmp_path), "-o", "sarif", "-q").stdout)
     assert sarif["version"] == "2.1.0"

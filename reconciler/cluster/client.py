@@ -555,8 +555,16 @@ class ClusterClient:
         except (ApiError, TemporaryError) as exc:
             return f"(logs unavailable: {exc.detail})"
 
-    def exec(self, namespace: str, name: str, command: Sequence[str], container: str | None = None) -> str:
-        """Run a command in a container through the exec API (websocket stream); returns its output."""
+    def exec(
+        self,
+        namespace: str,
+        name: str,
+        command: Sequence[str],
+        container: str | None = None,
+        timeout: float = 60.0,
+    ) -> str:
+        """Run a command in a container through the exec API (websocket); its output, or ApiError when it
+        cannot run, does not finish in time or exits non-zero."""
         from kubernetes import client as k8s_client
         from kubernetes.stream import stream
 
@@ -570,16 +578,42 @@ class ClusterClient:
         }
         if container:
             kwargs["container"] = container
+        shown = " ".join(command)
         try:
-            return str(stream(core.connect_get_namespaced_pod_exec, name, namespace, **kwargs))
+            # Unbuffered, so the error channel can tell us the command's exit status afterwards.
+            session = stream(
+                core.connect_get_namespaced_pod_exec, name, namespace, _preload_content=False, **kwargs
+            )
+            session.run_forever(timeout=timeout)
+            output = str(session.read_stdout() or "") + str(session.read_stderr() or "")
+            still_running = session.is_open()
+            session.close()
+            code = None if still_running else session.returncode
         except Exception as exc:  # noqa: BLE001 - websocket and API errors alike end the verification step
             raise ApiError(
-                f"exec {' '.join(command)!r} failed: {exc}",
+                f"exec {shown!r} failed: {exc}",
                 where=f"Pod/{namespace}/{name}",
                 status=0,
                 reason="ExecFailed",
                 body={},
             ) from None
+        if still_running:
+            raise ApiError(
+                f"exec {shown!r} did not finish within {timeout:g}s",
+                where=f"Pod/{namespace}/{name}",
+                status=0,
+                reason="ExecTimeout",
+                body={},
+            )
+        if code:
+            raise ApiError(
+                f"exec {shown!r} exited with status {code}: {output.strip()[-500:]}",
+                where=f"Pod/{namespace}/{name}",
+                status=0,
+                reason="ExecFailed",
+                body={},
+            )
+        return output
 
 
 def _running_in_cluster() -> bool:

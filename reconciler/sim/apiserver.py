@@ -306,6 +306,8 @@ class ApiServer:
             route = self.route(req.path)
             if route.served is None:
                 return self.discovery(req, route.discovery)
+            if route.sub == "log":
+                return self.pod_log(req, route)
             return self.resource(req, route)
         except ApiError as e:
             return Response(e.code, _json(status_body(e.code, e.message, e.reason, e.details)))
@@ -520,6 +522,27 @@ class ApiServer:
             if served.group
             else {"name": name, "kind": served.plural},
         )
+
+    def pod_log(self, req: Request, route: Route) -> Response:
+        """`GET pods/NAME/log`: the lines the simulated kubelet and driver wrote (text/plain, tailLines)."""
+        if req.method != "GET":
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        assert route.served is not None
+        pod = self.store.get_ref("", "pods", route.namespace, route.name)
+        if pod is None:
+            raise self._not_found(route.served, route.name)
+        container = req.query.get("container")
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        if container is not None and container not in names:
+            raise ApiError(400, f"container {container} is not valid for pod {route.name}", "BadRequest")
+        lines = (
+            self.store.read_log(route.namespace, route.name, container or (names[0] if names else None)) or []
+        )
+        tail = req.query.get("tailLines")
+        if tail is not None and tail.isdigit():
+            lines = lines[-int(tail) :] if int(tail) else []
+        text = "".join(line + "\n" for line in lines)
+        return Response(200, text.encode(), content_type="text/plain")
 
     def get(self, req: Request, served: Served, route: Route) -> Response:
         obj = self.store.get_ref(served.rtype.group, served.plural, route.namespace, route.name)

@@ -10,6 +10,7 @@ deep copies that callers may edit freely.
 
 from __future__ import annotations
 
+import builtins
 import secrets
 import threading
 import time
@@ -138,6 +139,8 @@ class Store:
 
     def __init__(self, types: list[ResourceType] | None = None, admit: Admit | None = None) -> None:
         self._lock = threading.RLock()
+        # What `GET pods/NAME/log` answers: lines the simulated kubelet and driver write per container.
+        self._logs: dict[tuple[str, str, str], list[str]] = {}
         self._notify_lock = threading.RLock()
         self._local = threading.local()
         self._types: dict[tuple[str, str], ResourceType] = {}
@@ -316,6 +319,23 @@ class Store:
             out = self._delete_locked(rtype, key, old, propagation, dry_run)
         self._drain()
         return clone(out)
+
+    def append_log(self, namespace: str, pod: str, container: str, line: str) -> None:
+        """Add a line to a container's log (kept until the pod's namespace is gone; bounded)."""
+        with self._lock:
+            lines: builtins.list[str] = self._logs.setdefault((namespace, pod, container), [])
+            lines.append(f"{_log_time()} {line}")
+            del lines[:-1000]
+
+    def read_log(self, namespace: str, pod: str, container: str | None = None) -> builtins.list[str] | None:
+        """The log of one container (the first with lines when none is named); None for an unknown pod."""
+        with self._lock:
+            if container is not None:
+                return list(self._logs.get((namespace, pod, container), []))
+            for (ns, name, _), lines in self._logs.items():
+                if (ns, name) == (namespace, pod):
+                    return list(lines)
+            return []
 
     def subscribe(self, callback: Callable[[str, ResourceType, dict], None]) -> Callable[[], None]:
         """Call ``callback(event, type, obj_copy)`` after every committed change, outside the lock.
@@ -697,3 +717,9 @@ def _spec_changed(old: Obj, new: Obj) -> bool:
 
 def _cause(field: str, message: str = "Required value", reason: str = "FieldValueRequired") -> dict[str, str]:
     return {"reason": reason, "message": message, "field": field}
+
+
+def _log_time() -> str:
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -30,7 +30,15 @@ TOP_KEYS = {
 REVISION_KEYS = {"sha", "parent", "message", "author", "signed"}
 CHANGE_KEYS = {"op", "ref", "stage", "old", "new", "driver_change"}
 CLUSTER_KEYS = {"version", "served", "deprecated", "objects", "index"}
-INDEX_KEYS = {"device_classes", "device_class_stages", "claim_templates", "claims", "namespaces", "drivers", "canaries"}
+INDEX_KEYS = {
+    "device_classes",
+    "device_class_stages",
+    "claim_templates",
+    "claims",
+    "namespaces",
+    "drivers",
+    "canaries",
+}
 DRIVER_KEYS = {"workloads", "canaries", "classes", "slices", "devices"}
 DRA_KEYS = {
     "ref",

@@ -168,7 +168,23 @@ class Driver(Component):
             for node in sorted(want):
                 if (drv, node) in have or node not in nodes:
                     continue
-                self.try_create(RESOURCE, "resourceslices", self.slice_for(cfg, nodes[node]))
+                created = self.try_create(RESOURCE, "resourceslices", self.slice_for(cfg, nodes[node]))
+                if created is not None:
+                    self._log_published(drv, node, cfg.devices_per_node, md(created)["name"])
+
+    def _log_published(self, driver: str, node: str, devices: int, slice_name: str) -> None:
+        """What a real kubelet plugin logs on start: registration and the slice it published."""
+        for pod in self.store.list("", "pods"):
+            if (pod.get("spec") or {}).get("nodeName") != node or self.driver_of_pod(pod) != driver:
+                continue
+            for c in (pod.get("spec") or {}).get("containers") or []:
+                for line in (
+                    f"registered DRA plugin {driver} with the kubelet",
+                    f"published ResourceSlice {slice_name} for node {node} with {devices} device(s)",
+                ):
+                    self.store.append_log(
+                        md(pod).get("namespace", ""), md(pod)["name"], str(c.get("name")), line
+                    )
 
     def slice_for(self, cfg: DriverConfig, node: Obj) -> Obj:
         nname = md(node)["name"]

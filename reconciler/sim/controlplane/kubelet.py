@@ -174,7 +174,11 @@ class Kubelet(Component):
     def _write(self, pod: Obj, edit: Callable[[dict[str, Any]], None]) -> None:
         trial = dict(pod.get("status") or {})
         trial = _clone(trial)
-        edit(trial)
+        self._trial = True  # the edit runs twice (trial, then for real): log only the real run
+        try:
+            edit(trial)
+        finally:
+            self._trial = False
         if trial == (pod.get("status") or {}):
             return
 
@@ -189,9 +193,24 @@ class Kubelet(Component):
         owner = controller_of(pod)
         return owner is not None and owner.get("kind") == "Job"
 
+    _trial = False
+
+    def _log(self, pod: Obj, container: dict[str, Any], line: str) -> None:
+        if not self._trial:
+            self.store.append_log(
+                md(pod).get("namespace", ""), md(pod)["name"], str(container.get("name")), line
+            )
+
     def _start(self, pod: Obj, node: Obj, st: dict[str, Any]) -> None:
         ip = _pod_ip(str(md(pod).get("uid")))
         host_ip = _node_ip(node)
+        if st.get("phase") != "Running":
+            for c in (pod.get("spec") or {}).get("containers") or []:
+                self._log(
+                    pod,
+                    c,
+                    f"started container {c.get('name')} (image {c.get('image')}) on node {md(node)['name']}",
+                )
         st["phase"] = "Running"
         st.setdefault("startTime", now())
         st["hostIP"] = host_ip
@@ -261,6 +280,7 @@ class Kubelet(Component):
             restarts = int(prev.get("restartCount") or 0)
             if not was_waiting:
                 restarts += 1
+                self._log(pod, c, "fatal: plugin exited with code 1 (simulated crash); back-off restarting")
             statuses.append(
                 {
                     "name": c.get("name"),
