@@ -212,8 +212,10 @@ def check(
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
     started = time.perf_counter()
-    options_out = RenderOptions(color=_use_color(color, sys.stdout), fail_on_warn=fail_on_warn)
-    click.echo(render(run.result, output, options_out), nl=False)
+    use_color = _use_color(color, sys.stdout)
+    options_out = RenderOptions(color=use_color, fail_on_warn=fail_on_warn)
+    # click strips ANSI codes when stdout is not a terminal unless told otherwise (--color always).
+    click.echo(render(run.result, output, options_out), nl=False, color=use_color)
     run.timings["report"] = time.perf_counter() - started
     if verbose > 1:
         timings = ", ".join(f"{k} {v:.3f}s" for k, v in run.timings.items())

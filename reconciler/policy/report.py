@@ -123,7 +123,7 @@ def _text_msg(msg: str) -> str:
 
 
 def _text_line(f: Finding) -> str:
-    line = f"  {_label(f)} {f.where}  {f.rule}  {f.ref}  {_text_msg(f.msg)}"
+    line = f"  {_label(f)} {f.where}  {f.rule}  {_text_msg(message_with_ref(f))}"
     if f.waived is not None:
         line += f"  (waived: {_text_msg(f.waived)})"
     return line
@@ -159,6 +159,11 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
 
 # --------------------------------------------------------------------------------------------------------
 # json
+
+
+def message_with_ref(f: Finding) -> str:
+    """The message led by the object ref; rules usually start their message with it already."""
+    return f.msg if not f.ref or f.msg.startswith(f.ref) else f"{f.ref}: {f.msg}"
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
@@ -348,7 +353,7 @@ def render_sarif(result: CheckResult, options: RenderOptions) -> str:
             "ruleId": f.rule,
             "ruleIndex": rule_index[f.rule],
             "level": _SARIF_LEVEL[f.severity],
-            "message": {"text": f"{f.ref}: {f.msg}" if f.ref else f.msg},
+            "message": {"text": message_with_ref(f)},
             "locations": [location],
             "partialFingerprints": {"draGitopsFinding/v1": _fingerprint(f)},
             "suppressions": (
@@ -414,7 +419,7 @@ def render_junit(result: CheckResult, options: RenderOptions) -> str:
                 attrs["file"] = _xml(f.path)
                 attrs["line"] = str(f.line)
             case = ET.SubElement(suite, "testcase", attrs)
-            detail = _xml(f"{f.where}: {f.ref}: {f.msg}")
+            detail = _xml(f"{f.where}: {message_with_ref(f)}")
             if f.waived is not None:
                 skipped += 1
                 ET.SubElement(case, "skipped", {"message": _xml(f"waived: {f.waived}")})
@@ -467,7 +472,7 @@ def render_github(result: CheckResult, options: RenderOptions) -> str:
         props: list[tuple[str, str]] = []
         if f.path:
             props += [("file", f.path.replace("\\", "/")), ("line", str(max(f.line, 1)))]
-        text = f"{f.ref}: {f.msg}" if f.ref else f.msg
+        text = message_with_ref(f)
         if f.waived is not None:
             out.append(
                 _gh_command(

@@ -139,17 +139,17 @@ def test_text_groups_by_file_sorted_and_lists_waivers(result: CheckResult) -> No
     assert not ANSI.search(out)
     lines = out.splitlines()
     assert lines[0] == "manifests/a.yaml"
-    assert lines[1] == "  WARN manifests/a.yaml:4  served-versions  ResourceClaim/ml/c1  " + WARN.msg
+    assert lines[1] == "  WARN manifests/a.yaml:4  served-versions  ResourceClaim/ml/c1: " + WARN.msg
     assert lines[3] == "manifests/b.yaml"
     # The waived finding of b.yaml (line 3) is not in the file group, only in "Waived".
     assert (
         lines[4] == "  FAIL manifests/b.yaml:12  class-before-template  "
-        "ResourceClaimTemplate/ml/gpu-tpl  class gpu | a, b"
+        "ResourceClaimTemplate/ml/gpu-tpl: class gpu | a, b"
     )
     assert lines[5] == "      next <&> 100%"
     waived_at = lines.index("Waived")
     assert lines[waived_at + 1] == (
-        "  WAIVED manifests/b.yaml:3  admin-access  ResourceClaim/ml/admin  adminAccess in namespace ml"
+        "  WAIVED manifests/b.yaml:3  admin-access  ResourceClaim/ml/admin: adminAccess in namespace ml"
         "  (waived: approved by SRE, ticket 42)"
     )
     assert sum("admin-access" in line for line in lines) == 1
@@ -167,7 +167,7 @@ def test_text_colour_only_when_asked(result: CheckResult) -> None:
 def test_text_finding_without_file_uses_ref() -> None:
     f = Finding(rule="served-versions", severity="warn", msg="m", ref="DeviceClass/gpu", path="", line=0)
     out = render(make_result(f), "text")
-    assert "(no file)\n  WARN DeviceClass/gpu  served-versions  DeviceClass/gpu  m\n" in out
+    assert "(no file)\n  WARN DeviceClass/gpu  served-versions  DeviceClass/gpu: m\n" in out
 
 
 def test_text_empty(empty: CheckResult) -> None:
@@ -499,3 +499,13 @@ def test_github_empty(empty: CheckResult) -> None:
     assert render(empty, "github") == (
         "::notice title=dra-gitops policy check::Passed: 0 objects, 0 files: 0 denied, 0 warnings, 0 waived\n"
     )
+
+
+def test_message_already_led_by_its_ref_is_not_prefixed_twice() -> None:
+    f = Finding(
+        rule="claim-refs", severity="deny", msg="Pod/ml/w: bad claim", ref="Pod/ml/w", path="p.yaml", line=3
+    )
+    for fmt in ("text", "github", "junit"):
+        assert "Pod/ml/w: Pod/ml/w" not in render(make_result(f), fmt)
+    sarif = json.loads(render(make_result(f), "sarif"))
+    assert sarif["runs"][0]["results"][0]["message"]["text"] == "Pod/ml/w: bad claim"
