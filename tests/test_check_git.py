@@ -212,3 +212,42 @@ def test_unknown_revision_is_a_clear_error(repo: Repo) -> None:
     assert result.exit_code == 1
     assert "unknown revision 'nope'" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_symlink_leaving_the_repository_is_refused(repo: Repo) -> None:
+    base = repo.commit("base", dict(BASE_FILES))
+    (repo.path / "manifests" / "escape.yaml").symlink_to("/etc/passwd")
+    head = repo.commit("add a symlink out of the tree", {})
+    result = CliRunner().invoke(
+        cli, ["check", "--repo", str(repo.path), "--base", base, "--head", head, "--path", "manifests"]
+    )
+    assert result.exit_code == 1
+    assert "manifests/escape.yaml: symlink points outside the repository" in result.stderr
+
+
+def test_symlink_inside_the_repository_is_followed(repo: Repo) -> None:
+    base = repo.commit("base", dict(BASE_FILES))
+    (repo.path / "shared").mkdir()
+    (repo.path / "shared" / "extra-ns.yaml").write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: extra}\n"
+    )
+    (repo.path / "manifests" / "extra.yaml").symlink_to("../shared/extra-ns.yaml")
+    head = repo.commit("link a shared manifest", {})
+    code, report = run_check(repo, base, head)
+    assert code == 0
+    assert report["summary"]["changes"] == {"create": 1, "update": 0, "delete": 0}
+
+
+def test_repository_config_selects_paths_and_params(repo: Repo) -> None:
+    config = (
+        "apiVersion: v1\nkind: List\nitems: []\nconfig:\n  paths: [app]\n"
+        "  params: {deprecated_versions_warn: true}\n"
+    )
+    broken = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t, namespace: ml}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: g\n        exactly: {deviceClassName: nope}\n"
+    base = repo.commit("base", {"dra-gitops.yaml": config, "app/ns.yaml": BASE_FILES["00-ns.yaml"]})
+    head = repo.commit("outside the configured paths", {"scratch/broken.yaml": broken})
+    code, report = run_check(repo, base, head)
+    assert (code, report["findings"]) == (0, [])  # scratch/ is not a manifest path of this repository
+    head2 = repo.commit("inside", {"app/broken.yaml": broken})
+    code, report = run_check(repo, head, head2)
+    assert code == 1 and "class-before-template" in rules_of(report)
