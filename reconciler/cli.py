@@ -332,6 +332,12 @@ def plan_command(
     help="Seconds a FailedScheduling 'cannot allocate all claims' may persist before verification fails.",
 )
 @click.option("--no-prune", is_flag=True, help="Keep objects the revision no longer has.")
+@click.option(
+    "--base",
+    "base_rev",
+    help="With --repo: the revision the cluster runs now; policies judge the change from it "
+    "(driver-canary needs it to see a driver update).",
+)
 @output_option(("text", "json"))
 @verbosity_options
 @handle_errors
@@ -351,6 +357,7 @@ def apply_command(
     verify_timeout: float,
     grace: float,
     no_prune: bool,
+    base_rev: str | None,
     output: str,
     verbose: int,
     quiet: bool,
@@ -365,7 +372,16 @@ def apply_command(
     from reconciler.check import CheckOptions
     from reconciler.pipeline import DeliverOptions, deliver
 
-    desired = _desired(paths, repo, rev, subdir)
+    if base_rev and repo is None:
+        raise click.UsageError("--base needs --repo")
+    base = None
+    if repo is not None and base_rev:
+        from reconciler.check import load_git_revisions
+        from reconciler.model.loader import DEFAULT_LIMITS
+
+        desired, base = load_git_revisions(repo, [rev, base_rev], subdir, DEFAULT_LIMITS)
+    else:
+        desired = _desired(paths, repo, rev, subdir)
     progress = progress_printer(quiet)
     check_options = CheckOptions(
         policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress
@@ -379,7 +395,7 @@ def apply_command(
         prune=not no_prune,
     )
     with connect(kubeconfig, kube_context) as client:
-        delivery = deliver(client, desired, check_options, options, progress)
+        delivery = deliver(client, desired, check_options, options, progress, base)
     click.echo(delivery.render_json() if output == "json" else delivery.render_text(), nl=False)
     return delivery.exit_code
 

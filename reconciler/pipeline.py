@@ -141,8 +141,13 @@ def deliver(
     check_options: CheckOptions,
     options: DeliverOptions,
     progress: Progress,
+    base: DesiredState | None = None,
 ) -> Delivery:
-    """Check, dry-run, apply stage by stage and verify one revision. Stops at the first failing step."""
+    """Check, dry-run, apply stage by stage and verify one revision. Stops at the first failing step.
+
+    With a `base` (the revision the cluster was delivered from), policies judge the change between the two,
+    as `check --repo` does: that is what lets `driver-canary` see a driver update.
+    """
     timings: dict[str, float] = {}
     revision = desired.revision.sha
     head = desired.manifests.manifests
@@ -153,12 +158,13 @@ def deliver(
     stale = stale_manifests(client, set_id, head) if options.prune else []
     # Creates/updates of everything desired (the dry-run tells which are no-ops), deletes of what Git dropped.
     plan = compute_plan(stale, head)
-    # Policies judge the revision with live cluster data; a last-good base comes with the reconcile state.
+    # Policies judge the revision with live cluster data, and the change from `base` when there is one.
     check = run_check(
         desired.manifests,
-        None,
+        base.manifests if base is not None else None,
         check_options,
         revision=desired.revision,
+        base_sha=base.revision.sha if base is not None else None,
         repo_params=desired.params,
         cluster=facts,
     )

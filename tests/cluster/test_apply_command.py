@@ -180,3 +180,75 @@ def test_unreachable_cluster_exits_4(tmp_path: Path) -> None:
     result = run("inventory", "--kubeconfig", str(kubeconfig))
     assert result.exit_code == 4
     assert "cannot reach the API server" in result.stderr
+
+
+def git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def set_image(path: Path, version: str) -> None:
+    text = path.read_text()
+    path.write_text(text.replace("gpu-example-driver:v0.3.0", f"gpu-example-driver:{version}"))
+
+
+def test_driver_upgrade_from_git_needs_the_canary_first(sim: tuple[SimCluster, Path], tmp_path: Path) -> None:
+    cluster, kubeconfig = sim
+    repo = copy_example(tmp_path)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "ci@example.com")
+    git(repo, "config", "user.name", "CI")
+    base = commit_all(repo, "v0.3.0 everywhere")
+
+    def apply(rev: str, base_rev: str | None) -> tuple[int, dict[str, Any]]:
+        args = [
+            "apply",
+            "--repo",
+            str(repo),
+            "--rev",
+            rev,
+            "--kubeconfig",
+            str(kubeconfig),
+            "-q",
+            "-o",
+            "json",
+        ]
+        result = run(*args, *(["--base", base_rev] if base_rev else []))
+        return result.exit_code, json.loads(result.stdout)
+
+    assert apply(base, None)[0] == 0
+
+    # The main driver straight to v0.4.0: denied before the cluster is touched.
+    set_image(repo / "10-driver" / "kubelet-plugin.yaml", "v0.4.0")
+    direct = commit_all(repo, "driver v0.4.0 without canary")
+    before = store_snapshot(cluster)
+    code, report = apply(direct, base)
+    assert code == 1 and report["outcome"] == "denied"
+    assert {f["rule"] for f in report["findings"] if f["severity"] == "deny"} == {"driver-canary"}
+    assert store_snapshot(cluster) == before
+
+    # The GitOps way: canary first (applied and verified), then the promotion passes.
+    git(repo, "reset", "-q", "--hard", base)
+    set_image(repo / "10-driver" / "kubelet-plugin-canary.yaml", "v0.4.0")
+    canary = commit_all(repo, "canary v0.4.0")
+    code, report = apply(canary, base)
+    assert (code, report["outcome"]) == (0, "applied"), report
+    set_image(repo / "10-driver" / "kubelet-plugin.yaml", "v0.4.0")
+    promotion = commit_all(repo, "promote v0.4.0")
+    code, report = apply(promotion, canary)
+    assert (code, report["outcome"]) == (0, "applied"), report
+    with ClusterClient.for_url(cluster.url) as client:
+        [main] = [
+            d
+            for d in client.list_kind("apps", "DaemonSet", "gpu-system")
+            if d["metadata"]["name"].endswith("plugin")
+        ]
+    assert main["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.4.0")
