@@ -175,7 +175,7 @@ def check(
     verbose: int,
     quiet: bool,
 ) -> int:
-    """Check DRA manifests against the policies, offline.
+    """Check DRA manifests against the policies: offline, or with live cluster data (--cluster).
 
     \b
     dra-gitops check manifests/                       # files or directories, no base
