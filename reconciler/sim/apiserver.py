@@ -743,8 +743,6 @@ class ApiServer:
             if old is None:
                 raise self._not_found(served, route.name)
             rv = (new.get("metadata") or {}).get("resourceVersion")
-            if False:
-                pass
             if rv and rv != old["metadata"]["resourceVersion"]:
                 raise self.store.conflict(t, route.name)
             out = self._store_update(req, served, route, old, new, dry)
