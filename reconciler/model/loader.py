@@ -54,7 +54,26 @@ class LoadResult:
 
 
 class _Loader(_BaseLoader):
-    """Safe loader whose timestamps stay strings, as the Kubernetes API treats them."""
+    """Safe loader whose timestamps stay strings and which refuses duplicate keys, as kubectl does."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # Keys written in this mapping (`<<` merges are expanded by the base class and may be overridden).
+        own = [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"]
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        # A repeated key would silently win here while kubectl refuses the file: judge what gets applied.
+        if len(mapping) != len(node.value):
+            seen: set[Any] = set()
+            for key_node in own:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key!r}",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+        return mapping
 
 
 # Kubernetes never sees YAML timestamps: `2024-01-01` must stay the string the user wrote.

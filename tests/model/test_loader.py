@@ -882,3 +882,13 @@ def test_repo_config_multi_document_is_refused() -> None:
 
 def test_repo_config_timestamps_are_strings() -> None:
     assert load_repo_config("params: {since: 2024-05-01}\n", "c.yaml") == {"params": {"since": "2024-05-01"}}
+
+
+def test_duplicate_keys_are_refused_like_kubectl_does() -> None:
+    with raises_at("d.yaml:5:3", "duplicate key 'name'"):
+        parse_documents("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n", "d.yaml")
+
+
+def test_merge_keys_may_be_overridden() -> None:
+    text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  <<: {x: '1', z: '3'}\n  x: '2'\n"
+    assert parse_documents(text, "m.yaml")[0].body["data"] == {"x": "2", "z": "3"}
