@@ -56,14 +56,20 @@ class LoadResult:
 class _Loader(_BaseLoader):
     """Safe loader whose timestamps stay strings and which refuses duplicate keys, as kubectl does."""
 
+    # Set per stream: whether `<<` occurs at all. Without merge keys every key node is the mapping's own,
+    # so the duplicate check costs one length comparison per mapping.
+    may_merge = True
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         # Keys written in this mapping (`<<` merges are expanded by the base class and may be overridden).
-        own = [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"]
+        own = (
+            [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"] if self.may_merge else None
+        )
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         # A repeated key would silently win here while kubectl refuses the file: judge what gets applied.
         if len(mapping) != len(node.value):
             seen: set[Any] = set()
-            for key_node in own:
+            for key_node in own if own is not None else [key for key, _ in node.value]:
                 key = self.construct_object(key_node, deep=True)
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
@@ -185,6 +191,7 @@ def parse_documents(text: str | bytes, path: str, limits: Limits = DEFAULT_LIMIT
     _check_flow_depth(raw, path, limits.max_flow_depth)
     _check_compact_nesting(raw, path)
     loader = _Loader(text)
+    loader.may_merge = b"<<" in raw
     manifests: list[Manifest] = []
     line = 1
     try:
