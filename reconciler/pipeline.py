@@ -215,24 +215,7 @@ def deliver(
             progress=progress,
         )
         timings["verify"] = time.perf_counter() - started
-        if not verified.ok:
-            return Delivery(
-                "verify-failed",
-                revision,
-                plan,
-                check=check,
-                dry_run=dry,
-                applied=applied,
-                verified=verified,
-                timings=timings,
-            )
+    outcome = "verify-failed" if verified is not None and not verified.ok else "applied"
     return Delivery(
-        "applied",
-        revision,
-        plan,
-        check=check,
-        dry_run=dry,
-        applied=applied,
-        verified=verified,
-        timings=timings,
+        outcome, revision, plan, check=check, dry_run=dry, applied=applied, verified=verified, timings=timings
     )
