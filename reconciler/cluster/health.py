@@ -8,6 +8,7 @@ current as soon as it exists.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -58,7 +59,7 @@ def _int(value: Any, default: int = 0) -> int:
     return default
 
 
-def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
     for cond in _dict(obj.get("status")).get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == ctype:
             return cond

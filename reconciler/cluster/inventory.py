@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cluster.health import condition
 from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
 from reconciler.errors import EnvironmentProblem
@@ -71,13 +72,6 @@ def namespace_of(obj: Mapping[str, Any]) -> str:
 def nsname(obj: Mapping[str, Any]) -> str:
     ns = namespace_of(obj)
     return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
-
-
-def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
-    for cond in _list(_dict(obj.get("status")).get("conditions")):
-        if isinstance(cond, dict) and cond.get("type") == ctype:
-            return cond
-    return None
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:

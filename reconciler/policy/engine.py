@@ -170,7 +170,7 @@ class Engine(Protocol):
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]: ...
 
 
-def _packages_of(tree: Any, prefix: str = "dra") -> dict[str, dict[str, list[dict[str, Any]]]]:
+def packages_of(tree: Any, prefix: str = "dra") -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Flatten the `data.dra` document into {package: {"deny": [...], "warn": [...]}}."""
     found: dict[str, dict[str, list[dict[str, Any]]]] = {}
     if not isinstance(tree, dict):
@@ -182,7 +182,7 @@ def _packages_of(tree: Any, prefix: str = "dra") -> dict[str, dict[str, list[dic
         }
     for key, value in tree.items():
         if key not in ("deny", "warn") and isinstance(value, dict):
-            found.update(_packages_of(value, f"{prefix}.{key}"))
+            found.update(packages_of(value, f"{prefix}.{key}"))
     return found
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from reconciler.errors import EnvironmentProblem, PolicyError
-from reconciler.policy.engine import Module, PolicySet, _packages_of, load_policy_set
+from reconciler.policy.engine import Module, PolicySet, packages_of, load_policy_set
 
 POLICY_ID_PREFIX = "dra-gitops/"
 
@@ -55,7 +55,7 @@ class OpaServerEngine:
             answer = self._client.query_rule(json.loads(json.dumps(input_doc, default=str)), "dra")
         except Exception as exc:  # noqa: BLE001
             raise _translate(exc, self.url, []) from None
-        return _packages_of(answer.get("result") or {})
+        return packages_of(answer.get("result") or {})
 
     def query(self, path: str) -> Any:
         """The value of a data path (for test rules), evaluated with an empty input."""

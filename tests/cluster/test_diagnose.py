@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-import yaml
+from helpers import load_documents as load
+from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.diagnose import (
@@ -27,23 +28,7 @@ from reconciler.sim.server import SimCluster
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples"
 FIXTURES = SHARED / "fixtures"
-T = TypeVar("T")
 GPU = "gpu.example.com"
-
-
-def load(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def wait_for(cond: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def device_class(name: str = GPU, driver: str = GPU) -> dict[str, Any]:

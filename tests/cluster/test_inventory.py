@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
+from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.inventory import (
@@ -27,7 +27,6 @@ from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples"
-T = TypeVar("T")
 
 GPU_CLASS = {
     "apiVersion": "resource.k8s.io/v1",
@@ -35,17 +34,6 @@ GPU_CLASS = {
     "metadata": {"name": "gpu.example.com"},
     "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
 }
-
-
-def wait_for(cond: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def docs(path: str) -> list[dict[str, Any]]:

@@ -9,13 +9,13 @@ non-resource URLs that system:discovery grants to everyone.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
+from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient, RequestLog
 from reconciler.cluster.diagnose import diagnose
@@ -26,7 +26,6 @@ from reconciler.sim.server import SimCluster
 ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "deploy" / "rbac-reader.yaml"
 SHARED = ROOT.parent / "shared" / "dra" / "examples"
-T = TypeVar("T")
 Permission = tuple[str, str, str]  # (verb, apiGroup, resource[/subresource])
 
 WRITE_VERBS = frozenset(
@@ -42,17 +41,6 @@ def check_cluster_reads(client: ClusterClient) -> None:
     from reconciler.cluster.facts import collect_facts
 
     collect_facts(client)
-
-
-def wait_for(cond: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def is_discovery(path: str) -> bool:

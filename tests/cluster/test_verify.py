@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-import yaml
+from helpers import load_documents as load
+from helpers import wait_for
 
 from reconciler.cluster.client import ApiError, ClusterClient
 from reconciler.cluster.verify import (
@@ -26,23 +27,7 @@ from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples"
-T = TypeVar("T")
 GPU = "gpu.example.com"
-
-
-def load(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def wait_for(cond: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = cond()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
 def inference(replicas: int = 2, cls: str | None = None) -> list[dict[str, Any]]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient, Invalid
 from reconciler.cluster.diagnose import collect_snapshot
@@ -28,13 +27,6 @@ PLUGIN = {
 }
 
 
-def wait_until(check: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-
-
 def test_driver_pod_logs_tell_registration_and_crash() -> None:
     with SimCluster() as sim:
         plane = install(sim, nodes=1, devices_per_node=2)
@@ -42,17 +34,17 @@ def test_driver_pod_logs_tell_registration_and_crash() -> None:
             with ClusterClient.for_url(sim.url) as client:
                 client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-system"}})
                 client.apply(PLUGIN)
-                wait_until(lambda: client.list_kind("resource.k8s.io", "ResourceSlice"))
+                wait_for(lambda: client.list_kind("resource.k8s.io", "ResourceSlice"))
                 [pod] = client.list_kind("", "Pod", "gpu-system")
                 name = pod["metadata"]["name"]
-                wait_until(lambda: "published ResourceSlice" in client.pod_logs("gpu-system", name))
+                wait_for(lambda: "published ResourceSlice" in client.pod_logs("gpu-system", name))
                 log = client.pod_logs("gpu-system", name)
                 assert "started container plugin (image registry.example.com/drv:1)" in log
                 assert log.count("started container") == 1
                 assert "registered DRA plugin gpu.example.com" in log
 
                 plane.crash_driver("gpu.example.com")
-                wait_until(lambda: "simulated crash" in client.pod_logs("gpu-system", name, tail_lines=1))
+                wait_for(lambda: "simulated crash" in client.pod_logs("gpu-system", name, tail_lines=1))
                 assert len(client.pod_logs("gpu-system", name, tail_lines=1).splitlines()) == 1
                 # diagnose gathers the driver pods' last lines as evidence
                 snapshot = collect_snapshot(client, namespace="gpu-system")

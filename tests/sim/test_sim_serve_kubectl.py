@@ -6,11 +6,11 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,16 +57,6 @@ def kubectl(kubeconfig: Path, *args: str) -> str:
     return done.stdout
 
 
-def wait_for(check: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():  # type: ignore[operator]
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.1)
-
-
 def test_kubectl_applies_the_example_and_claims_get_devices(served: Path) -> None:
     out = kubectl(served, "apply", "--server-side", "-R", "-f", str(REPO / "manifests-example"))
     assert "deployment.apps/trainer serverside-applied" in out
@@ -77,7 +67,7 @@ def test_kubectl_applies_the_example_and_claims_get_devices(served: Path) -> Non
         ]
         return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
 
-    wait_for(trainer_running)
+    wait_for(trainer_running, timeout=20.0, what="two trainer pods Running", interval=0.1)
     claims = json.loads(kubectl(served, "get", "resourceclaims", "-A", "-o", "json"))["items"]
     generated = [c for c in claims if c["metadata"]["name"].startswith("trainer-")]
     assert len(generated) == 2
