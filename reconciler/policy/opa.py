@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from reconciler.errors import EnvironmentProblem, PolicyError
-from reconciler.policy.engine import Module, PolicySet, packages_of, load_policy_set
+from reconciler.policy.engine import Module, PolicySet, load_policy_set, packages_of
 
 POLICY_ID_PREFIX = "dra-gitops/"
 
