@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.dra.capacity import capacity_input
 from reconciler.errors import UserError
@@ -26,6 +26,9 @@ from reconciler.model.plan import Plan, compute_plan
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult
+
+if TYPE_CHECKING:
+    from reconciler.source.git import TreeFiles
 
 Progress = Callable[[str], None]
 
@@ -175,6 +178,11 @@ def load_git_revisions(
 
     repo = git_source.open_repo(repo_dir)
     trees = [git_source.read_tree(repo, rev, subdir, limits) for rev in revs]
+    return desired_from_trees(trees, subdir, limits)
+
+
+def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
+    """Desired states of trees read from Git; the first tree's repository config selects paths for all."""
     params: dict[str, Any] = {}
     wanted: list[str] = []
     if trees[0].config is not None:

@@ -503,6 +503,8 @@ def _attach_optional_groups() -> None:
     except ImportError:  # pragma: no cover - the sim ships with the package
         return
     cli.add_command(sim)
+    # The reconciler's commands register themselves on `cli` (run, status, rollback, retry, watch).
+    import reconciler.cli_reconcile  # noqa: F401
 
 
 _attach_optional_groups()

@@ -14,12 +14,19 @@ from typing import Any
 
 from reconciler.check import CheckOptions, CheckRun, DesiredState, run_check
 from reconciler.cluster import applyset
-from reconciler.cluster.apply import ApplyResult, DryRunResult, apply_plan, dry_run, render_dry_run
+from reconciler.cluster.apply import (
+    ApplyResult,
+    DryRunResult,
+    StageResult,
+    apply_plan,
+    dry_run,
+    render_dry_run,
+)
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.facts import collect_facts
 from reconciler.cluster.verify import VerifyResult, render_evidence, verify_workloads
 from reconciler.model import dra
-from reconciler.model.objects import Manifest, ref_of
+from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.stages import WORKLOADS
 from reconciler.policy.report import finding_dict, summary_line
@@ -36,6 +43,20 @@ class DeliverOptions:
     grace: float = 60.0
     prune: bool = True
     verify: bool = True
+    # Policies judge the revision (off for a rollback to a revision that was judged when it was applied).
+    check: bool = True
+    # Members of the set never pruned (objects that existed before a first pass adopted them).
+    keep: frozenset[ObjRef] = frozenset()
+
+
+@dataclass
+class DeliverHooks:
+    """How a caller (the reconcile loop) follows a delivery: state is marked before the first write."""
+
+    before_write: Callable[[], None] | None = None
+    after_stage: Callable[[str], None] | None = None
+    # Asked between stages: a reason to stop (shutting down), or None to go on.
+    cancelled: Callable[[], str | None] | None = None
 
 
 @dataclass
@@ -50,10 +71,64 @@ class Delivery:
     applied: ApplyResult | None = None
     verified: VerifyResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    pruned: ApplyResult | None = None
+    # Objects of the revision that existed before this delivery touched them (from the dry-run).
+    preexisting: frozenset[ObjRef] = frozenset()
+    cancelled: str | None = None
+    recreated: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
         return 0 if self.outcome == "applied" else 1
+
+    @property
+    def wrote(self) -> bool:
+        """Whether anything reached the cluster (a denied or rejected delivery writes nothing)."""
+        return bool(self.recreated) or any(
+            r is not None and (r.writes or r.stages) for r in (self.applied, self.pruned)
+        )
+
+    def counts(self) -> dict[str, int]:
+        """Create/update/delete/unchanged of the revision's objects, from the dry-run when there was one."""
+        if self.dry_run is not None:
+            counts = self.dry_run.counts()
+            return {
+                "create": counts["create"] + counts["deferred"],
+                "update": counts["update"],
+                "delete": counts["delete"],
+                "unchanged": counts["unchanged"],
+            }
+        return {
+            "create": self.plan.count("create"),
+            "update": self.plan.count("update"),
+            "delete": self.plan.count("delete"),
+            "unchanged": 0,
+        }
+
+    def counts_line(self) -> str:
+        c = self.counts()
+        return f"{c['create']} to create, {c['update']} to update, {c['delete']} to delete, {c['unchanged']} unchanged"
+
+    def failure_message(self) -> str:
+        """The first reason this delivery did not succeed, or ''."""
+        if self.outcome == "applied":
+            return ""
+        if self.cancelled:
+            return f"cancelled: {self.cancelled}"
+        if self.check is not None and self.check.result.denials:
+            first = self.check.result.denials[0]
+            more = len(self.check.result.denials) - 1
+            return f"{first.where} {first.rule}: {first.msg}" + (f" (and {more} more)" if more else "")
+        if self.dry_run is not None and not self.dry_run.ok:
+            errors = [r for r in self.dry_run.results if r.error]
+            if errors:
+                return f"{errors[0].ref} dry-run failed: {errors[0].error}"
+        for result in (self.applied, self.pruned):
+            if result is not None and result.error:
+                return str(result.error)
+        if self.verified is not None and not self.verified.ok:
+            return self.verified.message
+        return self.outcome
 
     def to_json(self) -> dict[str, Any]:
         check = self.check.result if self.check else None
@@ -119,9 +194,11 @@ class Delivery:
         return "\n".join(lines) + "\n"
 
 
-def stale_manifests(client: ClusterClient, set_id: str, head: list[Manifest]) -> list[Manifest]:
+def stale_manifests(
+    client: ClusterClient, set_id: str, head: list[Manifest], keep: frozenset[ObjRef] = frozenset()
+) -> list[Manifest]:
     """Objects our ApplySet manages that the revision no longer has (deleted from Git)."""
-    desired = {m.ref for m in head}
+    desired = {m.ref for m in head} | keep
     stale = []
     for body in applyset.prune_candidates(client, set_id, desired):
         stale.append(Manifest(body=body, ref=ref_of(body), path="", line=0))
@@ -135,6 +212,55 @@ def workloads_of(head: list[Manifest]) -> list[dict[str, Any]]:
     ]
 
 
+IMMUTABLE_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
+
+
+def _immutable_rejections(dry: DryRunResult, plan: Plan) -> list[Manifest]:
+    """Claims and templates the dry-run refused because their spec is immutable (and changed)."""
+    by_ref = {str(change.ref): change for change in plan.changes if change.op != "delete"}
+    found = []
+    for result in dry.results:
+        change = by_ref.get(result.ref)
+        if (
+            change is not None
+            and change.ref.kind in IMMUTABLE_KINDS
+            and result.error
+            and "immutable" in result.error.lower()
+        ):
+            found.append(change.current)
+    return found
+
+
+def _recreate(
+    client: ClusterClient, manifests: list[Manifest], timeout: float, progress: Progress
+) -> list[str]:
+    """Delete objects whose spec cannot change in place and wait until they are gone.
+
+    A claim goes only when nothing reserves it any more (its delete-protection finalizer), so pods of the
+    failed revision that still hold it are deleted too; their controllers recreate them, and they wait,
+    Pending, for the claim the apply recreates right after.
+    """
+    deadline = time.monotonic() + timeout
+    gone: list[str] = []
+    for manifest in manifests:
+        resource = client.resource_for(manifest.api_version, manifest.kind, where=str(manifest.ref))
+        namespace = manifest.ref.namespace or None
+        progress(f"recreate {manifest.ref}: its spec is immutable and differs")
+        live = client.get(resource, namespace, manifest.ref.name)
+        client.delete(resource, namespace, manifest.ref.name)
+        if manifest.kind == "ResourceClaim" and live is not None:
+            pods = client.resource_for("v1", "Pod")
+            for holder in (live.get("status") or {}).get("reservedFor") or []:
+                if holder.get("resource") == "pods" and holder.get("name"):
+                    client.delete(pods, namespace, str(holder["name"]))
+        while client.get(resource, namespace, manifest.ref.name) is not None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{manifest.ref}: still present {timeout:.0f}s after its delete")
+            time.sleep(0.1)
+        gone.append(str(manifest.ref))
+    return gone
+
+
 def deliver(
     client: ClusterClient,
     desired: DesiredState,
@@ -142,71 +268,147 @@ def deliver(
     options: DeliverOptions,
     progress: Progress,
     base: DesiredState | None = None,
+    *,
+    hooks: DeliverHooks | None = None,
+    recreate_immutable: bool = False,
 ) -> Delivery:
-    """Check, dry-run, apply stage by stage and verify one revision. Stops at the first failing step.
+    """Check, dry-run, apply stage by stage, verify, then prune one revision. Stops at the first failure.
 
     With a `base` (the revision the cluster was delivered from), policies judge the change between the two,
-    as `check --repo` does: that is what lets `driver-canary` see a driver update.
+    as `check --repo` does: that is what lets `driver-canary` see a driver update. Objects the revision
+    dropped are pruned only once it verified (`prune_first` in a rollback, where what the failed revision
+    added must go before the last good one can be verified).
+
+    `hooks.before_write` runs once, right before the first write; `recreate_immutable` deletes and
+    recreates claims and templates whose immutable spec differs (a rollback needs that; a forward change
+    of a claim's spec is refused by the dry-run and flagged by the `immutable-claim` rule).
     """
+    hooks = hooks or DeliverHooks()
     timings: dict[str, float] = {}
     revision = desired.revision.sha
     head = desired.manifests.manifests
     set_id = applyset.applyset_id(options.target, options.namespace)
+    prune_first = not options.check  # a rollback: clear the failed revision's additions first
 
     started = time.perf_counter()
-    facts = collect_facts(client, progress)
-    stale = stale_manifests(client, set_id, head) if options.prune else []
+    stale = stale_manifests(client, set_id, head, options.keep) if options.prune else []
     # Creates/updates of everything desired (the dry-run tells which are no-ops), deletes of what Git dropped.
     plan = compute_plan(stale, head)
-    # Policies judge the revision with live cluster data, and the change from `base` when there is one.
-    check = run_check(
-        desired.manifests,
-        base.manifests if base is not None else None,
-        check_options,
-        revision=desired.revision,
-        base_sha=base.revision.sha if base is not None else None,
-        repo_params=desired.params,
-        cluster=facts,
-    )
-    timings["check"] = time.perf_counter() - started
-    if check.result.denials:
-        return Delivery("denied", revision, plan, check=check, timings=timings)
+    check = None
+    if options.check:
+        facts = collect_facts(client, progress)
+        # Policies judge the revision with live cluster data, and the change from `base` when there is one.
+        check = run_check(
+            desired.manifests,
+            base.manifests if base is not None else None,
+            check_options,
+            revision=desired.revision,
+            base_sha=base.revision.sha if base is not None else None,
+            repo_params=desired.params,
+            cluster=facts,
+        )
+        timings["check"] = time.perf_counter() - started
+        if check.result.denials:
+            return Delivery("denied", revision, plan, check=check, timings=timings)
 
     started = time.perf_counter()
     progress(f"dry-run: {plan.summary()}")
     dry = dry_run(client, plan, applyset_id=set_id)
     timings["dry_run"] = time.perf_counter() - started
+    recreated: list[str] = []
+    if not dry.ok and recreate_immutable:
+        rejected = _immutable_rejections(dry, plan)
+        if rejected and len(rejected) == sum(1 for r in dry.results if r.error):
+            if hooks.before_write is not None:
+                hooks.before_write()
+                hooks = DeliverHooks(None, hooks.after_stage, hooks.cancelled)
+            recreated = _recreate(client, rejected, options.stage_timeout, progress)
+            dry = dry_run(client, plan, applyset_id=set_id)
+    preexisting = frozenset(
+        change.ref
+        for change, result in zip(plan.changes, dry.results, strict=True)
+        if change.op != "delete" and result.op in ("update", "unchanged")
+    )
     if not dry.ok:
-        return Delivery("dry-run-failed", revision, plan, check=check, dry_run=dry, timings=timings)
+        return Delivery(
+            "dry-run-failed",
+            revision,
+            plan,
+            check=check,
+            dry_run=dry,
+            timings=timings,
+            preexisting=preexisting,
+            recreated=recreated,
+        )
 
+    if hooks.before_write is not None:
+        hooks.before_write()
     started = time.perf_counter()
     applyset.ensure_parent(
         client, options.target, options.namespace, sorted({applyset.group_kind(m.body) for m in head})
     )
-    applied = apply_plan(
-        client,
-        plan,
-        applyset_id=set_id,
-        stage_timeout=options.stage_timeout,
-        checked=dry,  # the dry-run's answers stand for objects unchanged since: no second dry-run
-        # Verification is the workloads stage's wait: it knows the DRA signals that should end it early.
-        waited_by_caller=frozenset({WORKLOADS}) if options.verify else frozenset(),
-        on_stage=lambda stage: progress(
-            f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged"
-        ),
-    )
-    timings["apply"] = time.perf_counter() - started
-    if not applied.ok:
-        return Delivery(
-            "apply-failed", revision, plan, check=check, dry_run=dry, applied=applied, timings=timings
+    applies = Plan(tuple(c for c in plan.changes if c.op != "delete"))
+    deletes = Plan(tuple(c for c in plan.changes if c.op == "delete"))
+    first, last = (deletes, applies) if prune_first else (applies, deletes)
+    cancelled: list[str] = []
+
+    def stop_for_shutdown(_stage: int, _changes: Any) -> str | None:
+        reason = hooks.cancelled() if hooks.cancelled is not None else None
+        if reason:
+            cancelled.append(reason)
+        return reason
+
+    def run(part: Plan) -> ApplyResult:
+        return apply_plan(
+            client,
+            part,
+            applyset_id=set_id,
+            stage_timeout=options.stage_timeout,
+            checked=dry,  # the dry-run's answers stand for objects unchanged since: no second dry-run
+            # Verification is the workloads stage's wait: it knows the DRA signals that should end it early.
+            waited_by_caller=frozenset({WORKLOADS}) if options.verify else frozenset(),
+            on_stage=on_stage,
+            fail_fast=stop_for_shutdown,
         )
 
-    verified = None
+    def on_stage(stage: StageResult) -> None:
+        progress(
+            f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged, {stage.deleted} deleted"
+        )
+        if hooks.after_stage is not None:
+            hooks.after_stage(stage.label)
+        if hooks.cancelled is not None and not cancelled:
+            reason = hooks.cancelled()
+            if reason:
+                cancelled.append(reason)
+
+    pruned = run(first) if prune_first and not deletes.empty else None
+    applied = run(last if prune_first else first)
+    timings["apply"] = time.perf_counter() - started
+    delivery = Delivery(
+        "applied",
+        revision,
+        plan,
+        check=check,
+        dry_run=dry,
+        applied=applied,
+        timings=timings,
+        pruned=pruned,
+        preexisting=preexisting,
+        recreated=recreated,
+    )
+    if cancelled:
+        delivery.outcome, delivery.cancelled = "apply-failed", cancelled[0]
+        return delivery
+    if not applied.ok or (pruned is not None and not pruned.ok):
+        delivery.outcome = "apply-failed"
+        return delivery
+
     if options.verify:
         started = time.perf_counter()
         workloads = workloads_of(head)
         progress(f"verify: {len(workloads)} workload(s)")
-        verified = verify_workloads(
+        delivery.verified = verify_workloads(
             client,
             workloads,
             timeout=options.verify_timeout,
@@ -215,7 +417,70 @@ def deliver(
             progress=progress,
         )
         timings["verify"] = time.perf_counter() - started
-    outcome = "verify-failed" if verified is not None and not verified.ok else "applied"
-    return Delivery(
-        outcome, revision, plan, check=check, dry_run=dry, applied=applied, verified=verified, timings=timings
+        if not delivery.verified.ok:
+            delivery.outcome = "verify-failed"
+            return delivery
+    if not prune_first and not deletes.empty:
+        # Only a verified revision prunes: a failed one leaves the old objects for the rollback.
+        started = time.perf_counter()
+        delivery.pruned = run(deletes)
+        timings["prune"] = time.perf_counter() - started
+        if not delivery.pruned.ok:
+            delivery.outcome = "apply-failed"
+    return delivery
+
+
+def deliver_drift(
+    client: ClusterClient,
+    reapply: list[Manifest],
+    extra: list[dict[str, Any]],
+    options: DeliverOptions,
+    progress: Progress,
+    *,
+    hooks: DeliverHooks | None = None,
+) -> Delivery:
+    """Put back what drifted from the last good revision: re-apply changed or deleted objects, prune extras.
+
+    Only the drifted objects are dry-run and written, stage by stage, and the workloads among them verified.
+    """
+    hooks = hooks or DeliverHooks()
+    set_id = applyset.applyset_id(options.target, options.namespace)
+    stale = [Manifest(body=body, ref=ref_of(body), path="", line=0) for body in extra]
+    plan = compute_plan(stale, reapply)
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    dry = dry_run(client, plan, applyset_id=set_id)
+    timings["dry_run"] = time.perf_counter() - started
+    if not dry.ok:
+        return Delivery("dry-run-failed", None, plan, dry_run=dry, timings=timings)
+    if hooks.before_write is not None:
+        hooks.before_write()
+    started = time.perf_counter()
+    applied = apply_plan(
+        client,
+        plan,
+        applyset_id=set_id,
+        stage_timeout=options.stage_timeout,
+        checked=dry,
+        waited_by_caller=frozenset({WORKLOADS}) if options.verify else frozenset(),
     )
+    timings["apply"] = time.perf_counter() - started
+    delivery = Delivery("applied", None, plan, dry_run=dry, applied=applied, timings=timings)
+    if not applied.ok:
+        delivery.outcome = "apply-failed"
+        return delivery
+    workloads = workloads_of(reapply)
+    if options.verify and workloads:
+        started = time.perf_counter()
+        delivery.verified = verify_workloads(
+            client,
+            workloads,
+            timeout=options.verify_timeout,
+            grace=options.grace,
+            poll=0.25,
+            progress=progress,
+        )
+        timings["verify"] = time.perf_counter() - started
+        if not delivery.verified.ok:
+            delivery.outcome = "verify-failed"
+    return delivery

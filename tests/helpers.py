@@ -29,3 +29,43 @@ def wait_for(
 def load_documents(path: Path) -> list[dict[str, Any]]:
     """Every non-empty YAML document of a file."""
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+class GitRemote:
+    """A bare repository playing the Git server, and a working clone that commits and pushes to it."""
+
+    def __init__(self, root: Path, branch: str = "main") -> None:
+        import subprocess
+
+        self._run = subprocess.run
+        self.root = root
+        self.bare = root / "remote.git"
+        self.work = root / "work"
+        self.branch = branch
+        self.git("init", "--quiet", "--bare", f"--initial-branch={branch}", str(self.bare), cwd=root)
+        self.git("init", "--quiet", f"--initial-branch={branch}", str(self.work), cwd=root)
+        self.git("config", "user.email", "dev@example.com")
+        self.git("config", "user.name", "Dev")
+        self.git("config", "commit.gpgsign", "false")
+        self.git("remote", "add", "origin", str(self.bare))
+
+    @property
+    def url(self) -> str:
+        return str(self.bare)
+
+    def git(self, *args: str, cwd: Path | None = None) -> str:
+        done = self._run(["git", *args], cwd=cwd or self.work, check=True, capture_output=True, text=True)
+        return str(done.stdout).strip()
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "--quiet", "--allow-empty", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def push(self, *extra: str) -> None:
+        self.git("push", "--quiet", *extra, "origin", f"HEAD:refs/heads/{self.branch}")
+
+    def commit_and_push(self, message: str) -> str:
+        sha = self.commit(message)
+        self.push()
+        return sha

@@ -1,0 +1,517 @@
+"""Commands of the long-running reconciler: `run`, `status`, `rollback`, `retry`, `watch`.
+
+Parse, call, print, return an exit code; the work is in `controller`, `reconcile` and `state`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from reconciler.cli import (
+    cli,
+    connect,
+    handle_errors,
+    kube_options,
+    output_option,
+    policy_options,
+    progress_printer,
+    verbosity_options,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def git_target_options(func: F) -> F:
+    """One target given by flags (or many with --config)."""
+    options = [
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(dir_okay=False, exists=True, path_type=Path),
+            help="YAML file listing several targets (repo, branch, path, stateNamespace, ...).",
+        ),
+        click.option(
+            "--repo", help="Git URL to follow (https://, ssh://, git@host:path, file:// or a path)."
+        ),
+        click.option("--branch", help="Branch to follow (default main)."),
+        click.option(
+            "--tag-pattern",
+            help="Follow the newest tag matching this pattern (e.g. 'v*') instead of a branch.",
+        ),
+        click.option(
+            "--path",
+            "subdir",
+            default=".",
+            show_default=True,
+            help="Sub-path of the repository holding the manifests.",
+        ),
+        click.option(
+            "--target",
+            "target_name",
+            default="default",
+            show_default=True,
+            help="Name of the target (state ConfigMap and Lease dra-gitops-<target>).",
+        ),
+        click.option(
+            "--state-namespace",
+            default="dra-gitops",
+            show_default=True,
+            help="Namespace of the state ConfigMap, ApplySet parent, Lease and Events.",
+        ),
+        click.option(
+            "--grace",
+            default="60s",
+            show_default=True,
+            help="How long 'cannot allocate all claims' may persist before verification fails.",
+        ),
+        click.option(
+            "--ssh-key-file", type=click.Path(dir_okay=False), help="SSH private key for the Git remote."
+        ),
+        click.option(
+            "--known-hosts-file", type=click.Path(dir_okay=False), help="known_hosts for the SSH remote."
+        ),
+        click.option(
+            "--token-file",
+            type=click.Path(dir_okay=False),
+            help="File holding an HTTPS token for the Git remote.",
+        ),
+        click.option(
+            "--gpg-keyring",
+            type=click.Path(dir_okay=False),
+            help="Only apply commits signed by a key of this GPG keyring.",
+        ),
+        click.option(
+            "--ssh-allowed-signers",
+            type=click.Path(dir_okay=False),
+            help="Only apply commits SSH-signed by a key of this allowed-signers file.",
+        ),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Where Git clones are cached (default: a temporary directory).",
+        ),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _targets(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> list[Any]:
+    from reconciler.targets import load_targets, target_from_flags
+
+    config_file: Path | None = kwargs.get("config_file")
+    if config_file is not None:
+        if kwargs.get("repo"):
+            raise click.UsageError("give --config or --repo, not both")
+        return load_targets(config_file.read_text(), str(config_file))
+    if not kwargs.get("repo"):
+        raise click.UsageError("give --repo URL (one target) or --config FILE (several)")
+    return [
+        target_from_flags(
+            repo=kwargs["repo"],
+            name=kwargs["target_name"],
+            branch=kwargs.get("branch") or (None if kwargs.get("tag_pattern") else "main"),
+            tag_pattern=kwargs.get("tag_pattern"),
+            path=kwargs.get("subdir") or ".",
+            state_namespace=kwargs["state_namespace"],
+            grace=kwargs["grace"],
+            ssh_key_file=kwargs.get("ssh_key_file"),
+            known_hosts_file=kwargs.get("known_hosts_file"),
+            token_file=kwargs.get("token_file"),
+            gpg_keyring=kwargs.get("gpg_keyring"),
+            ssh_allowed_signers=kwargs.get("ssh_allowed_signers"),
+            **(extra or {}),
+        )
+    ]
+
+
+def _cache_dir(value: Path | None) -> Path:
+    return value if value is not None else Path(tempfile.mkdtemp(prefix="dra-gitops-cache-"))
+
+
+def _check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
+    from reconciler.check import CheckOptions
+
+    return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
+
+
+def _configure_logging(verbose: int, quiet: bool, log_format: str) -> None:
+    level = logging.WARNING if quiet else logging.DEBUG if verbose > 1 else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(log_format))
+    root = logging.getLogger("dra_gitops")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+class _Formatter(logging.Formatter):
+    """One line per event, carrying the target and sha; `json` for log pipelines."""
+
+    def __init__(self, style: str) -> None:
+        super().__init__()
+        self.style_name = style
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = {key: getattr(record, key) for key in ("target", "sha") if getattr(record, key, "")}
+        message = record.getMessage()
+        if self.style_name == "json":
+            return json.dumps(
+                {
+                    "time": self.formatTime(record),
+                    "level": record.levelname.lower(),
+                    "logger": record.name,
+                    "msg": message,
+                    **fields,
+                }
+            )
+        context = " ".join(f"{k}={v[:12] if k == 'sha' else v}" for k, v in fields.items())
+        return f"{self.formatTime(record)} {record.levelname.lower():7} {context + ' ' if context else ''}{message}"
+
+
+@cli.command("run")
+@git_target_options
+@kube_options
+@policy_options
+@click.option("--poll-interval", default="30s", show_default=True, help="How often to fetch (jittered ±10%).")
+@click.option(
+    "--listen",
+    default="0.0.0.0:8080",
+    show_default=True,
+    help="HOST:PORT for /healthz, /readyz, /metrics and /hooks/{github,gitlab,generic}.",
+)
+@click.option("--webhook-secret", help="GitHub webhook secret (HMAC-SHA256 of X-Hub-Signature-256).")
+@click.option(
+    "--webhook-secret-file", type=click.Path(dir_okay=False), help="File holding the GitHub webhook secret."
+)
+@click.option("--webhook-token", help="Token for /hooks/gitlab (X-Gitlab-Token) and /hooks/generic (Bearer).")
+@click.option("--webhook-token-file", type=click.Path(dir_okay=False), help="File holding the webhook token.")
+@click.option(
+    "--git-revert",
+    "git_revert_branch",
+    metavar="BRANCH",
+    help="After a rollback, push a revert commit of the failed commit to BRANCH for review.",
+)
+@click.option("--identity", help="This replica's Lease holder identity (default: hostname and thread id).")
+@click.option(
+    "--lease-duration", type=float, default=15.0, show_default=True, help="Seconds a Lease lasts unrenewed."
+)
+@click.option(
+    "--stage-timeout", type=float, default=300.0, show_default=True, help="Seconds each stage may take."
+)
+@click.option(
+    "--verify-timeout", type=float, default=300.0, show_default=True, help="Seconds verification may take."
+)
+@click.option(
+    "--once", is_flag=True, help="One pass per target this replica holds, then exit (exit code of the worst)."
+)
+@click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
+@verbosity_options
+@handle_errors
+def run_command(**kwargs: Any) -> int:
+    """Follow Git and keep the cluster on the last good commit; roll back on failure.
+
+    Each pass: fetch, check policies against the last good revision, server-side dry-run, staged apply,
+    verify every claim, prune, record (state ConfigMap dra-gitops-<target>, Events, /metrics). A failure
+    after any write rolls back to the last good revision. A failed commit is not retried until a newer
+    commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0.
+    """
+    from reconciler.controller import Controller, ControllerOptions
+    from reconciler.httpserver import parse_listen
+    from reconciler.reconcile import ROLLBACK_FAILED
+
+    _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
+    extra = {
+        "poll_interval": kwargs["poll_interval"],
+        "git_revert_branch": kwargs["git_revert_branch"],
+        "webhook_secret": kwargs["webhook_secret"],
+        "webhook_secret_file": kwargs["webhook_secret_file"],
+        "webhook_token": kwargs["webhook_token"],
+        "webhook_token_file": kwargs["webhook_token_file"],
+    }
+    targets = _targets(kwargs, extra)
+    host, port = parse_listen(kwargs["listen"])
+    options = ControllerOptions(
+        cache_dir=_cache_dir(kwargs["cache_dir"]),
+        host=host,
+        port=port,
+        identity=kwargs["identity"] or "",
+        lease_duration=kwargs["lease_duration"],
+        renew_deadline=kwargs["lease_duration"] * 2 / 3,
+        retry_period=max(0.2, kwargs["lease_duration"] / 7),
+        stage_timeout=kwargs["stage_timeout"],
+        verify_timeout=kwargs["verify_timeout"],
+        check=_check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
+    )
+    client = connect(kwargs["kubeconfig"], kwargs["kube_context"])
+    controller = Controller(client, targets, options)
+    if kwargs["once"]:
+        return _run_once(controller)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logging.getLogger("dra_gitops.controller").info("signal %d: stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    bound = controller.start()
+    click.echo(f"dra-gitops: reconciling {len(targets)} target(s); serving on {host}:{bound}", err=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        controller.stop()
+    worst = [r.outcome for r in controller.last_results.values()]
+    return 5 if ROLLBACK_FAILED in worst else 0
+
+
+def _run_once(controller: Any) -> int:
+    controller.leases.acquire_now()
+    codes = []
+    for name, worker in controller.workers.items():
+        if not controller.leases.held(name):
+            click.echo(f"dra-gitops: {name}: another replica holds the lease; skipped", err=True)
+            continue
+        worker.run_pass()
+        result = controller.last_results.get(name)
+        if result is not None:
+            click.echo(f"{name}: {result.outcome} {result.sha or ''} {result.message}".rstrip())
+            codes.append(result.exit_code)
+    controller.leases.stop()
+    return max(codes, default=0)
+
+
+def state_target_options(func: F) -> F:
+    func = click.option(
+        "--target",
+        "target_name",
+        default="default",
+        show_default=True,
+        help="Name of the target (state ConfigMap dra-gitops-<target>).",
+    )(func)
+    return click.option(
+        "--state-namespace", default="dra-gitops", show_default=True, help="Namespace of the state ConfigMap."
+    )(func)
+
+
+@cli.command("status")
+@state_target_options
+@kube_options
+@output_option(("text", "json"))
+@click.option(
+    "--history", "history_count", type=int, default=10, show_default=True, help="History records to show."
+)
+@verbosity_options
+@handle_errors
+def status_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    output: str,
+    history_count: int,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Last good, last attempted and in-progress revision of a target, and its history of passes.
+
+    Exit 0 when the last attempt applied, 1 when it failed (or was rolled back), 5 when a rollback failed.
+    """
+    from reconciler.state import StateStore
+
+    with connect(kubeconfig, kube_context) as client:
+        state = StateStore(client, target_name, state_namespace).load()
+    if output == "json":
+        data = state.to_json()
+        data["history"] = data["history"][: max(0, history_count)] if history_count >= 0 else data["history"]
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(render_status(target_name, state, history_count), nl=False)
+    outcomes = [r.get("rollback") for r in state.history[:1]]
+    attempted = (state.last_attempted or {}).get("outcome")
+    if "failed" in outcomes or any(r.get("outcome") == "rollback-failed" for r in state.history[:1]):
+        return 5
+    return 0 if attempted in (None, "applied") else 1
+
+
+def render_status(target: str, state: Any, history_count: int) -> str:
+    attempted = state.last_attempted or {}
+    lines = [
+        f"target:        {target}",
+        f"last good:     {state.last_good or '(none)'}",
+        f"last attempt:  {attempted.get('sha') or '(none)'} {attempted.get('outcome') or ''}"
+        + (" (rolled back)" if attempted.get("rolledBack") else ""),
+    ]
+    if state.in_progress:
+        p = state.in_progress
+        lines.append(
+            f"in progress:   {p.get('operation')} of {p.get('sha')} at stage {p.get('stage') or '-'} since {p.get('since')}"
+        )
+    else:
+        lines.append("in progress:   (nothing)")
+    if state.hold:
+        lines.append(
+            f"holding:       {state.hold} stays unapplied until a newer commit or `dra-gitops retry`"
+        )
+    if state.retry:
+        lines.append(f"retry:         {state.retry} will be tried again on the next pass")
+    lines.append("history (newest first):")
+    for record in state.history[: max(0, history_count)]:
+        sha = str(record.get("sha") or "(none)")[:12]
+        extra = ""
+        if record.get("rolledBackTo") is not None or "rolledBackTo" in record:
+            extra = f" → rolled back to {str(record.get('rolledBackTo') or '(nothing)')[:12]} ({record.get('rollback')})"
+        summary = (record.get("diff") or {}).get("summary", "")
+        lines.append(
+            f"  {record.get('at', '')}  {record.get('operation', ''):8} {sha}  {record.get('outcome')}{extra}"
+        )
+        if summary:
+            lines.append(f"      {summary}")
+        if record.get("message"):
+            lines.append(f"      {record['message']}")
+        for device in (record.get("devices") or [])[:10]:
+            lines.append(
+                f"      {device.get('claim')} → {', '.join(device.get('devices') or []) or '-'} on {device.get('node') or '-'}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+@cli.command("retry")
+@state_target_options
+@kube_options
+@click.option("--sha", help="The sha to try again (default: the last attempted one).")
+@verbosity_options
+@handle_errors
+def retry_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    sha: str | None,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Let the reconciler try a failed (or held) commit again on its next pass."""
+    from reconciler.errors import UserError
+    from reconciler.state import StateStore
+
+    chosen: list[str] = []
+
+    def mark(state: Any) -> None:
+        wanted = sha or state.hold or (state.last_attempted or {}).get("sha")
+        if not wanted:
+            raise UserError(
+                "nothing was attempted yet: nothing to retry",
+                where=f"ConfigMap/{state_namespace}/dra-gitops-{target_name}",
+            )
+        state.retry = wanted
+        if state.hold == wanted:
+            state.hold = None
+        chosen[:] = [wanted]
+
+    with connect(kubeconfig, kube_context) as client:
+        StateStore(client, target_name, state_namespace).update(mark)
+    progress_printer(quiet)(f"{target_name}: {chosen[0]} will be tried again on the next pass")
+    return 0
+
+
+@cli.command("rollback")
+@git_target_options
+@kube_options
+@click.option(
+    "--to", "to_sha", help="Revision to go back to (default: the good revision before the last good one)."
+)
+@output_option(("text", "json"))
+@verbosity_options
+@handle_errors
+def rollback_command(**kwargs: Any) -> int:
+    """Put a target back on an earlier revision now, stage by stage, verified; then hold there.
+
+    The reconciler does not move forward to the current head again until a newer commit arrives or
+    `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync).
+    """
+    from reconciler.controller import git_source_for
+    from reconciler.reconcile import ReconcileOptions, Reconciler
+    from reconciler.revisions import GitRevisions
+
+    targets = _targets(kwargs)
+    if len(targets) != 1:
+        raise click.UsageError("rollback works on one target: give --target with --config")
+    target = targets[0]
+    progress = progress_printer(kwargs["quiet"])
+    revisions = GitRevisions(git_source_for(target, _cache_dir(kwargs["cache_dir"])))
+    with connect(kwargs["kubeconfig"], kwargs["kube_context"]) as client:
+        reconciler = Reconciler(
+            client,
+            revisions,
+            ReconcileOptions(target=target.name, state_namespace=target.state_namespace, grace=target.grace),
+            _check_options((), None, None),
+            progress=progress,
+        )
+        head = revisions.head().sha
+        to_sha = kwargs["to_sha"]
+        if to_sha:
+            to_sha = revisions.source.resolve(to_sha) if hasattr(revisions.source, "resolve") else to_sha
+        result = reconciler.rollback_to(to_sha, head)
+    revisions.close()
+    if kwargs["output"] == "json":
+        click.echo(
+            json.dumps({"outcome": result.outcome, "sha": result.sha, "records": result.records}, indent=2)
+        )
+    else:
+        click.echo(f"{target.name}: {result.outcome} to {result.sha}")
+        if result.rollback is not None:
+            click.echo(result.rollback.render_text(), nl=False)
+    return result.exit_code
+
+
+@cli.command("watch")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@kube_options
+@policy_options
+@click.option(
+    "--cluster", "use_cluster", is_flag=True, help="Also check against the cluster and dry-run there."
+)
+@click.option(
+    "--debounce", type=float, default=0.3, show_default=True, help="Seconds of quiet before re-checking."
+)
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def watch_command(
+    directory: Path,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    policy_dirs: tuple[Path, ...],
+    opa_url: str | None,
+    opa_token: str | None,
+    use_cluster: bool,
+    debounce: float,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Re-check a working copy on every save and print the report (Ctrl-C to stop)."""
+    from reconciler.watch import watch_directory
+
+    client = connect(kubeconfig, kube_context) if use_cluster else None
+    return watch_directory(
+        directory,
+        _check_options(policy_dirs, opa_url, opa_token),
+        output=output,
+        client=client,
+        debounce=debounce,
+        emit=lambda text: click.echo(text, nl=False),
+        progress=progress_printer(quiet),
+    )

@@ -1,0 +1,274 @@
+"""`dra-gitops run`: the long-running reconciler. Builds everything, then loops per target.
+
+One worker thread per target waits for a trigger (its jittered poll interval, a webhook, a retry) and runs
+a pass while this replica holds the target's Lease. Replicas share the targets through the Leases, so a
+target is reconciled by one replica at a time, and a dead replica's targets move when its leases expire.
+SIGTERM stops taking work: a running pass stops at its next stage boundary (its `inProgress` marker stays,
+so whichever replica takes the target next converges it first), leases are released, the process exits 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.check import CheckOptions
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.lease import LeaseManager
+from reconciler.errors import DraGitopsError
+from reconciler.httpserver import ControllerServer, HookTarget
+from reconciler.metrics import Metrics
+from reconciler.reconcile import (
+    APPLIED,
+    DRIFT_CORRECTED,
+    ROLLBACK_FAILED,
+    ROLLED_BACK,
+    PassResult,
+    ReconcileOptions,
+    Reconciler,
+)
+from reconciler.revisions import GitRevisions
+from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
+from reconciler.targets import Target, jittered
+
+log = logging.getLogger("dra_gitops.controller")
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ControllerOptions:
+    cache_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    stage_timeout: float = 300.0
+    verify_timeout: float = 300.0
+    shutdown_timeout: float = 25.0
+    max_body: int = 1 << 20
+    check: CheckOptions = field(default_factory=CheckOptions)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{threading.get_native_id()}"
+
+
+def git_source_for(target: Target, cache_dir: Path) -> GitSource:
+    def path(value: str | None) -> Path | None:
+        return Path(value) if value else None
+
+    signatures = None
+    if target.gpg_keyring or target.ssh_allowed_signers:
+        signatures = SignaturePolicy(
+            gpg_keyring=path(target.gpg_keyring), ssh_allowed_signers=path(target.ssh_allowed_signers)
+        )
+    return GitSource(
+        target.repo,
+        cache_dir / target.name,
+        branch=target.branch,
+        tag_pattern=target.tag_pattern,
+        path="" if target.path in ("", ".") else target.path,
+        credentials=GitCredentials(
+            ssh_key_file=path(target.ssh_key_file),
+            known_hosts_file=path(target.known_hosts_file),
+            token_file=path(target.token_file),
+        ),
+        signatures=signatures,
+    )
+
+
+class _Worker:
+    """One target: its reconciler, its trigger, its thread."""
+
+    def __init__(self, controller: Controller, target: Target) -> None:
+        self.controller = controller
+        self.target = target
+        self.wake = threading.Event()
+        self.reason = "start"
+        self.passes = 0
+        self.decided = threading.Event()  # a first pass ran, or this replica found the target not its own
+        self.thread = threading.Thread(target=self.loop, name=f"target-{target.name}", daemon=True)
+        self.source = GitRevisions(git_source_for(target, controller.options.cache_dir))
+        self.reconciler = Reconciler(
+            controller.client,
+            self.source,
+            ReconcileOptions(
+                target=target.name,
+                state_namespace=target.state_namespace,
+                grace=target.grace,
+                stage_timeout=controller.options.stage_timeout,
+                verify_timeout=controller.options.verify_timeout,
+                git_revert_branch=target.git_revert_branch,
+                identity=controller.options.identity,
+            ),
+            controller.options.check,
+            progress=lambda message: log.info("%s", message, extra={"target": target.name}),
+            should_stop=self.should_stop,
+        )
+
+    def should_stop(self) -> str | None:
+        if self.controller.stopping.is_set():
+            return "the reconciler is shutting down"
+        if not self.controller.leases.held(self.target.name):
+            return "this replica lost the target's lease"
+        return None
+
+    def loop(self) -> None:
+        controller = self.controller
+        while not controller.stopping.is_set():
+            if controller.leases.held(self.target.name):
+                self.run_pass()
+            self.decided.set()
+            controller.update_readiness()
+            self.wake.wait(jittered(self.target.poll_interval))
+            self.wake.clear()
+
+    def run_pass(self) -> None:
+        controller = self.controller
+        reason, self.reason = self.reason, "poll"
+        try:
+            result = self.reconciler.reconcile()
+        except DraGitopsError as exc:
+            log.error("pass failed: %s", exc, extra={"target": self.target.name})
+            controller.metrics.record_pass(self.target.name, "error", 0.0)
+            return
+        except Exception:  # a bug must not kill the worker: log it and try again next time
+            log.exception("pass crashed", extra={"target": self.target.name})
+            controller.metrics.record_pass(self.target.name, "error", 0.0)
+            return
+        self.passes += 1
+        controller.observe(self.target.name, result, reason)
+
+
+class Controller:
+    def __init__(self, client: ClusterClient, targets: Sequence[Target], options: ControllerOptions) -> None:
+        if not targets:
+            raise DraGitopsError("no targets to reconcile: give --repo or --config")
+        self.client = client
+        self.targets = list(targets)
+        self.options = options
+        self.options.identity = options.identity or default_identity()
+        self.stopping = threading.Event()
+        self.metrics = Metrics()
+        self.leases = LeaseManager(
+            client,
+            [(t.state_namespace, t.name) for t in self.targets],
+            identity=self.options.identity,
+            duration=options.lease_duration,
+            renew_deadline=options.renew_deadline,
+            retry_period=options.retry_period,
+            on_change=self._lease_changed,
+        )
+        self.workers = {t.name: _Worker(self, t) for t in self.targets}
+        self.server = ControllerServer(
+            trigger=self.trigger,
+            metrics=self.metrics,
+            hook_targets=[HookTarget.from_target(t) for t in self.targets],
+            host=options.host,
+            port=options.port,
+            max_body=options.max_body,
+            alive=lambda: not self.stopping.is_set(),
+        )
+        self.last_results: dict[str, PassResult] = {}
+
+    # ---- triggers -----------------------------------------------------------------------------------
+
+    def trigger(self, names: set[str] | None, reason: str) -> None:
+        for name, worker in self.workers.items():
+            if names is None or name in names:
+                worker.reason = reason
+                worker.wake.set()
+
+    def _lease_changed(self, name: str, held: bool) -> None:
+        self.metrics.set_lease_held(name, held)
+        log.info("lease %s", "acquired" if held else "lost", extra={"target": name})
+        if held:
+            self.trigger({name}, "lease acquired")
+
+    def update_readiness(self) -> None:
+        if not self.server.ready and all(w.decided.is_set() for w in self.workers.values()):
+            self.server.set_ready(True)
+
+    def observe(self, target: str, result: PassResult, reason: str) -> None:
+        self.last_results[target] = result
+        self.metrics.record_pass(target, result.outcome, result.seconds)
+        self.metrics.record_violations(result.violations)
+        if result.outcome == APPLIED:
+            self.metrics.set_last_applied(target, time.time())
+        if result.outcome in (ROLLED_BACK, ROLLBACK_FAILED):
+            self.metrics.record_rollback(target, "ok" if result.outcome == ROLLED_BACK else "failed")
+        if result.outcome == DRIFT_CORRECTED and result.drift is not None:
+            refs = result.drift.refs()
+            self.metrics.record_drift_corrections(target, sum(len(v) for v in refs.values()))
+        if result.records or result.outcome not in ("unchanged", "held"):
+            self._claim_metrics(target)
+        log.info(
+            "pass %s in %.2fs (%s)%s",
+            result.outcome,
+            result.seconds,
+            reason,
+            f": {result.message}" if result.message else "",
+            extra={"target": target, "sha": result.sha or ""},
+        )
+
+    def _claim_metrics(self, target: str) -> None:
+        """Pending claims and allocated devices by driver, from one LIST of claims."""
+        try:
+            claims = self.client.list_kind("resource.k8s.io", "ResourceClaim")
+        except DraGitopsError:
+            return
+        pending = 0
+        by_driver: dict[str, int] = {}
+        for claim in claims:
+            allocation = (claim.get("status") or {}).get("allocation")
+            if not allocation:
+                pending += 1
+                continue
+            for device in ((allocation.get("devices") or {}).get("results")) or []:
+                driver = str(device.get("driver") or "")
+                by_driver[driver] = by_driver.get(driver, 0) + 1
+        self.metrics.set_pending_claims(target, pending)
+        self.metrics.set_allocated_devices(by_driver)
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+
+    def start(self) -> int:
+        port = self.server.start()
+        self.leases.start()
+        for worker in self.workers.values():
+            worker.thread.start()
+        return port
+
+    def stop(self) -> None:
+        """Stop taking work; let running passes reach a stage boundary; release the leases."""
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        self.server.set_ready(False)
+        for worker in self.workers.values():
+            worker.wake.set()
+        deadline = time.monotonic() + self.options.shutdown_timeout
+        for worker in self.workers.values():
+            if worker.thread.is_alive():
+                worker.thread.join(max(0.0, deadline - time.monotonic()))
+        self.leases.stop()
+        for worker in self.workers.values():
+            worker.source.close()
+        self.server.stop()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "identity": self.options.identity,
+            "targets": {
+                name: {"held": self.leases.held(name), "passes": worker.passes}
+                for name, worker in self.workers.items()
+            },
+        }

@@ -1,0 +1,544 @@
+"""One reconcile pass of one target: source → check → dry-run → staged apply → verify → prune → record.
+
+On a failure after anything was written, the pass rolls back: it delivers the last good revision (or, on
+the very first pass, nothing) the same staged way and verifies it. Every pass that decides something ends
+with one evidence record in the state store and a Kubernetes Event. A pass on the last good sha only
+compares live objects with it (one LIST per kind) and re-applies what drifted.
+
+The pass never prints: it reports through `progress` and returns a `PassResult`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reconciler.check import CheckOptions, DesiredState
+from reconciler.cluster import applyset, drift
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.events import EventRecorder
+from reconciler.errors import DraGitopsError, EnvironmentProblem
+from reconciler.model.loader import LoadResult
+from reconciler.model.objects import ObjRef
+from reconciler.pipeline import DeliverHooks, DeliverOptions, Delivery, deliver, deliver_drift
+from reconciler.policy.inputdoc import Revision
+from reconciler.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
+
+Progress = Callable[[str], None]
+log = logging.getLogger("dra_gitops.reconcile")
+
+# Outcomes of a pass (metrics label them; `status` prints them).
+APPLIED = "applied"
+UNCHANGED = "unchanged"
+DRIFT_CORRECTED = "drift-corrected"
+DENIED = "denied"
+DRY_RUN_FAILED = "dry-run-failed"
+ROLLED_BACK = "rolled-back"
+ROLLBACK_FAILED = "rollback-failed"
+HELD = "held"  # the head failed before: not retried until a new commit or `retry`
+UNVERIFIED = "unverified"  # signature verification refused the commit
+INTERRUPTED = "interrupted"
+SOURCE_ERROR = "source-error"
+
+
+@dataclass(frozen=True)
+class SourceHead:
+    sha: str
+    ref: str = ""
+    forced: bool = False
+    previous: str | None = None
+
+
+class RevisionSource(Protocol):
+    """Where revisions come from (a Git remote in production; anything with shas in tests)."""
+
+    def head(self) -> SourceHead: ...
+
+    def desired(self, sha: str) -> DesiredState: ...
+
+    def verify(self, sha: str) -> tuple[bool, str]: ...
+
+    def revert(self, sha: str, branch: str) -> str: ...
+
+
+@dataclass
+class ReconcileOptions:
+    target: str = applyset.DEFAULT_TARGET
+    state_namespace: str = applyset.DEFAULT_NAMESPACE
+    grace: float = 60.0
+    stage_timeout: float = 300.0
+    verify_timeout: float = 300.0
+    git_revert_branch: str | None = None
+    identity: str = ""
+
+
+@dataclass
+class PassResult:
+    target: str
+    outcome: str
+    sha: str | None
+    seconds: float = 0.0
+    message: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    delivery: Delivery | None = None
+    rollback: Delivery | None = None
+    drift: drift.DriftReport | None = None
+    violations: dict[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> count
+
+    @property
+    def exit_code(self) -> int:
+        if self.outcome == ROLLBACK_FAILED:
+            return 5
+        if self.outcome == SOURCE_ERROR:
+            return 4
+        if self.outcome in (APPLIED, UNCHANGED, DRIFT_CORRECTED, HELD):
+            return 0
+        return 1
+
+
+class Cancelled(DraGitopsError):
+    """The controller is shutting down; the pass stopped between two stages."""
+
+
+def empty_state(sha: str | None = None) -> DesiredState:
+    return DesiredState(LoadResult(manifests=[], files=[]), Revision(sha=sha), {})
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "(none)")[:12]
+
+
+class Reconciler:
+    """Reconciles one target; one instance per target, called by one thread at a time."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        source: RevisionSource,
+        options: ReconcileOptions,
+        check_options: CheckOptions,
+        *,
+        progress: Progress | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.client = client
+        self.source = source
+        self.options = options
+        self.check_options = check_options
+        self.progress: Progress = progress or (lambda message: log.info("%s", message))
+        # Asked between stages: a reason to stop (shutting down, lease lost), or None.
+        self.should_stop: Callable[[], str | None] = should_stop or (lambda: None)
+        self.store = StateStore(client, options.target, options.state_namespace)
+        self.events = EventRecorder(client, options.state_namespace, self.store.name, options.identity)
+        self.set_id = applyset.applyset_id(options.target, options.state_namespace)
+        self.fingerprints: drift.Fingerprints = {}
+        self._desired_cache: dict[str, DesiredState] = {}
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def _desired(self, sha: str | None) -> DesiredState:
+        if sha is None:
+            return empty_state()
+        cached = self._desired_cache.get(sha)
+        if cached is None:
+            cached = self.source.desired(sha)
+            if len(self._desired_cache) >= 4:
+                self._desired_cache.pop(next(iter(self._desired_cache)))
+            self._desired_cache[sha] = cached
+        return cached
+
+    def _deliver_options(
+        self, *, check: bool = True, keep: frozenset[ObjRef] = frozenset()
+    ) -> DeliverOptions:
+        return DeliverOptions(
+            target=self.options.target,
+            namespace=self.options.state_namespace,
+            stage_timeout=self.options.stage_timeout,
+            verify_timeout=self.options.verify_timeout,
+            grace=self.options.grace,
+            check=check,
+            keep=keep,
+        )
+
+    def _hooks(self, state: TargetState, marker: dict[str, Any]) -> DeliverHooks:
+        """Mark the state in progress before the first write, and note each stage as it finishes."""
+
+        def before_write() -> None:
+            state.in_progress = {**marker, "stage": "", "since": now_iso()}
+            self.store.save(state)
+
+        def after_stage(label: str) -> None:
+            if state.in_progress is not None:
+                state.in_progress["stage"] = label
+                try:
+                    self.store.save(state)
+                except StateConflict:
+                    # Lost the state to another writer mid-pass: stop before the next stage.
+                    raise Cancelled("the state was written by someone else during the pass") from None
+
+        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=self.should_stop)
+
+    def _finish(self, state: TargetState, result: PassResult) -> PassResult:
+        for record in reversed(result.records):
+            state.record(record)
+        self.store.save(state)
+        return result
+
+    # ---- the pass ---------------------------------------------------------------------------------
+
+    def reconcile(self) -> PassResult:
+        started = time.perf_counter()
+        result = self._reconcile()
+        result.seconds = time.perf_counter() - started
+        log.info("pass %s", result.outcome, extra={"target": self.options.target, "sha": result.sha or ""})
+        return result
+
+    def _reconcile(self) -> PassResult:
+        state = self.store.load()
+        if state.in_progress:
+            recovered = self._recover(state)
+            if recovered is not None:
+                return recovered
+        try:
+            head = self.source.head()
+        except DraGitopsError as exc:
+            return PassResult(self.options.target, SOURCE_ERROR, None, message=str(exc))
+        sha = head.sha
+        if sha == state.last_good and state.retry != sha:
+            return self._steady(state, sha)
+        if state.failed(sha):
+            held = self._steady(state, state.last_good) if state.last_good else None
+            result = PassResult(
+                self.options.target,
+                HELD,
+                sha,
+                message=f"{_short(sha)} failed before ({(state.last_attempted or {}).get('outcome')}); "
+                "waiting for a new commit or `dra-gitops retry`",
+            )
+            if held is not None:
+                result.drift = held.drift
+                if held.outcome == DRIFT_CORRECTED:
+                    result.outcome = DRIFT_CORRECTED
+            return result
+        verified, why = self.source.verify(sha)
+        if not verified:
+            return self._refuse(state, sha, why)
+        try:
+            return self._apply(state, sha, head)
+        except Cancelled as exc:
+            return PassResult(self.options.target, INTERRUPTED, sha, message=str(exc))
+
+    def _refuse(self, state: TargetState, sha: str, why: str) -> PassResult:
+        record = {"sha": sha, "operation": "apply", "outcome": UNVERIFIED, "at": now_iso(), "message": why}
+        state.last_attempted = {"sha": sha, "outcome": UNVERIFIED, "at": record["at"]}
+        state.retry = None
+        self.events.emit("SignatureRefused", f"{_short(sha)}: {why}", warning=True)
+        return self._finish(
+            state, PassResult(self.options.target, UNVERIFIED, sha, message=why, records=[record])
+        )
+
+    def _apply(self, state: TargetState, sha: str, head: SourceHead) -> PassResult:
+        target = self.options.target
+        desired = self._desired(sha)
+        base = self._desired(state.last_good) if state.last_good else None
+        self.progress(f"{target}: delivering {_short(sha)} (last good {_short(state.last_good)})")
+        marker = {"sha": sha, "operation": "apply", "from": state.last_good}
+        delivery = deliver(
+            self.client,
+            desired,
+            self.check_options,
+            self._deliver_options(),
+            self.progress,
+            base,
+            hooks=self._hooks(state, marker),
+        )
+        record = evidence_record(delivery, sha, "apply")
+        if head.forced:
+            record["forcePush"] = {"previous": head.previous}
+        state.retry = None
+        violations = _violations(delivery)
+        if delivery.outcome == APPLIED:
+            state.last_good = sha
+            state.last_attempted = {"sha": sha, "outcome": APPLIED, "at": record["at"]}
+            state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
+            state.in_progress = None
+            self.fingerprints.clear()
+            self.events.emit("Applied", f"{_short(sha)} applied and verified: {record['diff']['summary']}")
+            result = PassResult(
+                target, APPLIED, sha, records=[record], delivery=delivery, violations=violations
+            )
+            return self._finish(state, result)
+        state.last_attempted = {"sha": sha, "outcome": delivery.outcome, "at": record["at"]}
+        if not delivery.wrote:
+            # Denied or rejected before any write: the cluster was not touched; nothing to roll back.
+            state.in_progress = None
+            reason = "PolicyDenied" if delivery.outcome == DENIED else "DryRunFailed"
+            self.events.emit(
+                reason, f"{_short(sha)}: {record.get('message') or delivery.outcome}", warning=True
+            )
+            result = PassResult(
+                target, delivery.outcome, sha, records=[record], delivery=delivery, violations=violations
+            )
+            return self._finish(state, result)
+        if delivery.cancelled:
+            raise Cancelled(f"{_short(sha)}: stopped between stages: {delivery.cancelled}")
+        return self._roll_back(state, sha, delivery, record, violations)
+
+    def _roll_back(
+        self,
+        state: TargetState,
+        failed_sha: str,
+        failed: Delivery,
+        failed_record: dict[str, Any],
+        violations: dict[tuple[str, str], int],
+    ) -> PassResult:
+        target_sha = state.last_good
+        why = failed_record.get("message") or failed.outcome
+        self.progress(
+            f"{self.options.target}: {_short(failed_sha)} {failed.outcome}: rolling back to {_short(target_sha)}"
+        )
+        rollback = self._deliver_rollback(state, target_sha, failed_sha, failed)
+        rb_record = evidence_record(rollback, target_sha, "rollback")
+        rb_record["from"] = failed_sha
+        failed_record["rolledBackTo"] = target_sha
+        failed_record["rollback"] = rollback.outcome
+        state.in_progress = None
+        state.last_attempted = {
+            "sha": failed_sha,
+            "outcome": failed.outcome,
+            "at": failed_record["at"],
+            "rolledBack": rollback.outcome == APPLIED,
+        }
+        self.fingerprints.clear()
+        if rollback.outcome == APPLIED:
+            outcome = ROLLED_BACK
+            self.events.emit(
+                "RolledBack",
+                f"{_short(failed_sha)} {failed.outcome} ({why}); rolled back to {_short(target_sha)} and verified",
+                warning=True,
+            )
+            if self.options.git_revert_branch:
+                failed_record["revert"] = self._revert(failed_sha)
+        else:
+            outcome = ROLLBACK_FAILED
+            self.events.emit(
+                "RollbackFailed",
+                f"{_short(failed_sha)} {failed.outcome} ({why}); rollback to {_short(target_sha)} "
+                f"failed: {rb_record.get('message') or rollback.outcome}. The cluster needs a human.",
+                warning=True,
+            )
+        result = PassResult(
+            self.options.target,
+            outcome,
+            failed_sha,
+            message=why,
+            records=[failed_record, rb_record],
+            delivery=failed,
+            rollback=rollback,
+            violations=violations,
+        )
+        return self._finish(state, result)
+
+    def _deliver_rollback(
+        self, state: TargetState, target_sha: str | None, failed_sha: str | None, failed: Delivery | None
+    ) -> Delivery:
+        """Deliver the last good revision (nothing, on a first pass) from whatever the cluster has now."""
+        desired = self._desired(target_sha)
+        keep: frozenset[ObjRef] = frozenset()
+        if target_sha is None and failed is not None:
+            # The first pass ever: objects that existed before it are not ours to delete.
+            keep = failed.preexisting
+        marker = {"sha": target_sha, "operation": "rollback", "from": failed_sha}
+        return deliver(
+            self.client,
+            desired,
+            self.check_options,
+            self._deliver_options(check=False, keep=keep),
+            self.progress,
+            None,
+            hooks=self._hooks(state, marker),
+            recreate_immutable=True,
+        )
+
+    def _revert(self, sha: str) -> dict[str, Any]:
+        branch = self.options.git_revert_branch or ""
+        try:
+            revert_sha = self.source.revert(sha, branch)
+        except DraGitopsError as exc:
+            return {"branch": branch, "error": str(exc)}
+        self.events.emit(
+            "RevertPushed", f"revert of {_short(sha)} pushed to {branch} as {_short(revert_sha)}"
+        )
+        return {"branch": branch, "sha": revert_sha}
+
+    def _recover(self, state: TargetState) -> PassResult | None:
+        """A pass died half-way (crash, kill -9, lost lease): converge to one revision before anything else."""
+        marker = dict(state.in_progress or {})
+        sha = marker.get("sha")
+        operation = marker.get("operation")
+        self.progress(
+            f"{self.options.target}: found {operation} of {_short(sha)} in progress "
+            f"(stage {marker.get('stage') or 'none'}): converging"
+        )
+        record = {
+            "sha": sha,
+            "operation": operation,
+            "outcome": INTERRUPTED,
+            "at": now_iso(),
+            "message": f"interrupted at stage {marker.get('stage') or '(before the first stage)'}",
+        }
+        self.events.emit(
+            "Interrupted", f"{operation} of {_short(sha)} was interrupted; converging", warning=True
+        )
+        if operation == "rollback":
+            failed_sha = marker.get("from")
+            rollback = self._deliver_rollback(state, sha, failed_sha, None)
+            rb_record = evidence_record(rollback, sha, "rollback")
+            rb_record["from"] = failed_sha
+            state.in_progress = None
+            outcome = ROLLED_BACK if rollback.outcome == APPLIED else ROLLBACK_FAILED
+            result = PassResult(
+                self.options.target, outcome, failed_sha, records=[rb_record, record], rollback=rollback
+            )
+            return self._finish(state, result)
+        # An interrupted apply: clear the marker and let this pass deliver the head again (it is not a
+        # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
+        state.in_progress = None
+        if sha:
+            state.last_attempted = {"sha": sha, "outcome": INTERRUPTED, "at": record["at"]}
+        state.record(record)
+        self.store.save(state)
+        return None
+
+    def _steady(self, state: TargetState, sha: str | None) -> PassResult:
+        """The last good revision is the head: compare live objects, correct drift, write nothing else."""
+        desired = self._desired(sha)
+        manifests = desired.manifests.manifests
+        kinds = {applyset.group_kind(m.body) for m in manifests}
+        report = drift.scan(self.client, manifests, self.set_id, self.fingerprints, kinds)
+        result = PassResult(self.options.target, UNCHANGED, sha, drift=report)
+        if not report.drifted:
+            return result
+        refs = report.refs()
+        self.progress(f"{self.options.target}: drift on {_short(sha)}: {refs}")
+        marker = {"sha": sha, "operation": "drift", "from": sha}
+        corrected = deliver_drift(
+            self.client,
+            report.missing + report.changed,
+            report.extra,
+            self._deliver_options(),
+            self.progress,
+            hooks=self._hooks(state, marker),
+        )
+        record = evidence_record(corrected, sha, "drift")
+        record["drift"] = {key: value[:RECORD_ITEMS] for key, value in refs.items()}
+        state.in_progress = None
+        result.records = [record]
+        result.delivery = corrected
+        if corrected.outcome == APPLIED:
+            result.outcome = DRIFT_CORRECTED
+            self.events.emit("DriftCorrected", f"{_short(sha)}: {_drift_text(refs)} put back as in Git")
+        else:
+            result.outcome = corrected.outcome
+            result.message = str(record.get("message") or "")
+            self.events.emit(
+                "DriftCorrectionFailed", f"{_short(sha)}: {_drift_text(refs)}: {result.message}", warning=True
+            )
+        return self._finish(state, result)
+
+    # ---- user commands ----------------------------------------------------------------------------
+
+    def rollback_to(self, sha: str | None, head: str | None) -> PassResult:
+        """`dra-gitops rollback`: deliver `sha` (default: the last good before the current one) and hold."""
+        state = self.store.load()
+        if sha is None:
+            previous = [
+                r.get("sha")
+                for r in state.history
+                if r.get("operation") == "apply"
+                and r.get("outcome") == APPLIED
+                and r.get("sha") != state.last_good
+            ]
+            if not previous:
+                raise EnvironmentProblem(
+                    "no earlier good revision in the history: give one with --to", where=self.store.ref
+                )
+            sha = str(previous[0])
+        desired = self._desired(sha)
+        marker = {"sha": sha, "operation": "rollback", "from": state.last_good}
+        delivery = deliver(
+            self.client,
+            desired,
+            self.check_options,
+            self._deliver_options(check=False),
+            self.progress,
+            None,
+            hooks=self._hooks(state, marker),
+            recreate_immutable=True,
+        )
+        record = evidence_record(delivery, sha, "rollback")
+        record["from"] = state.last_good
+        record["requestedBy"] = "dra-gitops rollback"
+        state.in_progress = None
+        if delivery.outcome == APPLIED:
+            state.last_good = sha
+            state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
+            state.hold = head  # do not move forward to this head again until a newer commit or `retry`
+            self.events.emit("RolledBack", f"rolled back to {_short(sha)} on request; holding {_short(head)}")
+            outcome = ROLLED_BACK
+        else:
+            outcome = ROLLBACK_FAILED
+            self.events.emit(
+                "RollbackFailed", f"rollback to {_short(sha)} failed: {record.get('message')}", warning=True
+            )
+        return self._finish(
+            state, PassResult(self.options.target, outcome, sha, records=[record], rollback=delivery)
+        )
+
+
+def _drift_text(refs: dict[str, list[str]]) -> str:
+    parts = [f"{len(v)} {k}" for k, v in refs.items() if v]
+    return ", ".join(parts)
+
+
+def _violations(delivery: Delivery) -> dict[tuple[str, str], int]:
+    counts: dict[tuple[str, str], int] = {}
+    if delivery.check is None:
+        return counts
+    for finding in delivery.check.result.findings:
+        key = (finding.rule, finding.severity)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> dict[str, Any]:
+    """One bounded history entry: decisions, diff summary, timings, claim → device → node, outcome."""
+    data = delivery.to_json()
+    findings = data.get("findings") or []
+    evidence = data.get("evidence") or []
+    record: dict[str, Any] = {
+        "sha": sha,
+        "operation": operation,
+        "outcome": delivery.outcome,
+        "at": now_iso(),
+        "diff": {"summary": delivery.counts_line(), **delivery.counts()},
+        "decisions": [
+            {k: f.get(k) for k in ("rule", "severity", "ref", "msg", "path", "line")}
+            for f in findings[:RECORD_ITEMS]
+        ],
+        "timings": data.get("timings") or {},
+        "devices": [
+            {"claim": e.get("claim"), "pod": e.get("pod"), "devices": e.get("devices"), "node": e.get("node")}
+            for e in evidence[:RECORD_ITEMS]
+            if e.get("claim")
+        ],
+    }
+    if len(findings) > RECORD_ITEMS:
+        record["decisionsOmitted"] = len(findings) - RECORD_ITEMS
+    message = delivery.failure_message()
+    if message:
+        record["message"] = message
+    return record

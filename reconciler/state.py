@@ -1,0 +1,214 @@
+"""Where a target's last good / last attempted / in-progress revision and its history live.
+
+One ConfigMap per target, `dra-gitops-<target>` in the state namespace: the same object that is the
+ApplySet parent (its labels and annotations belong to the applyset field manager; the state owns `data`).
+Every key is a string `kubectl get configmap -o yaml` shows as it is: `lastGood` a bare sha, the others
+JSON. Every write is a PUT with the resourceVersion that was read, so two writers never silently overwrite
+each other: the loser gets `StateConflict` and re-reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.cluster import applyset
+from reconciler.cluster.client import ClusterClient, Conflict
+from reconciler.errors import DraGitopsError
+
+# The history is bounded by count and by size, so the ConfigMap stays well under the 1 MiB object limit.
+HISTORY_LIMIT = 20
+HISTORY_BYTES = 400_000
+# A record keeps at most this many refs/findings/devices; the rest is counted, not listed.
+RECORD_ITEMS = 50
+
+
+class StateConflict(DraGitopsError):
+    """Somebody else wrote the state since we read it (optimistic concurrency)."""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class TargetState:
+    """The state of one target, as read (with its resourceVersion) or about to be written."""
+
+    last_good: str | None = None
+    # {"sha", "outcome", "at"}: the newest revision a pass tried, and how it ended.
+    last_attempted: dict[str, Any] | None = None
+    # {"sha", "operation": "apply"|"rollback", "stage", "since", "from"}: set before the first write of a
+    # pass, cleared by the write that records it. Seen by a later pass, it means a pass died half-way.
+    in_progress: dict[str, Any] | None = None
+    # Refs ("apiVersion Kind/ns/name" strings) that `last_good` applied.
+    inventory: list[str] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    # A sha `dra-gitops retry` asked to try again although it failed.
+    retry: str | None = None
+    # Set by `dra-gitops rollback`: stay on last good until a commit newer than this sha arrives.
+    hold: str | None = None
+    resource_version: str | None = None
+
+    def failed(self, sha: str) -> bool:
+        """A sha whose last attempt failed (or that a user rolled back) is not retried on its own."""
+        if self.retry == sha:
+            return False
+        if self.hold == sha:
+            return True
+        attempted = self.last_attempted or {}
+        return attempted.get("sha") == sha and attempted.get("outcome") not in ("applied", "interrupted")
+
+    def record(self, entry: dict[str, Any]) -> None:
+        """Add one evidence record (newest first) and keep the history within its bounds."""
+        self.history.insert(0, entry)
+        del self.history[HISTORY_LIMIT:]
+        while len(self.history) > 1 and len(json.dumps(self.history)) > HISTORY_BYTES:
+            self.history.pop()
+
+    def to_data(self) -> dict[str, str]:
+        data = {
+            "lastGood": self.last_good or "",
+            "lastAttempted": _dump(self.last_attempted),
+            "inProgress": _dump(self.in_progress),
+            "inventory": json.dumps(self.inventory, indent=0),
+            "history": json.dumps(self.history, indent=1),
+        }
+        if self.retry:
+            data["retry"] = self.retry
+        if self.hold:
+            data["hold"] = self.hold
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], resource_version: str | None = None) -> TargetState:
+        return cls(
+            last_good=str(data.get("lastGood") or "") or None,
+            last_attempted=_load(data.get("lastAttempted")),
+            in_progress=_load(data.get("inProgress")),
+            inventory=list(_load(data.get("inventory")) or []),
+            history=list(_load(data.get("history")) or []),
+            retry=str(data.get("retry") or "") or None,
+            hold=str(data.get("hold") or "") or None,
+            resource_version=resource_version,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """What `status -o json` prints."""
+        return {
+            "lastGood": self.last_good,
+            "lastAttempted": self.last_attempted,
+            "inProgress": self.in_progress,
+            "inventory": self.inventory,
+            "history": self.history,
+            "retry": self.retry,
+            "hold": self.hold,
+        }
+
+
+def _dump(value: Any) -> str:
+    return "" if value is None else json.dumps(value, sort_keys=True)
+
+
+def _load(text: Any) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(str(text))
+    except json.JSONDecodeError:
+        # A hand-edited value must not wedge the reconciler: treat it as absent (the next write repairs it).
+        return None
+
+
+class StateStore:
+    """Reads and writes one target's state ConfigMap."""
+
+    def __init__(
+        self, client: ClusterClient, target: str, namespace: str = applyset.DEFAULT_NAMESPACE
+    ) -> None:
+        self.client = client
+        self.target = target
+        self.namespace = namespace
+        self.name = applyset.parent_name(target)
+        self._resource = client.resource_for("v1", "ConfigMap")
+
+    @property
+    def ref(self) -> str:
+        return f"ConfigMap/{self.namespace}/{self.name}"
+
+    def _live(self) -> dict[str, Any] | None:
+        return self.client.get(self._resource, self.namespace, self.name)
+
+    def load(self) -> TargetState:
+        live = self._live()
+        if live is None:
+            return TargetState()
+        meta = live.get("metadata") or {}
+        return TargetState.from_data(live.get("data") or {}, str(meta.get("resourceVersion") or "") or None)
+
+    def save(self, state: TargetState) -> TargetState:
+        """Write `state` if nobody wrote since it was read; returns it with the new resourceVersion."""
+        data = state.to_data()
+        try:
+            if state.resource_version is None:
+                written = self._create(data)
+            else:
+                live = self._live()
+                if live is None:
+                    raise StateConflict("the state ConfigMap was deleted since it was read", where=self.ref)
+                body = copy.deepcopy(live)
+                body.pop("status", None)
+                meta = body.setdefault("metadata", {})
+                meta["resourceVersion"] = state.resource_version
+                meta.pop("managedFields", None)
+                body["data"] = data
+                written = self.client.replace(self._resource, body)
+        except Conflict as exc:
+            raise StateConflict(
+                "the state changed since it was read (another replica or a user wrote it)", where=self.ref
+            ) from exc
+        state.resource_version = str((written.get("metadata") or {}).get("resourceVersion") or "") or None
+        return state
+
+    def _create(self, data: dict[str, str]) -> dict[str, Any]:
+        namespaces = self.client.resource_for("v1", "Namespace")
+        if self.client.get(namespaces, None, self.namespace) is None:
+            with contextlib.suppress(Conflict):  # created meanwhile by another writer: fine
+                self.client.create(
+                    namespaces,
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}},
+                )
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "data": data,
+        }
+        try:
+            return self.client.create(self._resource, body)
+        except Conflict as exc:
+            # Exists although we read nothing: the parent was applied since, or another replica won.
+            if "already exists" in str(exc) or exc.reason == "AlreadyExists":
+                live = self._live()
+                if live is not None and not (live.get("data") or {}):
+                    meta = dict(live.get("metadata") or {})
+                    meta.pop("managedFields", None)
+                    return self.client.replace(self._resource, {**body, "metadata": meta})
+            raise
+
+    def update(self, change: Any, attempts: int = 5) -> TargetState:
+        """Read, apply `change(state)` and write, re-reading on conflicts (for user commands)."""
+        for _ in range(attempts - 1):
+            state = self.load()
+            change(state)
+            try:
+                return self.save(state)
+            except StateConflict:
+                continue
+        state = self.load()
+        change(state)
+        return self.save(state)

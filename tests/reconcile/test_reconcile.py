@@ -1,0 +1,243 @@
+"""The reconcile pass against the simulated cluster, following a real bare Git repository.
+
+Each test pushes commits to a bare repository and runs passes of `Reconciler` through `GitSource`, the
+same path `dra-gitops run` takes: apply, steady state, rollback, denial, drift, crash recovery.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import GitRemote
+
+from reconciler.check import CheckOptions
+from reconciler.cluster import applyset
+from reconciler.cluster.apply import strip_server_fields
+from reconciler.cluster.client import ClusterClient
+from reconciler.reconcile import ReconcileOptions, Reconciler
+from reconciler.revisions import GitRevisions
+from reconciler.sim.controlplane import install
+from reconciler.sim.server import SimCluster
+from reconciler.source.remote import GitSource
+from reconciler.state import StateStore
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "manifests-example"
+TARGET = "gpu-cluster"
+
+
+@pytest.fixture
+def cluster() -> Iterator[SimCluster]:
+    """Two nodes with two devices each (4 in all; the example needs 3); the first node is a canary node."""
+    with SimCluster() as sim:
+        plane = install(sim, nodes=2, devices_per_node=2, node_labels=[{"dra-gitops.io/canary": "true"}, {}])
+        try:
+            yield sim
+        finally:
+            plane.stop()
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> GitRemote:
+    remote = GitRemote(tmp_path / "git")
+    shutil.copytree(EXAMPLE, remote.work, dirs_exist_ok=True)
+    return remote
+
+
+@pytest.fixture
+def client(cluster: SimCluster) -> Iterator[ClusterClient]:
+    with ClusterClient.for_url(cluster.url) as c:
+        yield c
+
+
+def reconciler_for(client: ClusterClient, remote: GitRemote, tmp_path: Path, grace: float = 2.0) -> Reconciler:
+    source = GitSource(remote.url, tmp_path / "cache", branch="main")
+    options = ReconcileOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
+    return Reconciler(client, GitRevisions(source), options, CheckOptions())
+
+
+def edit(remote: GitRemote, relative: str, change: Any) -> None:
+    path = remote.work / relative
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    change(docs[0])
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def live_specs(client: ClusterClient) -> dict[str, Any]:
+    """Every managed object's spec-like content as the cluster has it (server fields stripped)."""
+    set_id = applyset.applyset_id(TARGET, applyset.DEFAULT_NAMESPACE)
+    found: dict[str, Any] = {}
+    for group, kind in [
+        ("apps", "Deployment"),
+        ("apps", "DaemonSet"),
+        ("resource.k8s.io", "DeviceClass"),
+        ("resource.k8s.io", "ResourceClaimTemplate"),
+        ("resource.k8s.io", "ResourceClaim"),
+        ("", "Pod"),
+        ("", "ConfigMap"),
+    ]:
+        for item in client.list_kind(group, kind, label_selector=f"{applyset.PART_OF_LABEL}={set_id}"):
+            meta = item["metadata"]
+            body = strip_server_fields(item)
+            body["metadata"] = {k: v for k, v in body["metadata"].items() if k in ("name", "namespace", "labels")}
+            found[f"{kind}/{meta.get('namespace', '')}/{meta['name']}"] = body
+    return found
+
+
+def test_first_commit_applies_and_a_steady_pass_writes_nothing(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    sha = remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    result = reconciler.reconcile()
+    assert result.outcome == "applied", result.records
+    state = StateStore(client, TARGET).load()
+    assert state.last_good == sha
+    assert state.in_progress is None
+    assert state.history[0]["sha"] == sha and state.history[0]["outcome"] == "applied"
+    assert any(d["devices"] for d in state.history[0]["devices"])
+    assert "apps/v1 Deployment/ml-team/trainer" in state.inventory
+
+    writes = client.writes_sent
+    again = reconciler.reconcile()
+    assert again.outcome == "unchanged"
+    assert client.writes_sent == writes
+    assert again.drift is not None and again.drift.dry_runs == 0
+
+    # A fresh reconciler (a restarted controller) has no fingerprints yet: still no writes.
+    fresh = reconciler_for(client, remote, tmp_path)
+    assert fresh.reconcile().outcome == "unchanged"
+    assert client.writes_sent == writes
+
+
+def test_a_commit_asking_for_more_devices_than_exist_is_rolled_back(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    good = remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    assert reconciler.reconcile().outcome == "applied"
+    before = live_specs(client)
+    before_workloads = {k: v for k, v in before.items() if not k.startswith(("Pod/", "ResourceClaim/"))}
+
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=4))
+    bad = remote.commit_and_push("trainer: 4 replicas (5 GPUs needed, 4 exist)")
+    result = reconciler.reconcile()
+    assert result.outcome == "rolled-back", result.records
+    assert result.delivery is not None and result.delivery.outcome == "verify-failed"
+    after = live_specs(client)
+    assert {k: v for k, v in after.items() if not k.startswith(("Pod/", "ResourceClaim/"))} == before_workloads
+    assert after["Deployment/ml-team/trainer"]["spec"]["replicas"] == 2
+
+    state = StateStore(client, TARGET).load()
+    assert state.last_good == good
+    assert state.last_attempted is not None and state.last_attempted["sha"] == bad
+    assert state.last_attempted["rolledBack"] is True
+    outcomes = [(r["sha"], r["operation"], r["outcome"]) for r in state.history[:3]]
+    assert outcomes == [
+        (bad, "apply", "verify-failed"),
+        (good, "rollback", "applied"),
+        (good, "apply", "applied"),
+    ]
+    events = client.list_kind("", "Event", "dra-gitops")
+    assert any(e["reason"] == "RolledBack" and bad[:12] in e["message"] for e in events)
+
+    # The failed sha is not retried: the next pass holds on the last good revision and writes nothing.
+    writes = client.writes_sent
+    held = reconciler.reconcile()
+    assert held.outcome == "held"
+    assert client.writes_sent == writes
+
+    # The next good commit applies.
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=20"]))
+    fixed = remote.commit_and_push("trainer: 20 epochs")
+    assert reconciler.reconcile().outcome == "applied"
+    assert StateStore(client, TARGET).load().last_good == fixed
+
+
+def test_a_denied_commit_writes_nothing_and_retry_tries_it_again(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    assert reconciler.reconcile().outcome == "applied"
+    # A main driver image change without the canary first: driver-canary denies it (base = last good).
+    edit(
+        remote,
+        "10-driver/kubelet-plugin.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(image="registry.example.com/gpu-example-driver:v0.4.0"),
+    )
+    denied = remote.commit_and_push("driver v0.4.0 straight to main")
+    writes = client.writes_sent
+    result = reconciler.reconcile()
+    assert result.outcome == "denied"
+    assert ("driver-canary", "deny") in result.violations
+    state = StateStore(client, TARGET).load()
+    assert state.last_attempted == {"sha": denied, "outcome": "denied", "at": state.last_attempted["at"]}
+    assert "driver-canary" in state.history[0]["message"]
+    # Only the state record was written (and an event): no managed object.
+    assert client.writes_sent - writes <= 2
+    assert reconciler.reconcile().outcome == "held"
+    StateStore(client, TARGET).update(lambda s: setattr(s, "retry", denied))
+    assert reconciler.reconcile().outcome == "denied"
+
+
+def test_drift_is_corrected_and_recorded(client: ClusterClient, remote: GitRemote, tmp_path: Path) -> None:
+    sha = remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    assert reconciler.reconcile().outcome == "applied"
+    deployments = client.resource_for("apps/v1", "Deployment")
+    client.patch_merge(deployments, "ml-team", "trainer", {"spec": {"template": {"spec": {"containers": [{"name": "trainer", "image": "registry.example.com/ml/trainer:9.9.9", "args": ["--epochs=10"], "resources": {"claims": [{"name": "gpu"}]}}]}}}})
+    classes = client.resource_for("resource.k8s.io/v1", "DeviceClass")
+    result = reconciler.reconcile()
+    assert result.outcome == "drift-corrected", result.records
+    live = client.get(deployments, "ml-team", "trainer")
+    assert live is not None
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/ml/trainer:2.1.0"
+    assert client.get(classes, None, "gpu.example.com") is not None
+    state = StateStore(client, TARGET).load()
+    assert state.history[0]["operation"] == "drift" and state.history[0]["sha"] == sha
+    assert state.history[0]["drift"]["changed"] == ["Deployment/ml-team/trainer"]
+    assert reconciler.reconcile().outcome == "unchanged"
+
+
+def test_a_first_pass_that_fails_leaves_the_cluster_as_it_was(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    # A namespace that existed before the reconciler came: the failed first pass must not delete it.
+    client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}})
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=4))
+    remote.commit_and_push("too many GPUs from the start")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    result = reconciler.reconcile()
+    assert result.outcome == "rolled-back", result.records
+    namespaces = client.resource_for("v1", "Namespace")
+    assert client.get(namespaces, None, "ml-team") is not None
+    deployments = client.resource_for("apps/v1", "Deployment")
+    assert client.get(deployments, "ml-team", "trainer") is None
+    classes = client.resource_for("resource.k8s.io/v1", "DeviceClass")
+    assert client.get(classes, None, "gpu.example.com") is None
+    state = StateStore(client, TARGET).load()
+    assert state.last_good is None
+
+
+def test_an_interrupted_pass_converges_to_one_revision(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    good = remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    assert reconciler.reconcile().outcome == "applied"
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=30"]))
+    newer = remote.commit_and_push("trainer: 30 epochs")
+    # What a pass killed after its first stage leaves behind.
+    store = StateStore(client, TARGET)
+    store.update(lambda s: setattr(s, "in_progress", {"sha": newer, "operation": "apply", "from": good, "stage": "2", "since": "x"}))
+    result = reconciler_for(client, remote, tmp_path).reconcile()
+    assert result.outcome == "applied"
+    state = store.load()
+    assert state.in_progress is None and state.last_good == newer
+    assert [(r["sha"], r["outcome"]) for r in state.history[:2]] == [(newer, "applied"), (newer, "interrupted")]
