@@ -53,6 +53,8 @@ class TargetState:
     # Set by `dra-gitops rollback`: stay on last good until a commit newer than this sha arrives.
     hold: str | None = None
     resource_version: str | None = None
+    # The data as last read or written: tells a write by someone else from a parent-metadata update.
+    seen_data: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def failed(self, sha: str) -> bool:
         """A sha whose last attempt failed (or that a user rolled back) is not retried on its own."""
@@ -95,6 +97,7 @@ class TargetState:
             retry=str(data.get("retry") or "") or None,
             hold=str(data.get("hold") or "") or None,
             resource_version=resource_version,
+            seen_data=dict(data),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -151,28 +154,46 @@ class StateStore:
         return TargetState.from_data(live.get("data") or {}, str(meta.get("resourceVersion") or "") or None)
 
     def save(self, state: TargetState) -> TargetState:
-        """Write `state` if nobody wrote since it was read; returns it with the new resourceVersion."""
+        """Write `state` if nobody changed the state since it was read; returns it with the new version.
+
+        The ConfigMap is also the ApplySet parent, whose labels and annotations the applier updates: a
+        resourceVersion moved by that alone (the data still what this state was read or written as) is
+        not a conflict, so the write is retried once against the new version.
+        """
         data = state.to_data()
         try:
             if state.resource_version is None:
                 written = self._create(data)
             else:
-                live = self._live()
-                if live is None:
-                    raise StateConflict("the state ConfigMap was deleted since it was read", where=self.ref)
-                body = copy.deepcopy(live)
-                body.pop("status", None)
-                meta = body.setdefault("metadata", {})
-                meta["resourceVersion"] = state.resource_version
-                meta.pop("managedFields", None)
-                body["data"] = data
-                written = self.client.replace(self._resource, body)
+                try:
+                    written = self._replace(state.resource_version, data)
+                except Conflict:
+                    live = self._live()
+                    if live is None or (live.get("data") or {}) != state.seen_data:
+                        raise
+                    version = str((live.get("metadata") or {}).get("resourceVersion") or "")
+                    written = self._replace(version, data, live)
         except Conflict as exc:
             raise StateConflict(
                 "the state changed since it was read (another replica or a user wrote it)", where=self.ref
             ) from exc
         state.resource_version = str((written.get("metadata") or {}).get("resourceVersion") or "") or None
+        state.seen_data = dict(written.get("data") or {})
         return state
+
+    def _replace(
+        self, version: str, data: dict[str, str], live: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        live = live if live is not None else self._live()
+        if live is None:
+            raise StateConflict("the state ConfigMap was deleted since it was read", where=self.ref)
+        body = copy.deepcopy(live)
+        body.pop("status", None)
+        meta = body.setdefault("metadata", {})
+        meta["resourceVersion"] = version
+        meta.pop("managedFields", None)
+        body["data"] = data
+        return self.client.replace(self._resource, body)
 
     def _create(self, data: dict[str, str]) -> dict[str, Any]:
         namespaces = self.client.resource_for("v1", "Namespace")

@@ -42,6 +42,7 @@ class GitRemote:
         self.bare = root / "remote.git"
         self.work = root / "work"
         self.branch = branch
+        root.mkdir(parents=True, exist_ok=True)
         self.git("init", "--quiet", "--bare", f"--initial-branch={branch}", str(self.bare), cwd=root)
         self.git("init", "--quiet", f"--initial-branch={branch}", str(self.work), cwd=root)
         self.git("config", "user.email", "dev@example.com")

@@ -55,7 +55,7 @@ def client(cluster: SimCluster) -> Iterator[ClusterClient]:
         yield c
 
 
-def reconciler_for(client: ClusterClient, remote: GitRemote, tmp_path: Path, grace: float = 2.0) -> Reconciler:
+def reconciler_for(client: ClusterClient, remote: GitRemote, tmp_path: Path, grace: float = 5.0) -> Reconciler:
     source = GitSource(remote.url, tmp_path / "cache", branch="main")
     options = ReconcileOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
     return Reconciler(client, GitRevisions(source), options, CheckOptions())
@@ -95,7 +95,7 @@ def test_first_commit_applies_and_a_steady_pass_writes_nothing(
     sha = remote.commit_and_push("example")
     reconciler = reconciler_for(client, remote, tmp_path)
     result = reconciler.reconcile()
-    assert result.outcome == "applied", result.records
+    assert result.outcome == "applied", (result.message, result.records)
     state = StateStore(client, TARGET).load()
     assert state.last_good == sha
     assert state.in_progress is None
@@ -127,7 +127,7 @@ def test_a_commit_asking_for_more_devices_than_exist_is_rolled_back(
     edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=4))
     bad = remote.commit_and_push("trainer: 4 replicas (5 GPUs needed, 4 exist)")
     result = reconciler.reconcile()
-    assert result.outcome == "rolled-back", result.records
+    assert result.outcome == "rolled-back", (result.message, result.records)
     assert result.delivery is not None and result.delivery.outcome == "verify-failed"
     after = live_specs(client)
     assert {k: v for k, v in after.items() if not k.startswith(("Pod/", "ResourceClaim/"))} == before_workloads
@@ -155,7 +155,8 @@ def test_a_commit_asking_for_more_devices_than_exist_is_rolled_back(
     # The next good commit applies.
     edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=20"]))
     fixed = remote.commit_and_push("trainer: 20 epochs")
-    assert reconciler.reconcile().outcome == "applied"
+    result = reconciler.reconcile()
+    assert result.outcome == "applied", (result.message, result.records)
     assert StateStore(client, TARGET).load().last_good == fixed
 
 
@@ -194,7 +195,7 @@ def test_drift_is_corrected_and_recorded(client: ClusterClient, remote: GitRemot
     client.patch_merge(deployments, "ml-team", "trainer", {"spec": {"template": {"spec": {"containers": [{"name": "trainer", "image": "registry.example.com/ml/trainer:9.9.9", "args": ["--epochs=10"], "resources": {"claims": [{"name": "gpu"}]}}]}}}})
     classes = client.resource_for("resource.k8s.io/v1", "DeviceClass")
     result = reconciler.reconcile()
-    assert result.outcome == "drift-corrected", result.records
+    assert result.outcome == "drift-corrected", (result.message, result.records)
     live = client.get(deployments, "ml-team", "trainer")
     assert live is not None
     assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/ml/trainer:2.1.0"
@@ -214,7 +215,7 @@ def test_a_first_pass_that_fails_leaves_the_cluster_as_it_was(
     remote.commit_and_push("too many GPUs from the start")
     reconciler = reconciler_for(client, remote, tmp_path)
     result = reconciler.reconcile()
-    assert result.outcome == "rolled-back", result.records
+    assert result.outcome == "rolled-back", (result.message, result.records)
     namespaces = client.resource_for("v1", "Namespace")
     assert client.get(namespaces, None, "ml-team") is not None
     deployments = client.resource_for("apps/v1", "Deployment")
