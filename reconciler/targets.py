@@ -392,15 +392,21 @@ class _Document:
         built = []
         for item in items.value:
             fields = {**defaults, **self.target_fields(item, in_defaults=False)}
-            line_of_item = item.start_mark.line + 1
+            origin = self.at(item)
             built.append(
                 _build(
-                    {key: value for key, (value, _) in fields.items()},
-                    lambda key, f=fields, n=line_of_item: f"{self.path}:{f[key][1] if key in f else n}",
-                    f"{self.path}:{line_of_item}",
+                    {key: value for key, (value, _) in fields.items()}, self.where_of(fields, origin), origin
                 )
             )
         return built
+
+    def where_of(self, fields: _Fields, origin: str) -> Callable[[str], str]:
+        """`path:line` of a key's value; the target's own line for a key it does not set."""
+
+        def where(key: str) -> str:
+            return f"{self.path}:{fields[key][1]}" if key in fields else origin
+
+        return where
 
     def mapping(self, node: yaml.Node, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, int]]:
         """Keys of a mapping node with their value nodes and lines; duplicate or unknown keys refused."""
