@@ -1,0 +1,355 @@
+"""Leader election per target with coordination.k8s.io/v1 Leases, the way client-go's leaderelection does.
+
+Kubernetes is the distributed engine: every write carries the resourceVersion it read, so of two replicas
+racing for a Lease one gets a Conflict and simply loses the round. Expiry follows client-go: a Lease held
+by someone else is free once *we* have seen it unchanged for its leaseDurationSeconds (our own monotonic
+clock, so clock skew between nodes cannot hand it over early); a released Lease (empty holder) is free at
+once. A holder stops believing it holds the Lease when it has not renewed for `renew_deadline`, which is
+shorter than the duration, so two replicas never both work on one target.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.cluster.client import ClusterClient, Conflict, ResourceInfo
+from reconciler.errors import DraGitopsError
+from reconciler.targets import Target, jittered
+
+log = logging.getLogger(__name__)
+
+LEASE_API_VERSION = "coordination.k8s.io/v1"
+DEFAULT_DURATION = 15.0
+DEFAULT_RENEW_DEADLINE = 10.0
+DEFAULT_RETRY_PERIOD = 2.0
+# client-go's JitterFactor: the renew deadline must leave room for a jittered retry.
+_JITTER_FACTOR = 1.2
+
+
+def default_identity() -> str:
+    """Host (the Pod name in a cluster) plus a random part: a restarted process is a new candidate."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def format_micro_time(moment: datetime) -> str:
+    """A Kubernetes MicroTime: RFC 3339 in UTC with microseconds."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_micro_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The election fields of a Lease's spec."""
+
+    holder: str
+    duration_seconds: int
+    acquire_time: str | None
+    renew_time: str | None
+    transitions: int
+
+    @classmethod
+    def of(cls, lease: Mapping[str, Any]) -> LeaseRecord:
+        spec = lease.get("spec") or {}
+        return cls(
+            holder=str(spec.get("holderIdentity") or ""),
+            duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=spec.get("acquireTime"),
+            renew_time=spec.get("renewTime"),
+            transitions=int(spec.get("leaseTransitions") or 0),
+        )
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.holder,
+            "leaseDurationSeconds": self.duration_seconds,
+            "acquireTime": self.acquire_time,
+            "renewTime": self.renew_time,
+            "leaseTransitions": self.transitions,
+        }
+
+
+class LeaseLock:
+    """One Lease, contended by `identity`."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        duration: float = DEFAULT_DURATION,
+        renew_deadline: float = DEFAULT_RENEW_DEADLINE,
+        retry_period: float = DEFAULT_RETRY_PERIOD,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not duration > renew_deadline > retry_period * _JITTER_FACTOR > 0:
+            raise ValueError(
+                f"lease timings need duration ({duration}) > renew deadline ({renew_deadline}) > "
+                f"{_JITTER_FACTOR} x retry period ({retry_period}) > 0"
+            )
+        if duration != int(duration) or not identity:
+            raise ValueError("the lease duration must be whole seconds and the identity non-empty")
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.duration = duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._clock = clock
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
+        self._renewed_at: float | None = None
+        self._lock = threading.Lock()
+        self._resource: ResourceInfo | None = None
+
+    @property
+    def where(self) -> str:
+        return f"Lease/{self.namespace}/{self.name}"
+
+    @property
+    def held(self) -> bool:
+        """True while our last successful write is younger than the renew deadline."""
+        renewed = self._renewed_at
+        return renewed is not None and self._clock() - renewed < self.renew_deadline
+
+    @property
+    def observed_holder(self) -> str:
+        """Who held the Lease when we last read it ("" when free or never read)."""
+        return self._observed.holder if self._observed else ""
+
+    # ---- one round ------------------------------------------------------------------------------------
+
+    def try_acquire_or_renew(self) -> bool:
+        """Create, renew or take over the Lease; False when someone else holds it, a race was lost or the
+        API server could not be reached (the reason is logged)."""
+        with self._lock:
+            started = self._clock()
+            try:
+                won = self._round(started)
+            except DraGitopsError as exc:
+                log.warning("%s: cannot acquire or renew the lease: %s", self.where, exc.detail)
+                return False
+            if won:
+                # Measured from before the write: whoever sees our renewal saw it after this moment.
+                self._renewed_at = started
+            return won
+
+    def _round(self, started: float) -> bool:
+        resource = self._lease_resource()
+        now = format_micro_time(datetime.now(UTC))
+        lease = self._read(resource)
+        if lease is None:
+            mine = LeaseRecord(self.identity, int(self.duration), now, now, 0)
+            body = {
+                "apiVersion": LEASE_API_VERSION,
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": mine.spec(),
+            }
+            try:
+                created = self.client.create(resource, body)
+            except Conflict:  # another replica created it first
+                return False
+            self._observe(LeaseRecord.of(created), started)
+            log.info("%s: acquired by %s (new lease)", self.where, self.identity)
+            return True
+        record = LeaseRecord.of(lease)
+        self._observe(record, started)
+        ours = record.holder == self.identity
+        if not ours:
+            self._renewed_at = None  # whatever we believed, someone else (or nobody) holds it now
+        if record.holder and not ours and started < self._observed_at + record.duration_seconds:
+            return False
+        if ours:
+            mine = LeaseRecord(
+                self.identity, int(self.duration), record.acquire_time or now, now, record.transitions
+            )
+        else:
+            mine = LeaseRecord(self.identity, int(self.duration), now, now, record.transitions + 1)
+        if not self._write(resource, lease, mine, started):
+            # Someone wrote it since we read it: if it was ours, it may not be any more.
+            self._renewed_at = None
+            return False
+        if not ours:
+            previous = record.holder or "nobody (released)"
+            log.info("%s: taken over by %s from %s", self.where, self.identity, previous)
+        return True
+
+    def _observe(self, record: LeaseRecord, now: float) -> None:
+        # The expiry clock restarts whenever the record changes, i.e. whenever its holder renews.
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = now
+
+    def _write(
+        self, resource: ResourceInfo, lease: Mapping[str, Any], record: LeaseRecord, started: float
+    ) -> bool:
+        meta = lease.get("metadata") or {}
+        body = {
+            "apiVersion": LEASE_API_VERSION,
+            "kind": "Lease",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "resourceVersion": meta.get("resourceVersion"),
+                **({"labels": meta["labels"]} if meta.get("labels") else {}),
+                **({"annotations": meta["annotations"]} if meta.get("annotations") else {}),
+            },
+            "spec": record.spec(),
+        }
+        try:
+            written = self.client.replace(resource, body)
+        except Conflict:  # someone wrote since we read: they win this round
+            return False
+        self._observe(LeaseRecord.of(written), started)
+        return True
+
+    # ---- release --------------------------------------------------------------------------------------
+
+    def release(self) -> bool:
+        """Give the Lease up at once (clean shutdown): empty holder, 1 s duration. True when released."""
+        with self._lock:
+            was_held = self.held
+            self._renewed_at = None
+            if not was_held:
+                return False
+            try:
+                resource = self._lease_resource()
+                lease = self._read(resource)
+                if lease is None or LeaseRecord.of(lease).holder != self.identity:
+                    return False
+                record = LeaseRecord.of(lease)
+                now = format_micro_time(datetime.now(UTC))
+                released = LeaseRecord("", 1, now, now, record.transitions)
+                if self._write(resource, lease, released, self._clock()):
+                    log.info("%s: released by %s", self.where, self.identity)
+                    return True
+            except DraGitopsError as exc:
+                log.warning("%s: cannot release the lease (it expires by itself): %s", self.where, exc.detail)
+            return False
+
+    def _lease_resource(self) -> ResourceInfo:
+        if self._resource is None:
+            self._resource = self.client.resource_for(LEASE_API_VERSION, "Lease", where=self.where)
+        return self._resource
+
+    def _read(self, resource: ResourceInfo) -> dict[str, Any] | None:
+        return self.client.get(resource, self.namespace, self.name)
+
+
+LeaseCallback = Callable[[str], None]
+
+
+class LeaseManager:
+    """Keeps trying to hold one Lease per target in one background thread, every (jittered) retry period.
+
+    `held(target)` is the authority a controller checks before each stage: it turns False the moment the
+    renew deadline passes without a successful renewal, even while the thread is stuck in a slow request.
+    `on_acquired`/`on_lost` are prompt notifications from the thread.
+    """
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        leases: Mapping[str, tuple[str, str]],
+        identity: str | None = None,
+        *,
+        duration: float = DEFAULT_DURATION,
+        renew_deadline: float = DEFAULT_RENEW_DEADLINE,
+        retry_period: float = DEFAULT_RETRY_PERIOD,
+        on_acquired: LeaseCallback | None = None,
+        on_lost: LeaseCallback | None = None,
+    ) -> None:
+        """`leases` maps each target name to the (namespace, name) of its Lease."""
+        self.identity = identity or default_identity()
+        self.retry_period = retry_period
+        self.locks = {
+            target: LeaseLock(
+                client,
+                namespace,
+                name,
+                self.identity,
+                duration=duration,
+                renew_deadline=renew_deadline,
+                retry_period=retry_period,
+            )
+            for target, (namespace, name) in leases.items()
+        }
+        self.on_acquired = on_acquired
+        self.on_lost = on_lost
+        self._believed: dict[str, bool] = dict.fromkeys(self.locks, False)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def for_targets(cls, client: ClusterClient, targets: Iterable[Target], **options: Any) -> LeaseManager:
+        return cls(client, {t.name: (t.state_namespace, t.lease_name) for t in targets}, **options)
+
+    def held(self, target: str) -> bool:
+        lock = self.locks.get(target)
+        return lock is not None and lock.held
+
+    def held_targets(self) -> set[str]:
+        return {target for target, lock in self.locks.items() if lock.held}
+
+    def start(self) -> None:
+        """One round in the caller's thread (so `held` is meaningful at once), then the background loop."""
+        self.run_round()
+        self._thread = threading.Thread(target=self._loop, name="dra-gitops-leases", daemon=True)
+        self._thread.start()
+
+    def run_round(self) -> None:
+        for target, lock in self.locks.items():
+            if self._stop.is_set():
+                return
+            lock.try_acquire_or_renew()
+            self._notice(target)
+        # A lease whose renewal is still failing is noticed here too, not only when its turn comes.
+        for target in self.locks:
+            self._notice(target)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(jittered(self.retry_period)):
+            try:
+                self.run_round()
+            except Exception:  # noqa: BLE001 - a callback's bug must not end leader election
+                log.exception("lease round failed")
+
+    def _notice(self, target: str) -> None:
+        now_held = self.locks[target].held
+        if now_held == self._believed[target]:
+            return
+        self._believed[target] = now_held
+        callback = self.on_acquired if now_held else self.on_lost
+        if not now_held:
+            log.warning("lease for target %s lost by %s", target, self.identity)
+        if callback is not None:
+            callback(target)
+
+    def stop(self, release: bool = True) -> None:
+        """Stop the loop, then (by default) release every held Lease so other replicas take over at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if release:
+            for lock in self.locks.values():
+                lock.release()

@@ -1,0 +1,150 @@
+"""The controller's Prometheus metrics, on a registry of its own.
+
+A private `CollectorRegistry` per `Metrics` keeps tests and several controllers in one process from
+colliding on the global registry. Every name starts with `dra_gitops_`. Counters only grow; gauges about
+a target are dropped with `forget_target` when this replica stops reconciling it (lease lost), so two
+replicas never both report a target's current state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+PREFIX = "dra_gitops_"
+# A pass ranges from a no-op (tens of milliseconds) to a staged apply with verification (minutes).
+PASS_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+WEBHOOK_RESULTS = ("accepted", "ignored", "unauthorized", "too_large", "bad_request")
+
+
+class Metrics:
+    """Typed recording methods over the metric objects; `render()` gives the exposition for `/metrics`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self.passes = Counter(
+            PREFIX + "passes",
+            "Reconcile passes by target and outcome.",
+            ["target", "outcome"],
+            registry=registry,
+        )
+        self.pass_duration = Histogram(
+            PREFIX + "pass_duration_seconds",
+            "Duration of reconcile passes by target and outcome.",
+            ["target", "outcome"],
+            buckets=PASS_DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.last_applied = Gauge(
+            PREFIX + "last_applied_timestamp_seconds",
+            "Unix time at which the target's last revision was applied and verified.",
+            ["target"],
+            registry=registry,
+        )
+        self.policy_violations = Counter(
+            PREFIX + "policy_violations",
+            "Policy violations found in checked revisions, by rule and severity.",
+            ["rule", "severity"],
+            registry=registry,
+        )
+        self.rollbacks = Counter(
+            PREFIX + "rollbacks",
+            "Rollbacks to the last good revision by target and result (succeeded or failed).",
+            ["target", "result"],
+            registry=registry,
+        )
+        self.drift_corrections = Counter(
+            PREFIX + "drift_corrections",
+            "Objects whose live state had drifted and were set back to the repository's, by target.",
+            ["target"],
+            registry=registry,
+        )
+        self.pending_claims = Gauge(
+            PREFIX + "pending_claims",
+            "ResourceClaims managed by the target that are not allocated.",
+            ["target"],
+            registry=registry,
+        )
+        self.allocated_devices = Gauge(
+            PREFIX + "allocated_devices",
+            "Devices allocated to ResourceClaims in the cluster, by driver.",
+            ["driver"],
+            registry=registry,
+        )
+        self.webhook_requests = Counter(
+            PREFIX + "webhook_requests",
+            "Webhook requests by provider and result.",
+            ["provider", "result"],
+            registry=registry,
+        )
+        self.lease_held = Gauge(
+            PREFIX + "lease_held",
+            "1 while this replica holds the target's Lease and reconciles it, else 0.",
+            ["target"],
+            registry=registry,
+        )
+        self._drivers: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ---- passes ---------------------------------------------------------------------------------------
+
+    def record_pass(self, target: str, outcome: str, seconds: float) -> None:
+        self.passes.labels(target=target, outcome=outcome).inc()
+        self.pass_duration.labels(target=target, outcome=outcome).observe(seconds)
+
+    def set_last_applied(self, target: str, unix_time: float) -> None:
+        self.last_applied.labels(target=target).set(unix_time)
+
+    def record_violations(self, violations: Mapping[tuple[str, str], int]) -> None:
+        """Counts keyed by (rule, severity), e.g. from a policy report."""
+        for (rule, severity), count in violations.items():
+            if count:
+                self.policy_violations.labels(rule=rule, severity=severity).inc(count)
+
+    def record_rollback(self, target: str, result: str) -> None:
+        self.rollbacks.labels(target=target, result=result).inc()
+
+    def record_drift_corrections(self, target: str, count: int) -> None:
+        if count:
+            self.drift_corrections.labels(target=target).inc(count)
+
+    # ---- cluster state --------------------------------------------------------------------------------
+
+    def set_pending_claims(self, target: str, count: int) -> None:
+        self.pending_claims.labels(target=target).set(count)
+
+    def set_allocated_devices(self, by_driver: Mapping[str, int]) -> None:
+        """The whole picture: drivers that no longer have allocated devices drop out of the series."""
+        with self._lock:
+            for gone in self._drivers - set(by_driver):
+                self.allocated_devices.remove(gone)
+            for driver, count in by_driver.items():
+                self.allocated_devices.labels(driver=driver).set(count)
+            self._drivers = set(by_driver)
+
+    # ---- webhooks and leases --------------------------------------------------------------------------
+
+    def record_webhook(self, provider: str, result: str) -> None:
+        if result not in WEBHOOK_RESULTS:
+            raise ValueError(f"unknown webhook result {result!r}; expected one of {WEBHOOK_RESULTS}")
+        self.webhook_requests.labels(provider=provider, result=result).inc()
+
+    def set_lease_held(self, target: str, held: bool) -> None:
+        self.lease_held.labels(target=target).set(1 if held else 0)
+        if not held:
+            self.forget_target(target)
+
+    def forget_target(self, target: str) -> None:
+        """Drop the target's current-state gauges (another replica reports them now)."""
+        for gauge in (self.last_applied, self.pending_claims):
+            gauge.remove(target)  # a no-op for a target it never saw
+
+    # ---- exposition -----------------------------------------------------------------------------------
+
+    def render(self) -> tuple[bytes, str]:
+        """The text exposition and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,458 @@
+"""Delivery targets of the controller: what to follow (repo, ref, path) and where its state lives.
+
+A target comes either from `--config FILE` (a YAML list of targets, every error pointing at `path:line`)
+or from the single-target flags of `dra-gitops run` (errors naming the flag). Both go through one
+validation, so a target means the same thing whichever way it was given. Pure: the only input is the
+config text; secrets stay file paths (or the flag's value, never shown in a repr) until the edge reads them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import random
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from reconciler.errors import UserError
+
+DEFAULT_STATE_NAMESPACE = "dra-gitops"
+DEFAULT_BRANCH = "main"
+DEFAULT_POLL_INTERVAL = 30.0
+DEFAULT_GRACE = 60.0
+DEFAULT_JITTER = 0.1
+# `dra-gitops-<name>` (state ConfigMap, Lease) must itself be a DNS label: 63 - len("dra-gitops-").
+MAX_NAME_LENGTH = 52
+RESOURCE_PREFIX = "dra-gitops-"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# git check-ref-format, the parts that matter for a branch given by hand.
+_BAD_REF = re.compile(r"(\.\.|@\{|[\x00-\x20\x7f~^:?*\[\\]|//|^/|/$|^-|\.lock$|^\.|/\.|\.$|^@$)")
+_SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:")
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A secret given as a file path (config, `--x-file` flags) or inline (a flag); its value never shows."""
+
+    file: str | None = None
+    value: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class WebhookAuth:
+    """Per-provider webhook credentials; a provider without one has its hook disabled for this target."""
+
+    github_secret: Secret | None = None
+    gitlab_token: Secret | None = None
+    generic_token: Secret | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    repo: str
+    branch: str | None = DEFAULT_BRANCH
+    tag_pattern: str | None = None
+    path: str = "."
+    state_namespace: str = DEFAULT_STATE_NAMESPACE
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+    grace: float = DEFAULT_GRACE
+    ssh_key_file: str | None = None
+    known_hosts_file: str | None = None
+    token_file: str | None = None
+    gpg_keyring: str | None = None
+    ssh_allowed_signers: str | None = None
+    git_revert_branch: str | None = None
+    webhooks: WebhookAuth = WebhookAuth()
+    # Where the target was defined (`path:line` or "flags"), for messages about it.
+    origin: str = field(default="flags", compare=False)
+
+    @property
+    def state_configmap(self) -> str:
+        return RESOURCE_PREFIX + self.name
+
+    @property
+    def lease_name(self) -> str:
+        return RESOURCE_PREFIX + self.name
+
+    @property
+    def verifies_signatures(self) -> bool:
+        return bool(self.gpg_keyring or self.ssh_allowed_signers)
+
+
+# ---- durations and jitter -------------------------------------------------------------------------------
+
+
+def parse_duration(value: object, where: str) -> float:
+    """Seconds from `30s`, `1m30s`, `500ms`, `1h`, or plain seconds (`30`, `2.5`); UserError otherwise."""
+    if isinstance(value, bool):
+        raise UserError(f"expected a duration like 30s, got {value!r}", where=where)
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = _parse_go_duration(text, where)
+    else:
+        raise UserError(f"expected a duration like 30s, got {type(value).__name__}", where=where)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")) or seconds < 0:
+        raise UserError(f"duration must be a finite, non-negative time, got {value!r}", where=where)
+    return seconds
+
+
+def _parse_go_duration(text: str, where: str) -> float:
+    position = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if not text or position != len(text):
+        raise UserError(
+            f"invalid duration {text!r} (use e.g. 30s, 1m30s, 500ms, 2h or plain seconds)", where=where
+        )
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """The short form a user would write: `30s`, `2m`, `1m30s`, `500ms`."""
+    if seconds < 1 and seconds:
+        return f"{seconds * 1000:g}ms"
+    minutes, rest = divmod(seconds, 60)
+    hours, minutes = divmod(int(minutes), 60)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{rest:g}s" if rest else ""]
+    return "".join(parts) or "0s"
+
+
+def jittered(interval: float, fraction: float = DEFAULT_JITTER, rng: random.Random | None = None) -> float:
+    """`interval` moved by up to ±`fraction` at random, so replicas and targets do not poll in lockstep."""
+    spread = interval * fraction
+    return interval + (rng or random).uniform(-spread, spread)
+
+
+# ---- validation shared by the config file and the flags ---------------------------------------------------
+
+# Config key -> flag name, for messages about flags; also the set of keys a target may have.
+_FLAG_OF = {
+    "name": "--target",
+    "repo": "--repo",
+    "branch": "--branch",
+    "tagPattern": "--tag-pattern",
+    "path": "--path",
+    "stateNamespace": "--state-namespace",
+    "pollInterval": "--poll-interval",
+    "grace": "--grace",
+    "sshKeyFile": "--ssh-key-file",
+    "knownHostsFile": "--known-hosts-file",
+    "tokenFile": "--token-file",
+    "gpgKeyring": "--gpg-keyring",
+    "sshAllowedSigners": "--ssh-allowed-signers",
+    "gitRevertBranch": "--git-revert",
+    "webhooks": "--webhook-secret",
+}
+_WEBHOOK_KEYS = ("githubSecretFile", "gitlabTokenFile", "genericTokenFile")
+
+
+def _string(value: Any, key: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"`{key}` must be a non-empty string", where=where)
+    return value.strip()
+
+
+def _optional_string(fields: Mapping[str, Any], key: str, where_of: Callable[[str], str]) -> str | None:
+    value = fields.get(key)
+    return None if value is None else _string(value, key, where_of(key))
+
+
+def check_name(name: str, key: str, where: str) -> str:
+    if len(name) > MAX_NAME_LENGTH or not _DNS_LABEL.match(name):
+        raise UserError(
+            f"`{key}` {name!r} must be a DNS label (lower-case letters, digits and '-') of at most "
+            f"{MAX_NAME_LENGTH} characters",
+            where=where,
+        )
+    return name
+
+
+def _check_branch(branch: str, key: str, where: str) -> str:
+    if _BAD_REF.search(branch):
+        raise UserError(f"`{key}` {branch!r} is not a valid Git branch name", where=where)
+    return branch.removeprefix("refs/heads/")
+
+
+def _check_path(path: str, where: str) -> str:
+    normal = posixpath.normpath(path.strip() or ".")
+    if normal.startswith("/") or normal == ".." or normal.startswith("../"):
+        raise UserError(f"`path` {path!r} must be relative and stay inside the repository", where=where)
+    return normal
+
+
+def url_scheme(repo: str) -> str:
+    """`ssh`, `https` (also http) or `local` (a path or file:// URL, as tests and mirrors use)."""
+    lowered = repo.lower()
+    if lowered.startswith("ssh://") or _SCP_LIKE.match(repo):
+        return "ssh"
+    if lowered.startswith(("https://", "http://")):
+        return "https"
+    if "://" in lowered and not lowered.startswith("file://"):
+        scheme = lowered.split("://", 1)[0]
+        raise UserError(f"unsupported repository URL scheme {scheme!r} (use https, ssh or file)")
+    return "local"
+
+
+def _check_repo(repo: str, where: str) -> str:
+    try:
+        scheme = url_scheme(repo)
+    except UserError as exc:
+        raise UserError(exc.detail, where=where) from None
+    if scheme == "https" and "@" in repo.split("://", 1)[1].split("/", 1)[0]:
+        # A token in the URL ends up in logs, error messages and `git remote -v`.
+        raise UserError("credentials must not be part of the repository URL; use a token file", where=where)
+    return repo
+
+
+def _build(fields: Mapping[str, Any], where_of: Callable[[str], str], origin: str) -> Target:
+    name = check_name(_string(fields.get("name"), "name", where_of("name")), "name", where_of("name"))
+    if fields.get("repo") is None:
+        raise UserError("`repo` is required", where=where_of("repo"))
+    repo = _check_repo(_string(fields["repo"], "repo", where_of("repo")), where_of("repo"))
+    branch = _optional_string(fields, "branch", where_of)
+    tag_pattern = _optional_string(fields, "tagPattern", where_of)
+    if branch and tag_pattern:
+        raise UserError("give either `branch` or `tagPattern`, not both", where=where_of("tagPattern"))
+    if not tag_pattern:
+        branch = _check_branch(branch or DEFAULT_BRANCH, "branch", where_of("branch"))
+    path = _check_path(str(fields.get("path") or "."), where_of("path"))
+    namespace = _optional_string(fields, "stateNamespace", where_of) or DEFAULT_STATE_NAMESPACE
+    check_name(namespace, "stateNamespace", where_of("stateNamespace"))
+    poll = parse_duration(fields.get("pollInterval", DEFAULT_POLL_INTERVAL), where_of("pollInterval"))
+    if poll <= 0:
+        raise UserError("`pollInterval` must be longer than 0s", where=where_of("pollInterval"))
+    grace = parse_duration(fields.get("grace", DEFAULT_GRACE), where_of("grace"))
+    ssh_key = _optional_string(fields, "sshKeyFile", where_of)
+    known_hosts = _optional_string(fields, "knownHostsFile", where_of)
+    token = _optional_string(fields, "tokenFile", where_of)
+    scheme = url_scheme(repo)
+    for key, value, needs in (
+        ("sshKeyFile", ssh_key, "ssh"),
+        ("knownHostsFile", known_hosts, "ssh"),
+        ("tokenFile", token, "https"),
+    ):
+        if value and scheme != needs:
+            raise UserError(f"`{key}` needs an {needs} repository URL, not {repo!r}", where=where_of(key))
+    revert = _optional_string(fields, "gitRevertBranch", where_of)
+    if revert:
+        _check_branch(revert, "gitRevertBranch", where_of("gitRevertBranch"))
+        if revert == branch:
+            raise UserError(
+                "`gitRevertBranch` must differ from the followed branch (reverts go there for review)",
+                where=where_of("gitRevertBranch"),
+            )
+    return Target(
+        name=name,
+        repo=repo,
+        branch=None if tag_pattern else branch,
+        tag_pattern=tag_pattern,
+        path=path,
+        state_namespace=namespace,
+        poll_interval=poll,
+        grace=grace,
+        ssh_key_file=ssh_key,
+        known_hosts_file=known_hosts,
+        token_file=token,
+        gpg_keyring=_optional_string(fields, "gpgKeyring", where_of),
+        ssh_allowed_signers=_optional_string(fields, "sshAllowedSigners", where_of),
+        git_revert_branch=revert,
+        webhooks=fields.get("webhooks") or WebhookAuth(),
+        origin=origin,
+    )
+
+
+# ---- the single-target flags -------------------------------------------------------------------------------
+
+
+def target_from_flags(
+    *,
+    repo: str | None,
+    name: str = "default",
+    branch: str | None = None,
+    tag_pattern: str | None = None,
+    path: str = ".",
+    poll_interval: str | float = DEFAULT_POLL_INTERVAL,
+    state_namespace: str = DEFAULT_STATE_NAMESPACE,
+    grace: str | float = DEFAULT_GRACE,
+    ssh_key_file: str | None = None,
+    known_hosts_file: str | None = None,
+    token_file: str | None = None,
+    gpg_keyring: str | None = None,
+    ssh_allowed_signers: str | None = None,
+    git_revert_branch: str | None = None,
+    webhook_secret: str | None = None,
+    webhook_secret_file: str | None = None,
+    webhook_token: str | None = None,
+    webhook_token_file: str | None = None,
+) -> Target:
+    """The one target of `dra-gitops run --repo ...`. `--webhook-secret` is GitHub's HMAC secret;
+    `--webhook-token` authenticates both GitLab (`X-Gitlab-Token`) and generic (bearer) hooks."""
+    github = _flag_secret(webhook_secret, webhook_secret_file, "--webhook-secret")
+    token = _flag_secret(webhook_token, webhook_token_file, "--webhook-token")
+    fields: dict[str, Any] = {
+        "name": name,
+        "repo": repo,
+        "branch": branch,
+        "tagPattern": tag_pattern,
+        "path": path,
+        "stateNamespace": state_namespace,
+        "pollInterval": poll_interval,
+        "grace": grace,
+        "sshKeyFile": ssh_key_file,
+        "knownHostsFile": known_hosts_file,
+        "tokenFile": token_file,
+        "gpgKeyring": gpg_keyring,
+        "sshAllowedSigners": ssh_allowed_signers,
+        "gitRevertBranch": git_revert_branch,
+        "webhooks": WebhookAuth(github_secret=github, gitlab_token=token, generic_token=token),
+    }
+    return _build(fields, lambda key: _FLAG_OF[key], "flags")
+
+
+def _flag_secret(value: str | None, file: str | None, flag: str) -> Secret | None:
+    if value and file:
+        raise UserError(f"give {flag} or {flag}-file, not both", where=flag)
+    if value is not None and not value.strip():
+        raise UserError("must not be empty", where=flag)
+    if value:
+        return Secret(value=value)
+    return Secret(file=file) if file else None
+
+
+# ---- the config file ---------------------------------------------------------------------------------------
+
+
+def load_targets(text: str, path: str) -> list[Target]:
+    """Targets of a `--config` file: a list of targets, or a mapping with `targets` and optional `defaults`
+    (keys every target inherits unless it sets them)."""
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            root = loader.get_single_node()
+            document = _Document(loader, path)
+            targets = document.targets(root)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise UserError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
+    names: dict[tuple[str, str], Target] = {}
+    for target in targets:
+        first = names.setdefault((target.state_namespace, target.name), target)
+        if first is not target:
+            raise UserError(
+                f"target {target.name!r} is defined twice (first at {first.origin})", where=target.origin
+            )
+    return targets
+
+
+_Fields = dict[str, tuple[Any, int]]  # key -> (value, line)
+
+
+class _Document:
+    def __init__(self, loader: yaml.SafeLoader, path: str) -> None:
+        self.loader = loader
+        self.path = path
+
+    def at(self, node: yaml.Node) -> str:
+        return f"{self.path}:{node.start_mark.line + 1}"
+
+    def targets(self, root: yaml.Node | None) -> list[Target]:
+        if root is None:
+            raise UserError("the config file has no targets", where=f"{self.path}:1")
+        defaults: _Fields = {}
+        items = root
+        if isinstance(root, yaml.MappingNode):
+            top = self.mapping(root, allowed=("targets", "defaults"))
+            if "defaults" in top:
+                defaults_node = top["defaults"][0]
+                defaults = self.target_fields(defaults_node, in_defaults=True)
+            if "targets" not in top:
+                raise UserError("the config file has no `targets` list", where=self.at(root))
+            items = top["targets"][0]
+        if not isinstance(items, yaml.SequenceNode) or not items.value:
+            raise UserError("`targets` must be a non-empty list of targets", where=self.at(items))
+        built = []
+        for item in items.value:
+            fields = {**defaults, **self.target_fields(item, in_defaults=False)}
+            origin = self.at(item)
+            built.append(
+                _build(
+                    {key: value for key, (value, _) in fields.items()}, self.where_of(fields, origin), origin
+                )
+            )
+        return built
+
+    def where_of(self, fields: _Fields, origin: str) -> Callable[[str], str]:
+        """`path:line` of a key's value; the target's own line for a key it does not set."""
+
+        def where(key: str) -> str:
+            return f"{self.path}:{fields[key][1]}" if key in fields else origin
+
+        return where
+
+    def mapping(self, node: yaml.Node, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, int]]:
+        """Keys of a mapping node with their value nodes and lines; duplicate or unknown keys refused."""
+        if not isinstance(node, yaml.MappingNode):
+            raise UserError("expected a mapping of settings", where=self.at(node))
+        own = [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"]
+        seen: set[str] = set()
+        for key_node in own:
+            key = self.loader.construct_object(key_node)
+            if key in seen:
+                raise UserError(f"duplicate key {key!r}", where=self.at(key_node))
+            seen.add(key)
+        self.loader.flatten_mapping(node)  # `<<: *shared` merges; the target's own keys win
+        result: dict[str, tuple[yaml.Node, int]] = {}
+        for key_node, value_node in node.value:
+            key = self.loader.construct_object(key_node)
+            if key not in allowed:
+                hint = ", ".join(allowed)
+                raise UserError(f"unknown key {key!r} (expected one of: {hint})", where=self.at(key_node))
+            result[str(key)] = (value_node, key_node.start_mark.line + 1)
+        return result
+
+    def target_fields(self, node: yaml.Node, *, in_defaults: bool) -> _Fields:
+        allowed = tuple(_FLAG_OF)
+        if in_defaults:
+            allowed = tuple(k for k in allowed if k != "name")
+        fields: _Fields = {}
+        for key, (value_node, line) in self.mapping(node, allowed).items():
+            if key == "webhooks":
+                fields[key] = (self.webhooks(value_node), line)
+            else:
+                fields[key] = (self.scalar(value_node), line)
+        return fields
+
+    def webhooks(self, node: yaml.Node) -> WebhookAuth:
+        files = {
+            key: Secret(file=_string(self.scalar(value), key, f"{self.path}:{line}"))
+            for key, (value, line) in self.mapping(node, _WEBHOOK_KEYS).items()
+        }
+        return WebhookAuth(
+            github_secret=files.get("githubSecretFile"),
+            gitlab_token=files.get("gitlabTokenFile"),
+            generic_token=files.get("genericTokenFile"),
+        )
+
+    def scalar(self, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            raise UserError("expected a single value, not a list or mapping", where=self.at(node))
+        return self.loader.construct_object(node)
