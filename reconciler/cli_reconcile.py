@@ -277,7 +277,8 @@ def run_command(**kwargs: Any) -> int:
 
 
 def _run_once(controller: Any) -> int:
-    controller.leases.acquire_now()
+    controller.ensure_namespaces()
+    controller.leases.run_round()
     codes = []
     for name, worker in controller.workers.items():
         if not controller.leases.held(name):
@@ -289,6 +290,7 @@ def _run_once(controller: Any) -> int:
             click.echo(f"{name}: {result.outcome} {result.sha or ''} {result.message}".rstrip())
             codes.append(result.exit_code)
     controller.leases.stop()
+    controller.close()
     return max(codes, default=0)
 
 

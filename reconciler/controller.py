@@ -158,14 +158,15 @@ class Controller:
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
         self.metrics = Metrics()
-        self.leases = LeaseManager(
+        self.leases = LeaseManager.for_targets(
             client,
-            [(t.state_namespace, t.name) for t in self.targets],
+            self.targets,
             identity=self.options.identity,
             duration=options.lease_duration,
             renew_deadline=options.renew_deadline,
             retry_period=options.retry_period,
-            on_change=self._lease_changed,
+            on_acquired=lambda name: self._lease_changed(name, True),
+            on_lost=lambda name: self._lease_changed(name, False),
         )
         self.workers = {t.name: _Worker(self, t) for t in self.targets}
         self.server = ControllerServer(
@@ -240,8 +241,21 @@ class Controller:
 
     # ---- lifecycle ----------------------------------------------------------------------------------
 
+    def ensure_namespaces(self) -> None:
+        """The state namespaces hold the Leases: create them if missing (the deployment normally has)."""
+        resource = self.client.resource_for("v1", "Namespace")
+        for namespace in sorted({t.state_namespace for t in self.targets}):
+            if self.client.get(resource, None, namespace) is None:
+                try:
+                    self.client.create(
+                        resource, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                    )
+                except DraGitopsError as exc:
+                    log.warning("cannot create namespace %s: %s", namespace, exc)
+
     def start(self) -> int:
         port = self.server.start()
+        self.ensure_namespaces()
         self.leases.start()
         for worker in self.workers.values():
             worker.thread.start()
@@ -260,9 +274,12 @@ class Controller:
             if worker.thread.is_alive():
                 worker.thread.join(max(0.0, deadline - time.monotonic()))
         self.leases.stop()
+        self.server.stop()
+        self.close()
+
+    def close(self) -> None:
         for worker in self.workers.values():
             worker.source.close()
-        self.server.stop()
 
     def status(self) -> dict[str, Any]:
         return {

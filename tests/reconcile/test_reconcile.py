@@ -55,7 +55,9 @@ def client(cluster: SimCluster) -> Iterator[ClusterClient]:
         yield c
 
 
-def reconciler_for(client: ClusterClient, remote: GitRemote, tmp_path: Path, grace: float = 5.0) -> Reconciler:
+def reconciler_for(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path, grace: float = 5.0
+) -> Reconciler:
     source = GitSource(remote.url, tmp_path / "cache", branch="main")
     options = ReconcileOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
     return Reconciler(client, GitRevisions(source), options, CheckOptions())
@@ -84,7 +86,9 @@ def live_specs(client: ClusterClient) -> dict[str, Any]:
         for item in client.list_kind(group, kind, label_selector=f"{applyset.PART_OF_LABEL}={set_id}"):
             meta = item["metadata"]
             body = strip_server_fields(item)
-            body["metadata"] = {k: v for k, v in body["metadata"].items() if k in ("name", "namespace", "labels")}
+            body["metadata"] = {
+                k: v for k, v in body["metadata"].items() if k in ("name", "namespace", "labels")
+            }
             found[f"{kind}/{meta.get('namespace', '')}/{meta['name']}"] = body
     return found
 
@@ -130,7 +134,9 @@ def test_a_commit_asking_for_more_devices_than_exist_is_rolled_back(
     assert result.outcome == "rolled-back", (result.message, result.records)
     assert result.delivery is not None and result.delivery.outcome == "verify-failed"
     after = live_specs(client)
-    assert {k: v for k, v in after.items() if not k.startswith(("Pod/", "ResourceClaim/"))} == before_workloads
+    assert {
+        k: v for k, v in after.items() if not k.startswith(("Pod/", "ResourceClaim/"))
+    } == before_workloads
     assert after["Deployment/ml-team/trainer"]["spec"]["replicas"] == 2
 
     state = StateStore(client, TARGET).load()
@@ -153,7 +159,11 @@ def test_a_commit_asking_for_more_devices_than_exist_is_rolled_back(
     assert client.writes_sent == writes
 
     # The next good commit applies.
-    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=20"]))
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=20"]),
+    )
     fixed = remote.commit_and_push("trainer: 20 epochs")
     result = reconciler.reconcile()
     assert result.outcome == "applied", (result.message, result.records)
@@ -170,7 +180,9 @@ def test_a_denied_commit_writes_nothing_and_retry_tries_it_again(
     edit(
         remote,
         "10-driver/kubelet-plugin.yaml",
-        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(image="registry.example.com/gpu-example-driver:v0.4.0"),
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(
+            image="registry.example.com/gpu-example-driver:v0.4.0"
+        ),
     )
     denied = remote.commit_and_push("driver v0.4.0 straight to main")
     writes = client.writes_sent
@@ -192,13 +204,35 @@ def test_drift_is_corrected_and_recorded(client: ClusterClient, remote: GitRemot
     reconciler = reconciler_for(client, remote, tmp_path)
     assert reconciler.reconcile().outcome == "applied"
     deployments = client.resource_for("apps/v1", "Deployment")
-    client.patch_merge(deployments, "ml-team", "trainer", {"spec": {"template": {"spec": {"containers": [{"name": "trainer", "image": "registry.example.com/ml/trainer:9.9.9", "args": ["--epochs=10"], "resources": {"claims": [{"name": "gpu"}]}}]}}}})
+    client.patch_merge(
+        deployments,
+        "ml-team",
+        "trainer",
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "trainer",
+                                "image": "registry.example.com/ml/trainer:9.9.9",
+                                "args": ["--epochs=10"],
+                                "resources": {"claims": [{"name": "gpu"}]},
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+    )
     classes = client.resource_for("resource.k8s.io/v1", "DeviceClass")
     result = reconciler.reconcile()
     assert result.outcome == "drift-corrected", (result.message, result.records)
     live = client.get(deployments, "ml-team", "trainer")
     assert live is not None
-    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/ml/trainer:2.1.0"
+    assert (
+        live["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/ml/trainer:2.1.0"
+    )
     assert client.get(classes, None, "gpu.example.com") is not None
     state = StateStore(client, TARGET).load()
     assert state.history[0]["operation"] == "drift" and state.history[0]["sha"] == sha
@@ -232,13 +266,24 @@ def test_an_interrupted_pass_converges_to_one_revision(
     good = remote.commit_and_push("example")
     reconciler = reconciler_for(client, remote, tmp_path)
     assert reconciler.reconcile().outcome == "applied"
-    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=30"]))
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=30"]),
+    )
     newer = remote.commit_and_push("trainer: 30 epochs")
     # What a pass killed after its first stage leaves behind.
     store = StateStore(client, TARGET)
-    store.update(lambda s: setattr(s, "in_progress", {"sha": newer, "operation": "apply", "from": good, "stage": "2", "since": "x"}))
+    store.update(
+        lambda s: setattr(
+            s, "in_progress", {"sha": newer, "operation": "apply", "from": good, "stage": "2", "since": "x"}
+        )
+    )
     result = reconciler_for(client, remote, tmp_path).reconcile()
     assert result.outcome == "applied"
     state = store.load()
     assert state.in_progress is None and state.last_good == newer
-    assert [(r["sha"], r["outcome"]) for r in state.history[:2]] == [(newer, "applied"), (newer, "interrupted")]
+    assert [(r["sha"], r["outcome"]) for r in state.history[:2]] == [
+        (newer, "applied"),
+        (newer, "interrupted"),
+    ]

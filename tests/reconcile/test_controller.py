@@ -1,0 +1,296 @@
+"""`dra-gitops run` end to end on the simulated cluster: webhooks, readiness, leases, crash recovery.
+
+The controller runs as a real process (`python -m reconciler run`) against `SimCluster` through a
+kubeconfig, following bare Git repositories made in tmp; tests talk to it over HTTP like GitHub would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import GitRemote, wait_for
+
+from reconciler.cluster.client import ClusterClient
+from reconciler.sim.controlplane import install
+from reconciler.sim.server import SimCluster
+from reconciler.state import StateStore
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "manifests-example"
+SECRET = "s3cret-for-tests"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[SimCluster, Path]]:
+    with SimCluster() as sim:
+        plane = install(sim, nodes=2, devices_per_node=2, node_labels=[{"dra-gitops.io/canary": "true"}, {}])
+        try:
+            yield sim, sim.write_kubeconfig(tmp_path / "kubeconfig")
+        finally:
+            plane.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Running:
+    def __init__(self, args: list[str], port: int, log: Path) -> None:
+        self.port = port
+        self.log = log
+        env = {**os.environ, "PYTHONPATH": str(REPO), "RUST_BACKTRACE": "0"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "run", *args, "--listen", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=log.open("w"),
+            env=env,
+        )
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def get(self, path: str) -> int:
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=5) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except OSError:
+            return 0
+
+    def text(self, path: str) -> str:
+        with urllib.request.urlopen(self.url(path), timeout=5) as answer:
+            return str(answer.read().decode())
+
+    def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        request = urllib.request.Request(self.url(path), data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=60)
+
+
+def github_push(remote: GitRemote, secret: str = SECRET) -> tuple[bytes, dict[str, str]]:
+    body = json.dumps({"ref": "refs/heads/main", "repository": {"clone_url": remote.url}}).encode()
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return body, {
+        "X-GitHub-Event": "push",
+        "X-Hub-Signature-256": signature,
+        "Content-Type": "application/json",
+    }
+
+
+def example_remote(root: Path) -> GitRemote:
+    remote = GitRemote(root)
+    shutil.copytree(EXAMPLE, remote.work, dirs_exist_ok=True)
+    return remote
+
+
+def edit(remote: GitRemote, relative: str, change: Any) -> None:
+    path = remote.work / relative
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    change(docs[0])
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def state_of(sim: SimCluster, target: str = "default") -> Any:
+    with ClusterClient.for_url(sim.url) as client:
+        return StateStore(client, target).load()
+
+
+def test_webhook_push_applies_rolls_back_a_bad_commit_and_refuses_forgeries(
+    cluster: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    sim, kubeconfig = cluster
+    remote = example_remote(tmp_path / "git")
+    good = remote.commit_and_push("example")
+    run = Running(
+        [
+            "--repo",
+            remote.url,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--poll-interval",
+            "1h",
+            "--grace",
+            "5s",
+            "--webhook-secret",
+            SECRET,
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--lease-duration",
+            "6",
+        ],
+        free_port(),
+        tmp_path / "run.log",
+    )
+    try:
+        wait_for(lambda: run.get("/healthz") == 200, 30, "healthz")
+        wait_for(lambda: run.get("/readyz") == 200, 60, "ready after the first pass")
+        assert state_of(sim).last_good == good
+
+        edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=4))
+        bad = remote.commit_and_push("4 trainers: more GPUs than exist")
+        # A forged call changes nothing and is counted.
+        body, headers = github_push(remote, secret="wrong")
+        assert run.post("/hooks/github", body, headers) == 401
+        assert 'result="unauthorized"' in run.text("/metrics")
+        assert state_of(sim).last_attempted["sha"] == good
+
+        body, headers = github_push(remote)
+        assert run.post("/hooks/github", body, headers) in (200, 202)
+        state = wait_for(
+            lambda: (
+                (s := state_of(sim)).last_attempted
+                and s.last_attempted["sha"] == bad
+                and s.in_progress is None
+                and s
+            ),
+            90,
+            "the bad commit attempted and rolled back",
+        )
+        assert state.last_good == good
+        assert state.last_attempted["rolledBack"] is True
+        metrics = run.text("/metrics")
+        assert "dra_gitops_rollbacks_total" in metrics
+    finally:
+        assert run.stop() == 0, run.log.read_text()[-3000:]
+
+    status = subprocess.run(
+        [sys.executable, "-m", "reconciler", "status", "--kubeconfig", str(kubeconfig), "-o", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    data = json.loads(status.stdout)
+    assert set(data) >= {"lastGood", "lastAttempted", "inProgress", "history"}
+    assert [(r["sha"], r["outcome"]) for r in data["history"][:3]] == [
+        (bad, "verify-failed"),
+        (good, "applied"),
+        (good, "applied"),
+    ]
+    assert status.returncode == 1  # the last attempt failed (and was rolled back)
+
+
+def test_two_replicas_share_three_targets_and_take_over_from_a_dead_one(
+    cluster: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    sim, kubeconfig = cluster
+    targets = []
+    for index in range(3):
+        remote = GitRemote(tmp_path / f"git{index}")
+        (remote.work / "cm.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": f"settings-{index}", "namespace": "default"},
+                    "data": {"index": str(index)},
+                }
+            )
+        )
+        remote.commit_and_push(f"target {index}")
+        targets.append({"name": f"t{index}", "repo": remote.url, "branch": "main", "pollInterval": "1s"})
+    config = tmp_path / "targets.yaml"
+    config.write_text(yaml.safe_dump({"targets": targets}))
+    common = ["--config", str(config), "--kubeconfig", str(kubeconfig), "--lease-duration", "3"]
+    first = Running(
+        [*common, "--identity", "replica-a", "--cache-dir", str(tmp_path / "ca")],
+        free_port(),
+        tmp_path / "a.log",
+    )
+    second = Running(
+        [*common, "--identity", "replica-b", "--cache-dir", str(tmp_path / "cb")],
+        free_port(),
+        tmp_path / "b.log",
+    )
+    try:
+
+        def holders() -> dict[str, str]:
+            with ClusterClient.for_url(sim.url) as client:
+                leases = client.list_kind("coordination.k8s.io", "Lease", "dra-gitops")
+            return {l["metadata"]["name"]: (l.get("spec") or {}).get("holderIdentity") or "" for l in leases}
+
+        held = wait_for(
+            lambda: (h := holders()) and len([v for v in h.values() if v]) == 3 and h, 30, "3 leases held"
+        )
+        assert set(held.values()) <= {"replica-a", "replica-b"}
+        for index in range(3):
+            wait_for(lambda i=index: state_of(sim, f"t{i}").last_good, 30, f"t{index} applied")
+        # Exactly one replica reconciled each target: each state history names one applied record.
+        for index in range(3):
+            applied = [r for r in state_of(sim, f"t{index}").history if r["outcome"] == "applied"]
+            assert len(applied) == 1
+        # Kill -9 one replica: its targets move to the other within the lease duration.
+        victim = first if "replica-a" in held.values() else second
+        survivor = "replica-b" if victim is first else "replica-a"
+        victim.stop(signal.SIGKILL)
+        wait_for(lambda: set(holders().values()) == {survivor}, 30, "every lease held by the survivor")
+    finally:
+        for run in (first, second):
+            run.stop()
+
+
+def test_kill_9_between_stages_then_restart_converges_to_one_revision(
+    cluster: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    sim, kubeconfig = cluster
+    remote = example_remote(tmp_path / "git")
+    good = remote.commit_and_push("example")
+    args = [
+        "--repo",
+        remote.url,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--poll-interval",
+        "1s",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--lease-duration",
+        "3",
+    ]
+    run = Running(args, free_port(), tmp_path / "run1.log")
+    wait_for(lambda: state_of(sim).last_good == good, 60, "first commit applied")
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=40"]),
+    )
+    newer = remote.commit_and_push("trainer: 40 epochs")
+    # Kill the controller as soon as the new pass marked itself in progress (between two stages).
+    wait_for(lambda: (p := state_of(sim).in_progress) and p.get("sha") == newer, 60, "pass in progress", 0.01)
+    run.stop(signal.SIGKILL)
+    assert state_of(sim).in_progress is not None
+
+    restarted = Running(args, free_port(), tmp_path / "run2.log")
+    try:
+        state = wait_for(
+            lambda: (s := state_of(sim)).in_progress is None and s.last_good == newer and s, 90, "converged"
+        )
+        assert state.history[0]["outcome"] == "applied" and state.history[0]["sha"] == newer
+        assert any(r["outcome"] == "interrupted" and r["sha"] == newer for r in state.history)
+    finally:
+        assert restarted.stop() == 0
