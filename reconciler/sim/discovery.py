@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from reconciler.sim import openapi
 from reconciler.sim.apibase import ApiBase, ApiError, Request, Response, ok
 from reconciler.sim.store import Obj
 
@@ -53,9 +54,24 @@ class Discovery(ApiBase):
                 return ok(dict(self._group(parts[1], versions), kind="APIGroup", apiVersion="v1"))
             if versions and parts[2] in versions:
                 return ok(self._resource_list(parts[1], parts[2]))
+        if path == "/openapi/v2":
+            return self.openapi_v2(req)
         if parts[0] == "openapi" and len(parts) >= 2 and parts[1] == "v3":
             return self.openapi_v3("/".join(parts[2:]))
         raise ApiError(404, "the server could not find the requested resource")
+
+    def openapi_v2(self, req: Request) -> Response:
+        """Swagger 2.0 with a definition per served kind; protobuf when asked for it, as kubectl does."""
+        kinds = [
+            (s.group, s.version, s.rtype.kind)
+            for group, versions in [("", ["v1"]), *self.group_versions().items()]
+            for version in versions
+            for s in self.resources_in(group, version)
+        ]
+        document = openapi.v2_document(kinds, self.kube_version)
+        if "proto-openapi.spec.v2" in req.headers.get("accept", ""):
+            return Response(200, openapi.v2_protobuf(document), content_type=openapi.PROTOBUF_V2_CONTENT_TYPE)
+        return ok(document)
 
     def openapi_v3(self, gv_path: str) -> Response:
         """Just enough OpenAPI v3 for kubectl to see that PATCH supports ``fieldValidation``.
