@@ -35,6 +35,15 @@ class Deletes(ApiBase):
             )
         return str(policy)
 
+    def _grace_period(self, req: Request, opts: Obj) -> int | None:
+        raw = req.query.get("gracePeriodSeconds", opts.get("gracePeriodSeconds"))
+        if raw is None or raw == "":
+            return None
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise ApiError(400, f'invalid gracePeriodSeconds "{raw}": must be an integer') from None
+
     def delete(self, req: Request, served: Served, route: Route) -> Response:
         opts = self._delete_options(req)
         dry = self._dry_run(req, opts)
@@ -49,6 +58,7 @@ class Deletes(ApiBase):
             dry_run=dry,
             precondition_uid=pre.get("uid"),
             precondition_rv=pre.get("resourceVersion"),
+            grace_period=self._grace_period(req, opts),
         )
         if out is None:
             raise self._not_found(served, route.name)
@@ -58,6 +68,7 @@ class Deletes(ApiBase):
         opts = self._delete_options(req)
         dry = self._dry_run(req, opts)
         propagation = self._propagation(req, opts)
+        grace = self._grace_period(req, opts)
         label, fieldsel = self._selectors(req, served)
         t = served.rtype
         try:
@@ -68,7 +79,13 @@ class Deletes(ApiBase):
         for o in items:
             md = o["metadata"]
             out = self.store.delete(
-                t.group, t.plural, md.get("namespace", ""), md["name"], propagation=propagation, dry_run=dry
+                t.group,
+                t.plural,
+                md.get("namespace", ""),
+                md["name"],
+                propagation=propagation,
+                dry_run=dry,
+                grace_period=grace,
             )
             if out is not None:
                 deleted.append(self.render(served, out))
