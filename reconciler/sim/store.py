@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.sim import selectors
+from reconciler.sim import graceful, selectors
 
 Obj = dict[str, Any]
 ObjList = list[Obj]  # spelled out here because Store.list shadows the builtin inside the class
@@ -297,8 +297,14 @@ class Store:
         dry_run: bool = False,
         precondition_uid: str | None = None,
         precondition_rv: str | None = None,
+        grace_period: int | None = None,
     ) -> dict | None:
-        """Delete an object; with finalizers it only gets a deletionTimestamp. None if missing."""
+        """Delete an object; with finalizers it only gets a deletionTimestamp. None if missing.
+
+        A pod bound to a node is deleted gracefully, as by a real apiserver: it gets a deletionTimestamp
+        ``grace_period`` seconds ahead (default: its ``terminationGracePeriodSeconds``, else 30) and
+        stays until its kubelet deletes it again with a grace period of 0.
+        """
         rtype = self.resource_type(group, plural)
         with self._locked():
             key = (namespace if rtype.namespaced else "", name)
@@ -316,7 +322,7 @@ class Store:
                     f"Precondition failed: ResourceVersion in precondition: {precondition_rv}, "
                     f"ResourceVersion in object meta: {md.get('resourceVersion')}"
                 )
-            out = self._delete_locked(rtype, key, old, propagation, dry_run)
+            out = self._delete_locked(rtype, key, old, propagation, dry_run, grace_period)
         self._drain()
         return clone(out)
 
@@ -511,8 +517,13 @@ class Store:
         if rtype.has_generation and not status and _spec_changed(old, new):
             md["generation"] = omd.get("generation", 0) + 1
         key = (omd.get("namespace", ""), omd["name"])
-        if omd.get("deletionTimestamp") and not md.get("finalizers"):
-            # the last finalizer is gone: the pending deletion completes now
+        if (
+            omd.get("deletionTimestamp")
+            and not md.get("finalizers")
+            and not omd.get("deletionGracePeriodSeconds")
+        ):
+            # the last finalizer is gone: the pending deletion completes now (a graceful one waits for
+            # its grace-0 DELETE)
             if dry_run:
                 return new
             self._remove(rtype, key, new)
@@ -522,25 +533,37 @@ class Store:
         self._commit(rtype, key, new, "MODIFIED")
         return new
 
-    def _delete_locked(self, rtype: ResourceType, key: Key, old: Obj, propagation: str, dry_run: bool) -> Obj:
+    def _delete_locked(
+        self,
+        rtype: ResourceType,
+        key: Key,
+        old: Obj,
+        propagation: str,
+        dry_run: bool,
+        grace_period: int | None = None,
+    ) -> Obj:
         md = old["metadata"]
         finalizers = list(md.get("finalizers") or [])
         uid = md["uid"]
         if rtype.group == "" and rtype.plural == NOT_FOUND_NS:
             return self._delete_namespace(rtype, key, old, dry_run)
+        grace = graceful.grace_period(rtype.group, rtype.plural, old, grace_period)
+        if grace > 0:
+            return self._delete_gracefully(rtype, key, old, grace, dry_run)
         if propagation == "Orphan" and not dry_run:
             for dep_uid in list(self._dependents.get(uid, ())):
                 self._orphan(dep_uid, uid)
         if propagation == "Foreground" and self._dependents.get(uid) and not dry_run:
             finalizers.append("foregroundDeletion")
         if finalizers:
-            if md.get("deletionTimestamp") and finalizers == md.get("finalizers"):
+            pending = md.get("deletionTimestamp") and not md.get("deletionGracePeriodSeconds")
+            if pending and finalizers == md.get("finalizers"):
                 return old  # already being deleted
             new = dict(old)
             new["metadata"] = nmd = dict(md)
             nmd["finalizers"] = finalizers
             nmd.setdefault("deletionTimestamp", now())
-            nmd.setdefault("deletionGracePeriodSeconds", 0)
+            nmd["deletionGracePeriodSeconds"] = 0  # a graceful deletion ends here: its finalizers remain
             if rtype.has_generation:
                 nmd["generation"] = md.get("generation", 0) + 1
             if dry_run:
@@ -554,6 +577,13 @@ class Store:
         if dry_run:
             return old
         return self._remove(rtype, key, old)
+
+    def _delete_gracefully(self, rtype: ResourceType, key: Key, old: Obj, grace: int, dry_run: bool) -> Obj:
+        new = graceful.mark_terminating(old, grace, has_generation=rtype.has_generation)
+        if new is None or dry_run:
+            return new or old
+        self._commit(rtype, key, new, "MODIFIED")
+        return new
 
     def _delete_namespace(self, rtype: ResourceType, key: Key, old: Obj, dry_run: bool) -> Obj:
         if dry_run:

@@ -77,3 +77,20 @@ def test_kubectl_applies_the_example_and_claims_get_devices(served: Path) -> Non
     table = kubectl(served, "get", "resourceclaims", "-A")
     assert table.count("allocated,reserved") == 3  # two generated claims and the shared one
     assert "Running" in kubectl(served, "get", "pods", "-n", "ml-team")
+
+
+def test_kubectl_applies_a_list_file_server_side(served: Path, tmp_path: Path) -> None:
+    # kubectl validates a `kind: List` file against /openapi/v2 (protobuf) before it sends anything
+    items = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"listed-{i}", "namespace": "default"}}
+        for i in range(2)
+    ]
+    listed = tmp_path / "list.json"
+    listed.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    out = kubectl(served, "apply", "--server-side", "-f", str(listed))
+    assert out.splitlines() == [
+        "configmap/listed-0 serverside-applied",
+        "configmap/listed-1 serverside-applied",
+    ]
+    names = kubectl(served, "get", "configmaps", "-n", "default", "-o", "name")
+    assert "configmap/listed-0" in names and "configmap/listed-1" in names

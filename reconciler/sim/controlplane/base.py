@@ -19,6 +19,7 @@ RESOURCE = "resource.k8s.io"
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 SCHEDULER_NAME = "default-scheduler"
+EVENT_CACHE_SIZE = 4096  # client-go's maxLruCacheEntries
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
@@ -53,6 +54,12 @@ class StoreLike(Protocol):
 
 def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def now_micro() -> str:
+    """A MicroTime, as ``series.lastObservedTime`` carries it."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1_000_000):06d}Z"
 
 
 def rand_suffix(n: int = 5) -> str:
@@ -262,6 +269,9 @@ class Component:
         self._unsubscribe: Callable[[], None] | None = None
         self.passes = 0
         self.errors = 0
+        # event key -> name of the Event recording it (client-go's EventCorrelator cache)
+        self._recorded_events: dict[str, str] = {}
+        self._events_lock = threading.Lock()
 
     def start(self, store: Any, stop_event: threading.Event | None = None) -> None:
         if self._thread is not None:
@@ -362,39 +372,56 @@ class Component:
         api_version: str = "v1",
         kind: str = "Pod",
     ) -> None:
+        """Record an Event as client-go's recorder does: a repeat of the same event (same object, reason,
+        message, type and source) bumps ``count``/``series`` and ``lastTimestamp`` of the one Event."""
         m = md(involved)
-        ts = now()
         source: dict[str, Any] = {"component": component}
         if host:
             source["host"] = host
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{m.get('name')}.{secrets.token_hex(8)}",
-                "namespace": m.get("namespace") or "default",
-            },
-            "involvedObject": {
-                "apiVersion": api_version,
-                "kind": kind,
-                "name": m.get("name"),
-                "namespace": m.get("namespace"),
-                "uid": m.get("uid"),
-                "resourceVersion": m.get("resourceVersion"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": type_,
-            "source": source,
-            "reportingComponent": component,
-            "reportingInstance": f"{component}-sim" if component else "",
-            "firstTimestamp": ts,
-            "lastTimestamp": ts,
-            "count": 1,
+        involved_ref = {
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": m.get("name"),
+            "namespace": m.get("namespace"),
+            "uid": m.get("uid"),
         }
-        if action:
-            event["action"] = action
-        self.try_create("", "events", event)
+        key = json.dumps([involved_ref, reason, message, type_, source], sort_keys=True)
+        namespace = m.get("namespace") or "default"
+        with self._events_lock:
+            known = self._recorded_events.get(key)
+            if known is not None and self.try_mutate("", "events", namespace, known, _observed_again):
+                self._recorded_events[key] = self._recorded_events.pop(key)  # most recently used last
+                return
+            ts = now()
+            event = {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{m.get('name')}.{secrets.token_hex(8)}", "namespace": namespace},
+                "involvedObject": dict(involved_ref, resourceVersion=m.get("resourceVersion")),
+                "reason": reason,
+                "message": message,
+                "type": type_,
+                "source": source,
+                "reportingComponent": component,
+                "reportingInstance": f"{component}-sim" if component else "",
+                "firstTimestamp": ts,
+                "lastTimestamp": ts,
+                "count": 1,
+            }
+            if action:
+                event["action"] = action
+            created = self.try_create("", "events", event)
+            if created is not None:
+                if len(self._recorded_events) >= EVENT_CACHE_SIZE:  # the recorder's cache is an LRU
+                    self._recorded_events.pop(next(iter(self._recorded_events)))
+                self._recorded_events[key] = md(created)["name"]
+
+
+def _observed_again(event: Obj) -> None:
+    count = int(event.get("count") or 1) + 1
+    event["count"] = count
+    event["lastTimestamp"] = now()
+    event["series"] = {"count": count, "lastObservedTime": now_micro()}
 
 
 def by_uid(objs: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:

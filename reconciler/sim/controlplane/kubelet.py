@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from reconciler.sim.controlplane.base import (
 from reconciler.sim.controlplane.scheduler import pod_claim_names
 
 PodPredicate = Callable[[Obj], bool]
+TERMINATION_DELAY = 0.1  # seconds from a pod's deletionTimestamp to its removal by the sim's kubelet
 
 
 @dataclass
@@ -67,9 +69,15 @@ class Kubelet(Component):
     )
 
     def __init__(
-        self, complete_jobs: bool = True, crashed_driver_of: Callable[[Obj], bool] | None = None
+        self,
+        complete_jobs: bool = True,
+        crashed_driver_of: Callable[[Obj], bool] | None = None,
+        termination_delay: float = TERMINATION_DELAY,
     ) -> None:
         super().__init__()
+        # how long stopping a deleted pod's containers takes here (a real kubelet: up to the grace period)
+        self.termination_delay = termination_delay
+        self._terminating_since: dict[str, float] = {}
         self.complete_jobs = complete_jobs
         self.faults: list[PodFault] = []
         self.crashed_driver_of = crashed_driver_of
@@ -108,17 +116,34 @@ class Kubelet(Component):
             (str((s.get("spec") or {}).get("driver")), str((s.get("spec") or {}).get("nodeName")))
             for s in self.store.list(RESOURCE, "resourceslices")
         }
-        for pod in self.store.list("", "pods"):
+        pods = self.store.list("", "pods")
+        seen = {str(md(p).get("uid")) for p in pods}
+        for uid in [u for u in self._terminating_since if u not in seen]:
+            del self._terminating_since[uid]
+        for pod in pods:
             node_name = (pod.get("spec") or {}).get("nodeName")
-            if not node_name or is_terminating(pod) or pod_done(pod):
-                continue
-            node = nodes.get(node_name)
+            node = nodes.get(node_name) if node_name else None
             if node is None:
                 continue
             try:
-                self.sync_pod(pod, node, claims, registered)
+                if is_terminating(pod):
+                    if node_ready(node):  # a NotReady node's kubelet is not there to stop anything
+                        self.terminate(pod)
+                elif not pod_done(pod):
+                    self.sync_pod(pod, node, claims, registered)
             except Exception:  # noqa: BLE001
                 self.errors += 1
+
+    def terminate(self, pod: Obj) -> None:
+        """Stop a deleted pod's containers (Ready goes False), then confirm the deletion (grace 0)."""
+        uid = str(md(pod).get("uid"))
+        since = self._terminating_since.setdefault(uid, time.monotonic())
+        self._write(pod, lambda st: self._stop_containers(pod, st))
+        if time.monotonic() - since < self.termination_delay:
+            return  # the next periodic pass finishes it
+        self.store.delete(
+            "", "pods", md(pod)["namespace"], md(pod)["name"], grace_period=0, precondition_uid=uid
+        )
 
     def sync_pod(
         self, pod: Obj, node: Obj, claims: dict[tuple[str, str], Obj], registered: set[tuple[str, str]]
@@ -239,6 +264,28 @@ class Kubelet(Component):
                 }
             )
         st["containerStatuses"] = statuses
+
+    @staticmethod
+    def _stop_containers(pod: Obj, st: dict[str, Any]) -> None:
+        names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+        unready = f"containers with unready status: [{' '.join(names)}]"
+        set_condition(st, "Ready", "False", "ContainersNotReady", unready)
+        set_condition(st, "ContainersReady", "False", "ContainersNotReady", unready)
+        for status in st.get("containerStatuses") or []:
+            state = status.get("state") or {}
+            if "terminated" in state:
+                continue
+            started = (state.get("running") or {}).get("startedAt")
+            status["ready"] = False
+            status["started"] = False
+            status["state"] = {
+                "terminated": {
+                    "exitCode": 0,
+                    "reason": "Completed",
+                    **({"startedAt": started} if started else {}),
+                    "finishedAt": now(),
+                }
+            }
 
     @staticmethod
     def _not_ready(st: dict[str, Any], reason: str) -> None:
