@@ -50,17 +50,37 @@ class Delivery:
     applied: ApplyResult | None = None
     verified: VerifyResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    # What dra-gitops wrote for its own bookkeeping (ApplySet parent and its namespace, state), by ref:
+    # create | update | unchanged. Never part of the revision's counts.
+    bookkeeping: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
         return 0 if self.outcome == "applied" else 1
+
+    def counts(self) -> dict[str, int] | None:
+        """The revision's create/update/delete/unchanged numbers (server-side dry-run); None before it ran."""
+        return self.dry_run.counts() if self.dry_run is not None else None
+
+    def plan_line(self) -> str:
+        """The one summary of the numbers that progress, text and JSON all print."""
+        if self.dry_run is not None:
+            return self.dry_run.summary_line()
+        return f"{len(self.plan.changes)} object(s), not dry-run"
+
+    def bookkeeping_line(self) -> str | None:
+        if not self.bookkeeping:
+            return None
+        return ", ".join(f"{ref} {op}" for ref, op in sorted(self.bookkeeping.items()))
 
     def to_json(self) -> dict[str, Any]:
         check = self.check.result if self.check else None
         return {
             "outcome": self.outcome,
             "revision": self.revision,
-            "plan": self.plan.summary(),
+            "plan": self.plan_line(),
+            "counts": self.counts(),
+            "bookkeeping": dict(sorted(self.bookkeeping.items())),
             "findings": [finding_dict(f) for f in (check.findings if check else [])],
             "dry_run": [
                 {"ref": r.ref, "op": r.op, "error": r.error, "path": r.path, "line": r.line}
@@ -89,14 +109,11 @@ class Delivery:
 
     def render_text(self) -> str:
         lines = [f"revision: {self.revision or '(working tree)'}"]
-        if self.dry_run is not None:
-            counts = self.dry_run.counts()
-            lines.append(
-                f"plan: {counts['create'] + counts['deferred']} to create, {counts['update']} to update, {counts['delete']} to delete, "
-                f"{counts['unchanged']} unchanged (server-side dry-run)"
-            )
-        else:
-            lines.append(f"plan: {self.plan.summary()}")
+        suffix = " (server-side dry-run)" if self.dry_run is not None else ""
+        lines.append(f"plan: {self.plan_line()}{suffix}")
+        bookkeeping = self.bookkeeping_line()
+        if bookkeeping:
+            lines.append(f"bookkeeping (ApplySet parent, not counted in the plan): {bookkeeping}")
         if self.check is not None:
             lines.append(f"policy: {summary_line(self.check.result)}")
             for finding in self.check.result.denials + self.check.result.warnings:
@@ -173,15 +190,24 @@ def deliver(
         return Delivery("denied", revision, plan, check=check, timings=timings)
 
     started = time.perf_counter()
-    progress(f"dry-run: {plan.summary()}")
+    progress(f"dry-run of {len(plan.changes)} object(s)")
     dry = dry_run(client, plan, applyset_id=set_id)
     timings["dry_run"] = time.perf_counter() - started
+    progress(f"plan: {dry.summary_line()} (server-side dry-run)")
     if not dry.ok:
         return Delivery("dry-run-failed", revision, plan, check=check, dry_run=dry, timings=timings)
 
     started = time.perf_counter()
+    bookkeeping: dict[str, str] = {}
     applyset.ensure_parent(
-        client, options.target, options.namespace, sorted({applyset.group_kind(m.body) for m in head})
+        client,
+        options.target,
+        options.namespace,
+        sorted({applyset.group_kind(m.body) for m in head}),
+        record=bookkeeping,
+    )
+    progress(
+        f"bookkeeping (ApplySet parent): {', '.join(f'{r} {o}' for r, o in sorted(bookkeeping.items()))}"
     )
     applied = apply_plan(
         client,
@@ -198,7 +224,14 @@ def deliver(
     timings["apply"] = time.perf_counter() - started
     if not applied.ok:
         return Delivery(
-            "apply-failed", revision, plan, check=check, dry_run=dry, applied=applied, timings=timings
+            "apply-failed",
+            revision,
+            plan,
+            check=check,
+            dry_run=dry,
+            applied=applied,
+            timings=timings,
+            bookkeeping=bookkeeping,
         )
 
     verified = None
@@ -217,5 +250,13 @@ def deliver(
         timings["verify"] = time.perf_counter() - started
     outcome = "verify-failed" if verified is not None and not verified.ok else "applied"
     return Delivery(
-        outcome, revision, plan, check=check, dry_run=dry, applied=applied, verified=verified, timings=timings
+        outcome,
+        revision,
+        plan,
+        check=check,
+        dry_run=dry,
+        applied=applied,
+        verified=verified,
+        timings=timings,
+        bookkeeping=bookkeeping,
     )

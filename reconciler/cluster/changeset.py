@@ -85,11 +85,21 @@ class DryRunResult:
         return any(r.op in ("create", "update", "delete", "deferred") for r in self.results)
 
     def counts(self) -> dict[str, int]:
+        """THE numbers of a plan, for progress, text and JSON alike: what the server-side dry-run says.
+
+        `create` includes the `deferred` objects (their Namespace or CRD is new, so they cannot exist
+        yet); `deferred` says how many of those the server could judge only after their stage.
+        """
         total = {"create": 0, "update": 0, "delete": 0, "unchanged": 0, "deferred": 0}
         for counts in self.summary.values():
             for key, value in counts.items():
                 total[key] = total.get(key, 0) + value
         return total
+
+    def summary_line(self) -> str:
+        """`N to create, N to update, N to delete, N unchanged`, from `counts()`."""
+        c = self.counts()
+        return f"{c['create']} to create, {c['update']} to update, {c['delete']} to delete, {c['unchanged']} unchanged"
 
 
 @dataclass
