@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cluster.canary import idle_canary_reason
 from reconciler.cluster.health import condition
 from reconciler.cluster.rollout import RolloutContext, current_pods
 from reconciler.dra.allocator import allocated_devices
@@ -475,6 +476,10 @@ def build_inventory(
     for n in node_infos:
         if not n.ready:
             warnings.append(f"node {n.name} is NotReady: {n.message}")
+    for wl in workloads:
+        idle = idle_canary_reason(wl, nodes)
+        if idle is not None:
+            warnings.append(idle)
 
     return Inventory(
         server_version=server_version,
