@@ -476,8 +476,8 @@ def build_inventory(
     for n in node_infos:
         if not n.ready:
             warnings.append(f"node {n.name} is NotReady: {n.message}")
-    for wl in workloads:
-        idle = idle_canary_reason(wl, nodes)
+    for workload in workloads:
+        idle = idle_canary_reason(workload, nodes)
         if idle is not None:
             warnings.append(idle)
 
