@@ -104,7 +104,10 @@ def run_check(
     base_manifests: list[Manifest] = base.manifests if base else []
     plan = compute_plan(base_manifests, head.manifests)
     timings["plan"] = time.perf_counter() - started
-    options.progress(f"plan: {plan.summary()}")
+    # The policies' view (head against base), not what an apply would write: that is the dry-run's.
+    base_name = f"base {base_sha[:12]}" if base_sha else "the base"
+    against = f"changes against {base_name}: {plan.summary()}" if base is not None else "no base revision"
+    options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
 
     started = time.perf_counter()
     policy_set = load_policy_set(options.policy_dirs)

@@ -76,6 +76,9 @@ class Delivery:
     preexisting: frozenset[ObjRef] = frozenset()
     cancelled: str | None = None
     recreated: list[str] = field(default_factory=list)
+    # What dra-gitops wrote for its own bookkeeping (ApplySet parent and its namespace, state), by ref:
+    # create | update | unchanged. Never part of the revision's counts.
+    bookkeeping: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -87,27 +90,6 @@ class Delivery:
         return bool(self.recreated) or any(
             r is not None and (r.writes or r.stages) for r in (self.applied, self.pruned)
         )
-
-    def counts(self) -> dict[str, int]:
-        """Create/update/delete/unchanged of the revision's objects, from the dry-run when there was one."""
-        if self.dry_run is not None:
-            counts = self.dry_run.counts()
-            return {
-                "create": counts["create"] + counts["deferred"],
-                "update": counts["update"],
-                "delete": counts["delete"],
-                "unchanged": counts["unchanged"],
-            }
-        return {
-            "create": self.plan.count("create"),
-            "update": self.plan.count("update"),
-            "delete": self.plan.count("delete"),
-            "unchanged": 0,
-        }
-
-    def counts_line(self) -> str:
-        c = self.counts()
-        return f"{c['create']} to create, {c['update']} to update, {c['delete']} to delete, {c['unchanged']} unchanged"
 
     def failure_message(self) -> str:
         """The first reason this delivery did not succeed, or ''."""
@@ -130,12 +112,36 @@ class Delivery:
             return self.verified.message
         return self.outcome
 
+    def counts(self) -> dict[str, int]:
+        """The revision's create/update/delete/unchanged numbers: the server-side dry-run's, else the plan's."""
+        if self.dry_run is not None:
+            return self.dry_run.counts()
+        return {op: self.plan.count(op) for op in ("create", "update", "delete")}
+
+    def plan_line(self) -> str:
+        """The one summary of the numbers that progress, text and JSON all print."""
+        if self.dry_run is not None:
+            return self.dry_run.summary_line()
+        return f"{len(self.plan.changes)} object(s), not dry-run"
+
+    def stages(self) -> list[StageResult]:
+        """Every stage that ran, in order: applies, and the pruning (before them in a rollback)."""
+        parts = [self.pruned, self.applied] if self.check is None else [self.applied, self.pruned]
+        return [stage for part in parts if part is not None for stage in part.stages]
+
+    def bookkeeping_line(self) -> str | None:
+        if not self.bookkeeping:
+            return None
+        return ", ".join(f"{ref} {op}" for ref, op in sorted(self.bookkeeping.items()))
+
     def to_json(self) -> dict[str, Any]:
         check = self.check.result if self.check else None
         return {
             "outcome": self.outcome,
             "revision": self.revision,
-            "plan": self.plan.summary(),
+            "plan": self.plan_line(),
+            "counts": self.counts(),
+            "bookkeeping": dict(sorted(self.bookkeeping.items())),
             "findings": [finding_dict(f) for f in (check.findings if check else [])],
             "dry_run": [
                 {"ref": r.ref, "op": r.op, "error": r.error, "path": r.path, "line": r.line}
@@ -151,9 +157,9 @@ class Delivery:
                     "seconds": round(s.seconds, 3),
                     "error": s.error,
                 }
-                for s in (self.applied.stages if self.applied else [])
+                for s in self.stages()
             ],
-            "writes": self.applied.writes if self.applied else 0,
+            "writes": sum(r.writes for r in (self.applied, self.pruned) if r is not None),
             "evidence": [e.to_json() for e in (self.verified.evidence if self.verified else [])],
             "diagnoses": [d.to_json() for d in (self.verified.diagnoses if self.verified else [])],
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
@@ -164,14 +170,11 @@ class Delivery:
 
     def render_text(self) -> str:
         lines = [f"revision: {self.revision or '(working tree)'}"]
-        if self.dry_run is not None:
-            counts = self.dry_run.counts()
-            lines.append(
-                f"plan: {counts['create'] + counts['deferred']} to create, {counts['update']} to update, {counts['delete']} to delete, "
-                f"{counts['unchanged']} unchanged (server-side dry-run)"
-            )
-        else:
-            lines.append(f"plan: {self.plan.summary()}")
+        suffix = " (server-side dry-run)" if self.dry_run is not None else ""
+        lines.append(f"plan: {self.plan_line()}{suffix}")
+        bookkeeping = self.bookkeeping_line()
+        if bookkeeping:
+            lines.append(f"bookkeeping (ApplySet parent, not counted in the plan): {bookkeeping}")
         if self.check is not None:
             lines.append(f"policy: {summary_line(self.check.result)}")
             for finding in self.check.result.denials + self.check.result.warnings:
@@ -180,7 +183,7 @@ class Delivery:
         if self.dry_run is not None and (self.outcome == "dry-run-failed" or self.applied is None):
             lines.append(render_dry_run(self.dry_run, show_diff=False).rstrip("\n"))
         if self.applied is not None:
-            for stage in self.applied.stages:
+            for stage in self.stages():
                 state = f"FAILED: {stage.error}" if stage.error else "ok"
                 lines.append(
                     f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged, "
@@ -312,7 +315,7 @@ def deliver(
             return Delivery("denied", revision, plan, check=check, timings=timings)
 
     started = time.perf_counter()
-    progress(f"dry-run: {plan.summary()}")
+    progress(f"dry-run of {len(plan.changes)} object(s)")
     dry = dry_run(client, plan, applyset_id=set_id)
     timings["dry_run"] = time.perf_counter() - started
     recreated: list[str] = []
@@ -329,6 +332,7 @@ def deliver(
         for change, result in zip(plan.changes, dry.results, strict=True)
         if change.op != "delete" and result.op in ("update", "unchanged")
     )
+    progress(f"plan: {dry.summary_line()} (server-side dry-run)")
     if not dry.ok:
         return Delivery(
             "dry-run-failed",
@@ -344,8 +348,16 @@ def deliver(
     if hooks.before_write is not None:
         hooks.before_write()
     started = time.perf_counter()
+    bookkeeping: dict[str, str] = {}
     applyset.ensure_parent(
-        client, options.target, options.namespace, sorted({applyset.group_kind(m.body) for m in head})
+        client,
+        options.target,
+        options.namespace,
+        sorted({applyset.group_kind(m.body) for m in head}),
+        record=bookkeeping,
+    )
+    progress(
+        f"bookkeeping (ApplySet parent): {', '.join(f'{r} {o}' for r, o in sorted(bookkeeping.items()))}"
     )
     applies = Plan(tuple(c for c in plan.changes if c.op != "delete"))
     deletes = Plan(tuple(c for c in plan.changes if c.op == "delete"))
@@ -396,6 +408,7 @@ def deliver(
         pruned=pruned,
         preexisting=preexisting,
         recreated=recreated,
+        bookkeeping=bookkeeping,
     )
     if cancelled:
         delivery.outcome, delivery.cancelled = "apply-failed", cancelled[0]

@@ -524,7 +524,7 @@ def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> dict
         "operation": operation,
         "outcome": delivery.outcome,
         "at": now_iso(),
-        "diff": {"summary": delivery.counts_line(), **delivery.counts()},
+        "diff": {"summary": delivery.plan_line(), **delivery.counts()},
         "decisions": [
             {k: f.get(k) for k in ("rule", "severity", "ref", "msg", "path", "line")}
             for f in findings[:RECORD_ITEMS]

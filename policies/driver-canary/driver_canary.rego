@@ -6,7 +6,9 @@
 #   (annotation dra-gitops.io/canary-for: <main workload>, same namespace) already runs exactly that
 #   template: live and healthy in the cluster when cluster data is given, otherwise present with that
 #   template in the base revision. Creating a driver for the first time is allowed. A canary that is
-#   not limited to canary nodes (no nodeSelector, no node affinity) is a warning.
+#   not limited to canary nodes (no nodeSelector, no node affinity) is a warning, and so is (with
+#   cluster data) an unchanged canary DaemonSet that runs on no node: 0 pods desired, or no live Node
+#   matches its nodeSelector. (A changed one fails its stage at apply time.)
 # custom:
 #   id: driver-canary
 #   severity: deny
@@ -144,6 +146,62 @@ warn contains v if {
 	msg := sprintf(
 		"%s: canary not limited to canary nodes (no nodeSelector or node affinity); it would run the new driver everywhere",
 		[obj._dra.ref],
+	)
+	v := violation(obj, msg)
+}
+
+# --- a canary that runs nowhere (cluster data) ---------------------------------------------------
+
+live_objects := object.get(input, ["cluster", "objects"], []) if not offline
+
+live_objects := [] if offline
+
+live_nodes := [n | some n in live_objects; n.kind == "Node"]
+
+node_matches(node, selector) if {
+	labels := object.get(node, ["metadata", "labels"], {})
+	every key, value in selector {
+		object.get(labels, key, null) == value
+	}
+}
+
+selector_text(selector) := concat(",", sort([sprintf("%s=%s", [k, v]) | some k, v in selector]))
+
+# The live DaemonSet runs nowhere: its controller, having seen its spec, desires 0 pods; or no live
+# Node matches its nodeSelector.
+runs_nowhere(live) if {
+	object.get(live, ["status", "observedGeneration"], -1) >= object.get(live, ["metadata", "generation"], 0)
+	object.get(live, ["status", "desiredNumberScheduled"], 1) == 0
+}
+
+runs_nowhere(live) if {
+	selector := object.get(pod_spec(live), "nodeSelector", {})
+	count(selector) > 0
+	count([n | some n in live_nodes; node_matches(n, selector)]) == 0
+}
+
+nowhere_where(obj) := sprintf("nodeSelector %s matches no node", [selector_text(selector)]) if {
+	selector := object.get(pod_spec(obj), "nodeSelector", {})
+	count(selector) > 0
+} else := "its node affinity matches no node"
+
+label_hint(obj) := sprintf("kubectl label node <node> %s", [concat(" ", sort([sprintf("%s=%s", [k, v]) | some k, v in selector]))]) if {
+	selector := object.get(pod_spec(obj), "nodeSelector", {})
+	count(selector) > 0
+} else := "kubectl label node <node> <key>=<value>"
+
+warn contains v if {
+	some obj in input.objects
+	obj._dra.role == "driver-canary"
+	obj.kind == "DaemonSet"
+	some live in live_objects
+	live.kind == "DaemonSet"
+	live._dra.ref == obj._dra.ref
+	live._dra.driver_template == obj._dra.driver_template # unchanged: a changed one fails at apply
+	runs_nowhere(live)
+	msg := sprintf(
+		"%s: canary for %s runs on no node (%s, 0 pods desired), so it verifies nothing; label a canary node: %s",
+		[obj._dra.ref, obj._dra.canary_for, nowhere_where(live), label_hint(live)],
 	)
 	v := violation(obj, msg)
 }

@@ -261,3 +261,64 @@ test_pod_canary_placement if {
 test_main_driver_without_selector_no_warning if {
 	count(warnings([main("v2")], {})) == 0
 }
+
+# --- a canary that runs nowhere (warn, cluster data) ----------------------------------------------
+
+node(name, labels) := {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "_dra": {"ref": concat("/", ["Node", name])}}
+
+canary_node := node("node-a", {"dra-gitops.io/canary": "true"})
+
+plain_node := node("node-b", {})
+
+nowhere_warnings(desired, live_objects) := [w |
+	some w in driver_canary.warn with input as doc(desired, [], [], live(live_objects))
+	contains(w.msg, "runs on no node")
+]
+
+observed(obj, desired) := object.union(
+	object.union(obj, {"metadata": object.union(obj.metadata, {"generation": 2})}),
+	{"status": {"observedGeneration": 2, "desiredNumberScheduled": desired}},
+)
+
+test_unchanged_canary_desiring_no_pod_warns if {
+	result := nowhere_warnings([canary("v2")], [plain_node, observed(canary("v2"), 0)])
+	count(result) == 1
+	some w in result
+	w.ref == "DaemonSet/gpu-system/plugin-canary"
+	contains(w.msg, "nodeSelector dra-gitops.io/canary=true matches no node")
+	contains(w.msg, "kubectl label node <node> dra-gitops.io/canary=true")
+}
+
+test_unchanged_canary_matching_no_live_node_warns if {
+	count(nowhere_warnings([canary("v2")], [plain_node, canary("v2")])) == 1
+}
+
+test_canary_running_on_a_canary_node_no_warning if {
+	count(nowhere_warnings([canary("v2")], [canary_node, plain_node, observed(canary("v2"), 1)])) == 0
+}
+
+test_changed_canary_desiring_no_pod_is_left_to_the_apply if {
+	count(nowhere_warnings([canary("v3")], [plain_node, observed(canary("v2"), 0)])) == 0
+}
+
+test_canary_not_live_no_warning if {
+	count(nowhere_warnings([canary("v2")], [plain_node])) == 0
+}
+
+test_affinity_canary_desiring_no_pod_warns_without_selector if {
+	affinity := {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}}
+	c := workload("DaemonSet", "plugin-canary", "driver-canary", "plugin", "v2", affinity)
+	result := nowhere_warnings([c], [plain_node, observed(c, 0)])
+	count(result) == 1
+	some w in result
+	contains(w.msg, "its node affinity matches no node")
+	contains(w.msg, "kubectl label node <node> <key>=<value>")
+}
+
+test_offline_no_nowhere_warning if {
+	result := [w |
+		some w in driver_canary.warn with input as doc([canary("v2")], [], [], null)
+		contains(w.msg, "runs on no node")
+	]
+	count(result) == 0
+}

@@ -72,11 +72,18 @@ def ensure_parent(
     target: str = DEFAULT_TARGET,
     namespace: str = DEFAULT_NAMESPACE,
     group_kinds: Iterable[str] = (),
+    record: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Create the namespace if missing and apply the parent's ApplySet metadata (group-kinds: union)."""
+    """Create the namespace if missing and apply the parent's ApplySet metadata (group-kinds: union).
+
+    `record` receives what was done to each of these bookkeeping objects ({ref: create|update|unchanged}):
+    they are not the revision's objects and are counted apart from them.
+    """
+    record = record if record is not None else {}
     ns_resource = client.resource_for("v1", "Namespace")
     if client.get(ns_resource, None, namespace) is None:
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        record[f"Namespace/{namespace}"] = "create"
     resource = client.resource_for("v1", "ConfigMap")
     name = parent_name(target)
     live = client.get(resource, namespace, name)
@@ -94,7 +101,9 @@ def ensure_parent(
         if all(live_labels.get(k) == v for k, v in labels.items()) and all(
             annotations.get(k) == v for k, v in wanted.items()
         ):
+            record[f"ConfigMap/{namespace}/{name}"] = "unchanged"
             return live
+    record[f"ConfigMap/{namespace}/{name}"] = "create" if live is None else "update"
     return dict(
         client.request(
             "PATCH",

@@ -34,6 +34,7 @@ from reconciler.cluster.inventory import (
     pod_ready,
     require_dra,
 )
+from reconciler.cluster.rollout import RolloutContext, rollout_context
 from reconciler.dra.allocator import CANNOT_ALLOCATE, Inventory, claim_spec, normalise_requests
 from reconciler.errors import UserError
 from reconciler.model import dra
@@ -90,6 +91,8 @@ class Snapshot:
     events: list[dict[str, Any]] = field(default_factory=list)
     driver_workloads: list[dict[str, Any]] = field(default_factory=list)
     driver_pods: list[dict[str, Any]] = field(default_factory=list)
+    # decides which driver pods are of their workload's current template (the only ones judged)
+    driver_rollout: RolloutContext = field(default_factory=RolloutContext)
     driver_logs: dict[str, str] = field(default_factory=dict)  # "ns/pod" -> last log lines
     served_versions: list[str] = field(default_factory=list)
     server_version: str = ""
@@ -260,7 +263,7 @@ class _Classifier:
         self.nodes = {name_of(n): n for n in snap.nodes}
         self.slice_drivers = {dra.slice_driver(s) for s in snap.slices}
         self.inv = Inventory(snap.slices, self.device_classes, snap.claims)
-        self.driver_pods = driver_pods_of(snap.driver_workloads, snap.driver_pods)
+        self.driver_pods = driver_pods_of(snap.driver_workloads, snap.driver_pods, snap.driver_rollout)
         self.out: list[Diagnosis] = []
         self._seen: set[tuple[str, str]] = set()
 
@@ -789,6 +792,7 @@ def collect_snapshot(
         events=events,
         driver_workloads=workloads,
         driver_pods=driver_pods,
+        driver_rollout=rollout_context(client, workloads, driver_pods),
         driver_logs=logs,
         served_versions=served,
         server_version=server_version,

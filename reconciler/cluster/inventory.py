@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cluster.canary import idle_canary_reason
 from reconciler.cluster.health import condition
+from reconciler.cluster.rollout import RolloutContext, current_pods
 from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
 from reconciler.errors import EnvironmentProblem
@@ -199,9 +201,15 @@ def owned_by(pod: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
 
 
 def driver_pods_of(
-    workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+    workloads: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    current: RolloutContext | None = None,
 ) -> list[tuple[dict[str, Any], str | None, dict[str, Any]]]:
-    """(workload, driver name, pod) for every pod of a driver workload (selected by labels)."""
+    """(workload, driver name, pod) for every pod of a driver workload (selected by labels).
+
+    With `current` (a rollout context), only the pods of each workload's current template: what fail-fast
+    signals and diagnoses judge. Without it, every pod (the inventory lists what runs).
+    """
     pods = list(pods)
     out: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = []
     for wl in workloads:
@@ -209,6 +217,9 @@ def driver_pods_of(
         if not dra.is_driver_workload(wl):
             continue
         driver = dra.workload_driver(wl)
+        if current is not None:
+            out.extend((wl, driver, pod) for pod in current_pods(wl, pods, current))
+            continue
         selector = workload_selector(wl)
         for pod in pods:
             if namespace_of(pod) != namespace_of(wl):
@@ -465,6 +476,10 @@ def build_inventory(
     for n in node_infos:
         if not n.ready:
             warnings.append(f"node {n.name} is NotReady: {n.message}")
+    for workload in workloads:
+        idle = idle_canary_reason(workload, nodes)
+        if idle is not None:
+            warnings.append(idle)
 
     return Inventory(
         server_version=server_version,

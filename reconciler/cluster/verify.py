@@ -51,6 +51,7 @@ from reconciler.cluster.inventory import (
     pod_ready,
     workload_selector,
 )
+from reconciler.cluster.rollout import current_pods, rollout_context
 from reconciler.dra.allocator import CANNOT_ALLOCATE
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
@@ -169,7 +170,15 @@ def _observe(client: ClusterClient, workloads: Sequence[Mapping[str, Any]]) -> _
         key = workload_key(wl)
         resource = client.find_kind(_GROUPS.get(str(wl.get("kind")), "apps"), str(wl.get("kind")))
         live[key] = client.get(resource, namespace_of(wl) or "default", name_of(wl)) if resource else None
-        by_workload[key] = _pods_of(wl, pods)
+    # Only the pods of each workload's current template are judged: a rollout keeps old ones for a while.
+    context = rollout_context(client, [w for w in live.values() if w is not None], pods)
+    for wl in workloads:
+        key = workload_key(wl)
+        current = live[key]
+        if wl.get("kind") == "Pod" or current is None:
+            by_workload[key] = _pods_of(wl, pods)
+        else:
+            by_workload[key] = current_pods(current, pods, context)
     classes = client.list_kind(DRA_GROUP, "DeviceClass") + client.list_kind(DRA_GROUP, "ResourceClass")
     uses_claims = any(pod_claim_refs(p) for ps in by_workload.values() for p in ps) or any(
         dra.pod_claims(dra.pod_spec_of(dict(w))) for w in workloads
@@ -177,7 +186,8 @@ def _observe(client: ClusterClient, workloads: Sequence[Mapping[str, Any]]) -> _
     driver_pods: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = []
     if uses_claims:
         dws = list_driver_workloads(client)
-        driver_pods = driver_pods_of(dws, list_driver_pods(client, dws))
+        dpods = list_driver_pods(client, dws)
+        driver_pods = driver_pods_of(dws, dpods, rollout_context(client, dws, dpods))
     return _Observation(
         pods=by_workload,
         live=live,
@@ -345,8 +355,14 @@ def _workload_done(wl: Mapping[str, Any], obs: _Observation) -> tuple[bool, str]
     health = health_of(dict(live))
     if not health.current:
         return False, f"{key}: {health.message}"
-    if wl.get("kind") != "Pod" and not obs.pods.get(key) and _expected_pods(live) > 0:
-        return False, f"{key}: no pods yet"
+    expected = _expected_pods(live)
+    if wl.get("kind") != "Pod" and expected > 0:
+        pods = obs.pods.get(key) or []
+        if not pods:
+            return False, f"{key}: no pods of its current template yet"
+        ready = sum(1 for p in pods if pod_ready(p) or pod_phase(p) == "Succeeded")
+        if ready < expected and live.get("kind") != "Job":
+            return False, f"{key}: {ready}/{expected} pods of its current template ready"
     return True, ""
 
 

@@ -30,6 +30,7 @@ from reconciler.sim.server import SimCluster
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests-example"
 SET_ID = applyset_id("test", "dra-gitops")
 DRIVER = "gpu.example.com"
+CANARY_NODE_LABELS = {"dra-gitops.io/canary": "true"}
 
 
 def example() -> list[Manifest]:
@@ -48,9 +49,12 @@ def client(sim_cluster: SimCluster) -> Iterator[ClusterClient]:
 
 @pytest.fixture
 def gpu_cluster() -> Iterator[tuple[SimCluster, ControlPlane, ClusterClient]]:
-    """Two nodes with two devices each: the example needs three (shared claim + two trainers)."""
+    """Two nodes with two devices each: the example needs three (shared claim + two trainers). The first
+    is a canary node, where the example's canary driver DaemonSet runs."""
     with SimCluster() as cluster:
-        control = install(cluster, nodes=2, devices_per_node=2, drivers=[DRIVER])
+        control = install(
+            cluster, nodes=2, devices_per_node=2, drivers=[DRIVER], node_labels=[CANARY_NODE_LABELS, {}]
+        )
         with ClusterClient.for_url(cluster.url) as c:
             yield cluster, control, c
 
@@ -260,7 +264,7 @@ def test_driver_stage_waits_for_resource_slices(
     )
     assert result.ok, result.error
     assert slices_at_stage_end["0 foundation"] == 0
-    # the canary selects no node (no canary label): nothing to wait for; the main driver runs on both nodes
+    # the canary runs on the canary node, the main driver on both nodes: slices of both nodes
     assert slices_at_stage_end["1 drivers"] == 2
 
 
@@ -272,8 +276,11 @@ def test_fail_fast_when_driver_crashes(gpu_cluster: tuple[SimCluster, ControlPla
     assert time.monotonic() - started < 30
     assert not result.ok
     error = result.error or ""
-    assert error.startswith("stage 1 drivers: fail fast") and "CrashLoopBackOff" in error
-    failed = next(r for r in result.results if r.ref == "DaemonSet/gpu-system/gpu-example-kubelet-plugin")
+    # The canary runs first (step 1a) on the canary node and catches the crash before the main driver.
+    assert error.startswith("stage 1a drivers: fail fast") and "CrashLoopBackOff" in error
+    failed = next(
+        r for r in result.results if r.ref == "DaemonSet/gpu-system/gpu-example-kubelet-plugin-canary"
+    )
     assert failed.error is not None and "CrashLoopBackOff" in failed.error
     later = [r for r in result.results if r.stage > 1]
     assert later and all(r.outcome == "not-attempted" for r in later)

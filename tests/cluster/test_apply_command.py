@@ -252,3 +252,72 @@ def test_driver_upgrade_from_git_needs_the_canary_first(sim: tuple[SimCluster, P
             if d["metadata"]["name"].endswith("plugin")
         ]
     assert main["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.4.0")
+
+
+# ---- one set of numbers ----------------------------------------------------------------------------------
+
+
+def plan_lines(text: str) -> list[str]:
+    return [
+        line.removeprefix("dra-gitops: ").removeprefix("plan: ")
+        for line in text.splitlines()
+        if line.removeprefix("dra-gitops: ").startswith("plan: ")
+    ]
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_progress_text_and_json_counts_agree(
+    sim: tuple[SimCluster, Path], tmp_path: Path, output: str
+) -> None:
+    """First apply, then a re-apply with one changed object: stderr, stdout (text or JSON) say the same."""
+    _, kubeconfig = sim
+    repo = copy_example(tmp_path)
+    objects = 12  # the example's objects; the ApplySet parent (and its namespace) are counted apart
+    gpu_class = repo / "20-classes" / "gpu-class.yaml"
+
+    def apply() -> tuple[str, dict[str, Any] | None, str]:
+        result = CliRunner().invoke(
+            cli, ["apply", str(repo), "--kubeconfig", str(kubeconfig), "-o", output, "--stage-timeout", "60"]
+        )
+        assert result.exit_code == 0, result.output
+        (progress,) = plan_lines(result.stderr)
+        report = json.loads(result.stdout) if output == "json" else None
+        return progress, report, result.stdout
+
+    expected = [
+        (
+            f"{objects} to create, 0 to update, 0 to delete, 0 unchanged",
+            {"create": objects, "update": 0, "unchanged": 0},
+        ),
+        (
+            f"0 to create, 1 to update, 0 to delete, {objects - 1} unchanged",
+            {"create": 0, "update": 1, "unchanged": objects - 1},
+        ),
+    ]
+    for round_, (line, numbers) in enumerate(expected):
+        if round_ == 1:
+            gpu_class.write_text(
+                gpu_class.read_text().replace(
+                    "  name: gpu.example.com\n", "  name: gpu.example.com\n  labels: {tier: gpu}\n", 1
+                )
+            )
+        progress, report, stdout = apply()
+        assert progress == f"{line} (server-side dry-run)"
+        if report is not None:
+            assert report["plan"] == line
+            assert {k: report["counts"][k] for k in numbers} == numbers and report["counts"]["delete"] == 0
+            applied = sum(stage["applied"] for stage in report["stages"])
+            bookkeeping = report["bookkeeping"]
+        else:
+            assert plan_lines(stdout) == [f"{line} (server-side dry-run)"]
+            applied = sum(
+                int(line_.split(": ", 1)[1].split(" applied")[0])
+                for line_ in stdout.splitlines()
+                if line_.startswith("stage ")
+            )
+            (kept,) = [line_ for line_ in stdout.splitlines() if line_.startswith("bookkeeping")]
+            bookkeeping = dict(part.rsplit(" ", 1) for part in kept.split(": ", 1)[1].split(", "))
+        assert applied == numbers["create"] + numbers["update"]
+        parent = [ref for ref in bookkeeping if ref.startswith("ConfigMap/dra-gitops/")]
+        assert len(parent) == 1, bookkeeping
+        assert bookkeeping[parent[0]] == ("create" if round_ == 0 else "unchanged")

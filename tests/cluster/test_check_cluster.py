@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
+from helpers import wait_for
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
@@ -151,3 +153,74 @@ def test_cluster_without_dra_is_explained() -> None:
     ):
         collect_facts(client)
     assert "does not serve the Dynamic Resource Allocation API" in str(error.value)
+
+
+IDLE_CANARY = """\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: gpu-system
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: plugin-canary
+  namespace: gpu-system
+  labels: {app.kubernetes.io/component: kubelet-plugin}
+  annotations:
+    dra-gitops.io/driver: gpu.example.com
+    dra-gitops.io/canary-for: plugin
+spec:
+  selector:
+    matchLabels: {app: plugin-canary}
+  template:
+    metadata:
+      labels: {app: plugin-canary, app.kubernetes.io/component: kubelet-plugin}
+    spec:
+      nodeSelector: {dra-gitops.io/canary: "true"}
+      containers:
+      - name: plugin
+        image: driver:v1
+"""
+
+
+def test_unchanged_canary_on_no_node_warns_in_check_and_inventory(
+    gpu_sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    """The canary is live and unchanged, but no node is labelled for it: warnings, not failures."""
+    sim, kubeconfig = gpu_sim
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "canary.yaml").write_text(IDLE_CANARY)
+    with ClusterClient.for_url(sim.url) as client:
+        for body in yaml.safe_load_all(IDLE_CANARY):
+            client.apply(body)
+        daemonsets = client.find_kind("apps", "DaemonSet")
+        assert daemonsets is not None
+
+        def observed() -> bool:
+            live = client.get(daemonsets, "gpu-system", "plugin-canary") or {}
+            return (live.get("status") or {}).get("observedGeneration") == 1
+
+        wait_for(observed, what="the DaemonSet controller to observe the canary")
+
+    code, report = check(kubeconfig, repo)
+    nowhere = [
+        f for f in report["findings"] if f["rule"] == "driver-canary" and "runs on no node" in f["msg"]
+    ]
+    assert code == 0 and len(nowhere) == 1, report["findings"]
+    assert nowhere[0]["severity"] == "warn" and nowhere[0]["ref"] == "DaemonSet/gpu-system/plugin-canary"
+    assert "kubectl label node <node> dra-gitops.io/canary=true" in nowhere[0]["msg"]
+
+    for output in ("json", "text"):
+        result = CliRunner().invoke(cli, ["inventory", "--kubeconfig", str(kubeconfig), "-o", output])
+        assert result.exit_code == 0, result.output
+        warnings = (
+            json.loads(result.stdout)["warnings"]
+            if output == "json"
+            else [line for line in result.stdout.splitlines() if line.startswith("  ! ")]
+        )
+        idle = [w for w in warnings if "plugin-canary" in w and "runs on no node" in w]
+        assert len(idle) == 1, warnings
+        assert "nodeSelector dra-gitops.io/canary=true matches no node" in idle[0]
+        assert "kubectl label node <node> dra-gitops.io/canary=true" in idle[0]

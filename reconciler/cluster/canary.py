@@ -1,0 +1,105 @@
+"""A canary driver DaemonSet that runs on no node (DESIGN.md "Canary for driver changes").
+
+A canary exists to try a new driver template on canary nodes. If its nodeSelector or affinity matches
+no node, its DaemonSet desires 0 pods, its rollout is "complete" at once and it has verified nothing. A
+canary whose template changed in the revision being applied fails its stage (1a) for that; one that is
+unchanged is a warning (stage wait, `check --cluster` through the driver-canary policy, `inventory`).
+
+PURE: live objects in, reasons out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler.model import dra
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _template(workload: Mapping[str, Any] | None) -> dict[str, Any]:
+    return _dict(_dict(_dict(workload).get("spec")).get("template"))
+
+
+def node_selector(workload: Mapping[str, Any]) -> dict[str, str]:
+    spec = _dict(_template(workload).get("spec"))
+    return {str(k): str(v) for k, v in _dict(spec.get("nodeSelector")).items()}
+
+
+def has_node_affinity(workload: Mapping[str, Any]) -> bool:
+    spec = _dict(_template(workload).get("spec"))
+    return bool(_dict(_dict(spec.get("affinity")).get("nodeAffinity")))
+
+
+def template_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
+    """The pod template differs between two live reads (a workload that did not exist before changed)."""
+    return before is None or _template(before) != _template(after)
+
+
+def nodes_matching(selector: Mapping[str, str], nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    out = []
+    for node in nodes:
+        labels = _dict(_dict(node.get("metadata")).get("labels"))
+        if all(labels.get(k) == v for k, v in selector.items()):
+            out.append(str(_dict(node.get("metadata")).get("name") or ""))
+    return out
+
+
+def label_hint(selector: Mapping[str, str]) -> str:
+    pairs = " ".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<key>=<value>"
+    return f"kubectl label node <node> {pairs}"
+
+
+def _observed(workload: Mapping[str, Any]) -> bool:
+    generation = _dict(workload.get("metadata")).get("generation")
+    observed = _dict(workload.get("status")).get("observedGeneration")
+    return generation is None or (isinstance(observed, int) and observed >= generation)
+
+
+def idle_canary_reason(
+    workload: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]] | None = None
+) -> str | None:
+    """Why a canary DaemonSet runs on no node, or None (not a canary DaemonSet, or it runs somewhere).
+
+    It runs nowhere when its controller, having observed its spec, desires 0 pods; or, before that (or
+    with no status at all), when `nodes` are given and none matches its nodeSelector.
+    """
+    body = dict(workload)
+    main = dra.canary_for(body)
+    if main is None or workload.get("kind") != "DaemonSet":
+        return None
+    selector = node_selector(workload)
+    status = _dict(workload.get("status"))
+    desired = status.get("desiredNumberScheduled")
+    if _observed(workload) and isinstance(desired, int):
+        if desired > 0:
+            return None
+    elif nodes is None or not selector or nodes_matching(selector, nodes):
+        return None
+    meta = _dict(workload.get("metadata"))
+    who = f"canary DaemonSet/{meta.get('namespace')}/{meta.get('name')} (canary for {main})"
+    if selector:
+        where = (
+            f"its nodeSelector {', '.join(f'{k}={v}' for k, v in sorted(selector.items()))} matches no node"
+        )
+    elif has_node_affinity(workload):
+        where = "its node affinity matches no node"
+    else:
+        where = "no node accepts it (taints?)"
+    return (
+        f"{who} runs on no node: {where} (0 pods desired), so it verifies nothing; "
+        f"label a canary node: {label_hint(selector)}"
+    )
+
+
+__all__ = [
+    "has_node_affinity",
+    "idle_canary_reason",
+    "label_hint",
+    "node_selector",
+    "nodes_matching",
+    "template_changed",
+]
