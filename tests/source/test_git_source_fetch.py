@@ -196,6 +196,7 @@ def test_damaged_or_foreign_cache_is_cloned_again(
         assert source.fetch().sha == expected
         assert names(source, expected) == (["a.yaml", "b.yaml"] if new_commit else ["a.yaml"])
         assert source.is_ancestor(first, expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".cache.lock", "cache", "remote"]  # no leftovers
     if damage == "blob-lost" and not new_commit:  # nothing to fetch, so only our check finds it
         assert "the cache lacks objects" in caplog.text
 
