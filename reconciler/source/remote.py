@@ -71,6 +71,13 @@ class FetchResult:
         return self.sha != self.previous
 
 
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def check_ref_name(name: str, what: str) -> str:
     """Refuse names git would reject or read as something else inside a refspec."""
     if (
@@ -109,6 +116,7 @@ class GitSource:
         self._verifier = SignatureVerifier(signatures, self._runner) if signatures is not None else None
         self._thread_lock = threading.RLock()
         self._repo: git.Repo | None = None
+        self._repo_identity: int | None = None  # inode of the cache directory `_repo` was opened on
         self._complete: set[str] = set()  # shas whose objects under `path` were all found present
         self._damaged = False  # a read failed on a missing object: clone again on the next fetch
 
@@ -129,16 +137,21 @@ class GitSource:
     def _clear_leftovers(self) -> None:
         """Remove what a killed git or a killed clone left: we hold the lock, so no one else is writing."""
         for stale in self.cache_dir.parent.glob(f".{self.cache_dir.name}.new-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove(stale)
         if self.cache_dir.is_dir():
             for lock in [*self.cache_dir.glob("*.lock"), *(self.cache_dir / "refs").rglob("*.lock")]:
                 lock.unlink(missing_ok=True)
 
     def _open(self) -> git.Repo | None:
         """The cache repository if it is one of ours for this URL, else None."""
-        if self._repo is not None:
+        try:
+            identity = os.stat(self.cache_dir).st_ino
+        except OSError:
+            identity = None
+        if self._repo is not None and identity == self._repo_identity:
             return self._repo
-        if not (self.cache_dir / "HEAD").is_file():
+        self._close()  # another GitSource on this cache swapped in a fresh clone: reopen
+        if identity is None or not (self.cache_dir / "HEAD").is_file():
             return None
         try:
             repo = git.Repo(self.cache_dir)
@@ -148,7 +161,7 @@ class GitSource:
         if not repo.bare or mark != self._runner.url:
             repo.close()
             return None
-        self._repo = repo
+        self._repo, self._repo_identity = repo, identity
         return repo
 
     def _close(self) -> None:
@@ -181,7 +194,7 @@ class GitSource:
         if self.cache_dir.exists() or self.cache_dir.is_symlink():
             old = self.cache_dir.parent / f".{self.cache_dir.name}.new-old-{os.getpid()}"
             self.cache_dir.rename(old)
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
         fresh.rename(self.cache_dir)
         self._complete.clear()
         self._damaged = False
@@ -226,6 +239,14 @@ class GitSource:
             return None
         return f"refs/tags/{newest}", tags[newest].commit.hexsha  # peels annotated tags
 
+    def _followed_or_none(self, repo: git.Repo | None) -> tuple[str, str] | None:
+        if repo is None:
+            return None
+        try:
+            return self._followed(repo)
+        except (ValueError, git.BadName, git.BadObject, git.GitCommandError):
+            return None  # a damaged cache: it will be cloned again
+
     def fetch(self, previous: str | None = None) -> FetchResult:
         """Bring the cache up to date and return the commit to reconcile.
 
@@ -235,9 +256,9 @@ class GitSource:
         """
         with self._exclusive():
             self._clear_leftovers()
-            repo = None if self._damaged else self._open()
-            before = self._followed(repo) if repo is not None else None
-            if repo is None:
+            repo = self._open()
+            before = self._followed_or_none(repo)
+            if repo is None or self._damaged:
                 repo = self._clone_or_raise()
             else:
                 try:

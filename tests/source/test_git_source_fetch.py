@@ -196,6 +196,7 @@ def test_damaged_or_foreign_cache_is_cloned_again(
         assert source.fetch().sha == expected
         assert names(source, expected) == (["a.yaml", "b.yaml"] if new_commit else ["a.yaml"])
         assert source.is_ancestor(first, expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".cache.lock", "cache", "remote"]  # no leftovers
     if damage == "blob-lost" and not new_commit:  # nothing to fetch, so only our check finds it
         assert "the cache lacks objects" in caplog.text
 
@@ -257,3 +258,19 @@ def test_reading_before_any_fetch_is_a_clear_error(tmp_path: Path) -> None:
         pytest.raises(EnvironmentProblem, match="the cache is empty: fetch first"),
     ):
         source.tree("0" * 40)
+
+
+def test_tree_of_a_sha_the_cache_never_had_is_fetched_by_id(remote: Remote, tmp_path: Path) -> None:
+    base = remote.commit({"a.yaml": manifest("a")}, "base")
+    dropped = remote.commit({"a.yaml": manifest("a", "v2")}, "last good, later force-pushed away")
+    remote.push()
+    remote.git("reset", "--quiet", "--hard", base)
+    remote.commit({"a.yaml": manifest("a", "v3")}, "rewritten")
+    remote.push(force=True)
+    with GitSource(remote.url, tmp_path / "fresh-cache") as source:  # e.g. a restarted pod: empty cache
+        assert source.fetch(previous=dropped).forced
+        assert b"v2" in source.tree(dropped).blobs[0][1]
+        with pytest.raises(
+            EnvironmentProblem, match=f"commit {'1' * 40} is not in the cache and cannot be fetched"
+        ):
+            source.tree("1" * 40)
