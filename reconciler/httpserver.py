@@ -229,7 +229,8 @@ class ControllerServer:
         header = {"github": "X-Hub-Signature-256", "gitlab": "X-Gitlab-Token", "generic": "Authorization"}
         proof = str(headers.get(header[provider]) or "")
         if provider == "generic":
-            proof = proof[len("Bearer ") :] if proof.startswith("Bearer ") else ""
+            scheme, _, token = proof.partition(" ")
+            proof = token.strip() if scheme.lower() == "bearer" else ""  # the scheme is case-insensitive
         allowed = self.authorized(provider, proof.encode(), body) if proof else []
         if not allowed:
             raise _Reply(401, "unauthorized", "unauthorized")

@@ -259,7 +259,7 @@ def test_generic_bearer_token_triggers_its_targets(server: ControllerServer, rec
     status, answer, _ = request(server, "POST", "/hooks/generic", b"", bearer)
     assert (status, json.loads(answer)) == (202, {"triggered": ["prod"]})
     assert request(server, "POST", "/hooks/generic", b'{"target": "prod"}', bearer)[0] == 202
-    lab = {"Authorization": "Bearer lab-token"}
+    lab = {"Authorization": "bearer lab-token"}
     assert request(server, "POST", "/hooks/generic", b"{}", lab)[0] == 202
     assert recorder.calls == [
         ({"prod"}, "generic webhook"),
