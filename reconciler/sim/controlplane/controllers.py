@@ -1,7 +1,7 @@
 """The simulated kube-controller-manager: workloads → pods, pod claims from templates, claim cleanup.
 
 Each controller lives in its own module (deployments, daemonsets, batch, claims); this class runs them
-in one pass on every change of a watched kind.
+in one pass on every change of a watched kind (and every ``interval`` seconds, for the clocks).
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from reconciler.sim.controlplane.batch import StatefulSetJobControl
 from reconciler.sim.controlplane.claims import PodClaimControl
 from reconciler.sim.controlplane.daemonsets import DaemonSetControl
 from reconciler.sim.controlplane.deployments import DeploymentControl
+from reconciler.sim.controlplane.nodelifecycle import NodeLifecycleControl
 
 
-class ControllerManager(DeploymentControl, DaemonSetControl, StatefulSetJobControl, PodClaimControl):
+class ControllerManager(
+    NodeLifecycleControl, DeploymentControl, DaemonSetControl, StatefulSetJobControl, PodClaimControl
+):
     name = "controller-manager"
     watches = frozenset(
         {
@@ -36,9 +39,14 @@ class ControllerManager(DeploymentControl, DaemonSetControl, StatefulSetJobContr
         }
     )
 
+    def __init__(self, node_monitor_grace_period: float = 40.0) -> None:
+        super().__init__()
+        self.node_monitor_grace_period = node_monitor_grace_period
+
     def reconcile(self) -> None:
         self.service_accounts()
         pods = self.store.list("", "pods")
+        self.node_lifecycle(pods)
         self.deployments()
         self.replicasets(pods)
         self.daemonsets(pods)

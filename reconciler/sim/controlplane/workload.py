@@ -76,3 +76,60 @@ class WorkloadController(Component):
         fn(trial)
         if trial.get("status") != obj.get("status"):
             self.try_mutate(group, plural, md(obj).get("namespace", ""), md(obj)["name"], fn, status=True)
+
+    # ------------------------------------------------------------------ controller revisions
+
+    def _revisions(self, owner: Obj) -> list[Obj]:
+        uid = md(owner).get("uid")
+        return [
+            r
+            for r in self.store.list("apps", "controllerrevisions", md(owner).get("namespace"))
+            if (controller_of(r) or {}).get("uid") == uid
+        ]
+
+    def _sync_revision(self, owner: Obj, kind: str, name: str, rev_hash: str) -> int:
+        """Make ``name`` the owner's newest ControllerRevision, as the DaemonSet and StatefulSet
+        controllers do: created with the next revision number, or renumbered when an older template
+        comes back (a rollback). Keeps ``revisionHistoryLimit`` unused revisions. Returns its number."""
+        revisions = self._revisions(owner)
+        newest = max((int(r.get("revision") or 0) for r in revisions), default=0)
+        mine = next((r for r in revisions if md(r).get("name") == name), None)
+        ns = md(owner)["namespace"]
+        if mine is None:
+            template = copy.deepcopy((owner.get("spec") or {}).get("template") or {})
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+            labels["controller-revision-hash"] = rev_hash
+            template["$patch"] = "replace"
+            created = self.try_create(
+                "apps",
+                "controllerrevisions",
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ControllerRevision",
+                    "metadata": {
+                        "name": name,
+                        "namespace": ns,
+                        "labels": labels,
+                        "ownerReferences": [owner_ref(owner, "apps/v1", kind)],
+                    },
+                    "data": {"spec": {"template": template}},
+                    "revision": newest + 1,
+                },
+            )
+            number = newest + 1 if created is not None else 0
+        elif int(mine.get("revision") or 0) < newest:
+            number = newest + 1
+
+            def renumber(obj: Obj) -> None:
+                obj["revision"] = number
+
+            self.try_mutate("apps", "controllerrevisions", ns, name, renumber)
+        else:
+            number = int(mine.get("revision") or 0)
+        limit = int((owner.get("spec") or {}).get("revisionHistoryLimit", 10))
+        old = sorted(
+            (r for r in revisions if md(r).get("name") != name), key=lambda r: int(r.get("revision") or 0)
+        )
+        for r in old[: max(0, len(old) - limit)]:
+            self.try_delete("apps", "controllerrevisions", ns, md(r)["name"])
+        return number
