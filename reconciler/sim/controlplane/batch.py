@@ -30,8 +30,11 @@ class StatefulSetJobControl(WorkloadController):
             spec = sts.get("spec") or {}
             want = _num(spec, "replicas", 1)
             template = spec.get("template") or {}
-            rev = f"{name}-{template_hash(template)}"
-            owned = {md(p)["name"]: p for p in self._owned(pods, sts) if not is_terminating(p)}
+            rev_hash = template_hash(template)
+            rev = f"{name}-{rev_hash}"
+            self._sync_revision(sts, "StatefulSet", rev, rev_hash)
+            # a terminating pod keeps its ordinal until it is gone: only then is it recreated
+            owned = {md(p)["name"]: p for p in self._owned(pods, sts)}
             parallel = spec.get("podManagementPolicy") == "Parallel"
             for i in range(want):
                 pname = f"{name}-{i}"
@@ -52,39 +55,73 @@ class StatefulSetJobControl(WorkloadController):
                     self.try_create("", "pods", pod)
                     if not parallel:
                         break
+                elif is_terminating(p):
+                    if not parallel:
+                        break
                 elif pod_phase(p) == "Failed":
                     self.try_delete("", "pods", ns, pname)
                     break
                 elif not parallel and not pod_ready(p):
                     break
-            for pname in owned:
+            for pname, p in owned.items():
                 idx = pname.rsplit("-", 1)[-1]
-                if idx.isdigit() and int(idx) >= want:
+                if idx.isdigit() and int(idx) >= want and not is_terminating(p):
                     self.try_delete("", "pods", ns, pname)
             active = [
                 p
                 for n, p in owned.items()
-                if n.rsplit("-", 1)[-1].isdigit() and int(n.rsplit("-", 1)[-1]) < want
+                if n.rsplit("-", 1)[-1].isdigit()
+                and int(n.rsplit("-", 1)[-1]) < want
+                and not is_terminating(p)
             ]
+            strategy = spec.get("updateStrategy") or {}
+            partition = int((strategy.get("rollingUpdate") or {}).get("partition") or 0)
+            # rolling update: highest ordinal first, one at a time, only while every pod is Ready
             outdated = sorted(
-                [p for p in active if (md(p).get("labels") or {}).get("controller-revision-hash") != rev],
+                [
+                    p
+                    for p in active
+                    if (md(p).get("labels") or {}).get("controller-revision-hash") != rev
+                    and int(md(p)["name"].rsplit("-", 1)[-1]) >= partition
+                ],
                 key=lambda p: -int(md(p)["name"].rsplit("-", 1)[-1]),
             )
-            if outdated and all(pod_ready(p) for p in active) and len(active) == want:
+            if (
+                outdated
+                and strategy.get("type", "RollingUpdate") == "RollingUpdate"
+                and all(pod_ready(p) for p in active)
+                and len(active) == want
+            ):
                 self.try_delete("", "pods", ns, md(outdated[0])["name"])
             ready = [p for p in active if pod_ready(p)]
             updated = [
                 p for p in active if (md(p).get("labels") or {}).get("controller-revision-hash") == rev
             ]
+            # currentRevision moves to the update revision once every replica runs it
+            previous = (sts.get("status") or {}).get("currentRevision")
+            current_rev = rev if len(updated) == want or not previous else str(previous)
+            current = [
+                p
+                for p in active
+                if (md(p).get("labels") or {}).get("controller-revision-hash") == current_rev
+            ]
 
-            def write(obj: Obj, a: Any = active, r: Any = ready, u: Any = updated, rv: str = rev) -> None:
+            def write(
+                obj: Obj,
+                a: Any = active,
+                r: Any = ready,
+                u: Any = updated,
+                c: Any = current,
+                rv: str = rev,
+                cur: str = current_rev,
+            ) -> None:
                 st = obj.setdefault("status", {})
                 st["replicas"] = len(a)
                 st["readyReplicas"] = len(r)
                 st["availableReplicas"] = len(r)
-                st["currentReplicas"] = len(u)
+                st["currentReplicas"] = len(c)
                 st["updatedReplicas"] = len(u)
-                st["currentRevision"] = rv
+                st["currentRevision"] = cur
                 st["updateRevision"] = rv
                 st["observedGeneration"] = md(obj).get("generation", 1)
                 st["collisionCount"] = 0

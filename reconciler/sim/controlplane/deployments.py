@@ -18,6 +18,15 @@ from reconciler.sim.controlplane.base import (
 )
 from reconciler.sim.controlplane.workload import WorkloadController, _active, _int_or_percent, _num
 
+REVISION = "deployment.kubernetes.io/revision"
+
+
+def _revision(rs: Obj) -> int:
+    try:
+        return int((md(rs).get("annotations") or {}).get(REVISION, "0"))
+    except ValueError:
+        return 0
+
 
 class DeploymentControl(WorkloadController):
     # ------------------------------------------------------------------ deployments
@@ -88,6 +97,11 @@ class DeploymentControl(WorkloadController):
             new_rs = self.try_create("apps", "replicasets", rs_obj)
             if new_rs is None:
                 return
+        elif old and _revision(new_rs) < revision - 1:
+            # a rollback to an older template: its ReplicaSet becomes the newest revision again
+            new_rs = self._annotate(new_rs, "apps", "replicasets", str(revision)) or new_rs
+        if (dmd.get("annotations") or {}).get(REVISION) != str(_revision(new_rs)):
+            self._annotate(d, "apps", "deployments", str(_revision(new_rs)))
         new_spec = int((new_rs.get("spec") or {}).get("replicas") or 0)
         new_avail = int((new_rs.get("status") or {}).get("availableReplicas") or 0)
         # scale the new ReplicaSet
@@ -173,6 +187,12 @@ class DeploymentControl(WorkloadController):
                 c.setdefault("lastUpdateTime", c.get("lastTransitionTime"))
 
         self._write_status_if_changed("apps", "deployments", d, write)
+
+    def _annotate(self, obj: Obj, group: str, plural: str, revision: str) -> Obj | None:
+        def fn(o: Obj) -> None:
+            o.setdefault("metadata", {}).setdefault("annotations", {})[REVISION] = revision
+
+        return self.try_mutate(group, plural, md(obj)["namespace"], md(obj)["name"], fn)
 
     def _scale_rs(self, rs: Obj, replicas: int) -> None:
         def fn(obj: Obj) -> None:
