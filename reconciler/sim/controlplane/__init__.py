@@ -153,23 +153,23 @@ class ControlPlane:
             self.kubelet.clear_faults()
 
     def set_node_ready(self, name: str, ready: bool) -> None:
-        """The node's kubelet reports Ready True / False (the node-lifecycle controller then adds or
-        removes the not-ready NoSchedule and NoExecute taints)."""
+        """The node's kubelet reports Ready True / False, and the node-lifecycle controller adds or
+        removes the not-ready NoSchedule and NoExecute taints: both done when this returns."""
         if self.kubelet is not None:
             self.kubelet.set_ready(name, ready)
-        else:
 
-            def fn(obj: dict[str, Any]) -> None:
-                st = obj.setdefault("status", {})
-                if ready:
-                    set_condition(st, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
-                else:
-                    set_condition(st, "Ready", "False", "KubeletNotReady", NODE_NOT_READY_MESSAGE)
-                for c in st.get("conditions") or []:
-                    c.pop("lastProbeTime", None)
-                    c["lastHeartbeatTime"] = now()
+        def fn(obj: dict[str, Any]) -> None:
+            st = obj.setdefault("status", {})
+            if ready:
+                set_condition(st, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
+            else:
+                set_condition(st, "Ready", "False", "KubeletNotReady", NODE_NOT_READY_MESSAGE)
+            for c in st.get("conditions") or []:
+                c.pop("lastProbeTime", None)
+                c["lastHeartbeatTime"] = now()
 
-            self.store.mutate("", "nodes", "", name, fn, status=True)
+        self.store.mutate("", "nodes", "", name, fn, status=True)
+        _observe_nodes(self.components.get("controller-manager"), self.store)
         self.kick()
 
     def set_node_heartbeat(self, name: str, alive: bool) -> None:
