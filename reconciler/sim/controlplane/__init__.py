@@ -14,7 +14,8 @@ from typing import Any
 from reconciler.sim.controlplane.base import Component, md, now, set_condition
 from reconciler.sim.controlplane.controllers import ControllerManager
 from reconciler.sim.controlplane.driver import Driver, DriverConfig, workload_driver
-from reconciler.sim.controlplane.kubelet import NODE_NOT_READY_MESSAGE, Kubelet
+from reconciler.sim.controlplane.heartbeat import NODE_NOT_READY_MESSAGE
+from reconciler.sim.controlplane.kubelet import Kubelet
 from reconciler.sim.controlplane.scheduler import Scheduler, fit_error
 
 __all__ = [

@@ -25,9 +25,7 @@ from typing import Any
 
 from reconciler.sim.controlplane.base import (
     RESOURCE,
-    Component,
     Obj,
-    condition,
     controller_of,
     is_terminating,
     labels_match,
@@ -38,16 +36,12 @@ from reconciler.sim.controlplane.base import (
     pod_phase,
     set_condition,
 )
+from reconciler.sim.controlplane.heartbeat import NodeHeartbeat
 from reconciler.sim.controlplane.scheduler import pod_claim_names
 
 PodPredicate = Callable[[Obj], bool]
 BACKOFF_INITIAL = 10.0  # the kubelet's container restart back-off: 10 s, doubling, capped at 300 s
 BACKOFF_MAX = 300.0
-LEASE_NAMESPACE = "kube-node-lease"
-NODE_NOT_READY_MESSAGE = (
-    "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
-    "message:Network plugin returns error: cni plugin not initialized"
-)
 
 
 @dataclass
@@ -86,7 +80,7 @@ def selector_predicate(selector: Any, namespace: str | None = None) -> PodPredic
     return pred
 
 
-class Kubelet(Component):
+class Kubelet(NodeHeartbeat):
     name = "kubelet"
     watches = frozenset(
         {("", "pods"), ("", "nodes"), (RESOURCE, "resourceclaims"), (RESOURCE, "resourceslices")}
@@ -304,51 +298,6 @@ class Kubelet(Component):
             }
         return out
 
-    # ------------------------------------------------------------------ node heartbeat
-
-    def heartbeat(self, nodes: dict[str, Obj], silent: set[str]) -> None:
-        """Renew each served node's Lease; post its conditions when they differ from what it reports."""
-        clock = time.monotonic()
-        with self._lock:
-            not_ready = set(self.not_ready)
-        for name, node in nodes.items():
-            if name in silent or (self.nodes is not None and name not in self.nodes):
-                continue
-            if clock - self._renewed.get(name, float("-inf")) >= self.heartbeat_interval:
-                self._renew_lease(node)
-                self._renewed[name] = clock
-            ready = condition(node, "Ready")
-            want = "False" if name in not_ready else "True"
-            if ready is None or ready.get("status") != want:
-                self.try_mutate("", "nodes", "", name, _conditions_poster(want), status=True)
-
-    def _renew_lease(self, node: Obj) -> None:
-        name = md(node)["name"]
-        stamp = (
-            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1e6) % 1000000:06d}Z"
-        )
-
-        def renew(obj: Obj) -> None:
-            obj.setdefault("spec", {}).update({"holderIdentity": name, "renewTime": stamp})
-
-        if self.try_mutate("coordination.k8s.io", "leases", LEASE_NAMESPACE, name, renew) is None:
-            self.try_create(
-                "coordination.k8s.io",
-                "leases",
-                {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {
-                        "name": name,
-                        "namespace": LEASE_NAMESPACE,
-                        "ownerReferences": [
-                            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": md(node).get("uid")}
-                        ],
-                    },
-                    "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": stamp},
-                },
-            )
-
     # ------------------------------------------------------------------ status writers
 
     def _write(self, pod: Obj, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -472,29 +421,6 @@ class Kubelet(Component):
             }
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
-
-
-def _conditions_poster(ready: str) -> Callable[[Obj], None]:
-    return lambda node: _post_conditions(node, ready)
-
-
-def _post_conditions(node: Obj, ready: str) -> None:
-    """The conditions a kubelet posts: no pressure, Ready True or False, with a fresh heartbeat."""
-    st = node.setdefault("status", {})
-    for ctype, reason, message in (
-        ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-        ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-    ):
-        set_condition(st, ctype, "False", reason, message)
-    if ready == "True":
-        set_condition(st, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
-    else:
-        set_condition(st, "Ready", "False", "KubeletNotReady", NODE_NOT_READY_MESSAGE)
-    stamp = now()
-    for c in st.get("conditions") or []:
-        c.pop("lastProbeTime", None)
-        c["lastHeartbeatTime"] = stamp
 
 
 def _clone(o: Any) -> Any:
