@@ -81,6 +81,21 @@ def sim() -> None:
 @click.option(
     "--no-control-plane", is_flag=True, help="Serve the API only (no scheduler, controllers, kubelet)."
 )
+@click.option(
+    "--crash-image",
+    "crash_images",
+    multiple=True,
+    metavar="SUBSTR",
+    help="The kubelet runs every container whose image contains SUBSTR as crash-looping "
+    "(CrashLoopBackOff with the kubelet's back-off; repeatable).",
+)
+@click.option(
+    "--node-monitor-grace-period",
+    type=float,
+    default=40.0,
+    show_default=True,
+    help="Seconds without a kubelet heartbeat before a node turns Ready=Unknown and gets the unreachable taints.",
+)
 def serve(
     port: int,
     nodes: int,
@@ -94,6 +109,8 @@ def serve(
     token: str | None,
     kube_version: str | None,
     no_control_plane: bool,
+    crash_images: tuple[str, ...],
+    node_monitor_grace_period: float,
 ) -> None:
     """Run the simulated cluster in the foreground until interrupted (prints its URL on stdout)."""
     from reconciler.sim.server import SimCluster
@@ -122,6 +139,8 @@ def serve(
                     {"dra-gitops.io/canary": "true"} if i < canary_nodes else {} for i in range(nodes)
                 ],
                 components=[c.strip() for c in components.split(",") if c.strip()],
+                crash_images=crash_images,
+                node_monitor_grace_period=node_monitor_grace_period,
             )
             click.echo(
                 f"sim: control plane with {nodes} node(s), driver(s) {', '.join(drivers)}, "

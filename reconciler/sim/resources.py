@@ -51,6 +51,7 @@ def builtin_types() -> list[ResourceType]:
         _t("apps", "v1", "replicasets", "ReplicaSet", True, STATUS, ("rs",)),
         _t("apps", "v1", "daemonsets", "DaemonSet", True, STATUS, ("ds",)),
         _t("apps", "v1", "statefulsets", "StatefulSet", True, STATUS, ("sts",)),
+        _t("apps", "v1", "controllerrevisions", "ControllerRevision", True, gen=False),
         _t("batch", "v1", "jobs", "Job", True, STATUS),
         _t("batch", "v1", "cronjobs", "CronJob", True, STATUS, ("cj",)),
         _t("rbac.authorization.k8s.io", "v1", "roles", "Role", True, gen=False),

@@ -359,10 +359,57 @@ def _default_workload(plural: str, spec: Any) -> None:
             "strategy",
             {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
         )
+    if plural == "daemonsets":
+        spec.setdefault(
+            "updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+        )
     if plural == "jobs":
         spec.setdefault("backoffLimit", 6)
         spec.setdefault("completions", 1)
         spec.setdefault("parallelism", 1)
+
+
+# ---------------------------------------------------------------------- admission plugins
+
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+DEFAULT_TOLERATION_SECONDS = 300
+
+
+def default_toleration_seconds(spec: Any) -> None:
+    """DefaultTolerationSeconds: tolerate not-ready/unreachable NoExecute for 300 s unless the pod says."""
+    if not isinstance(spec, dict):
+        return
+    tolerations = spec.get("tolerations") or []
+    for key in (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY):
+        if any(
+            isinstance(t, dict)
+            and t.get("effect") in ("NoExecute", "", None)
+            and (t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists"))
+            for t in tolerations
+        ):
+            continue
+        tolerations = [
+            *tolerations,
+            {
+                "key": key,
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+            },
+        ]
+    spec["tolerations"] = tolerations
+
+
+def taint_new_node(obj: Obj) -> None:
+    """TaintNodesByCondition: a new Node is not-ready:NoSchedule until the node lifecycle controller
+    sees its kubelet report Ready."""
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    taints = spec.get("taints") or []
+    if not any(isinstance(t, dict) and t.get("key") == NOT_READY_TAINT_KEY for t in taints):
+        spec["taints"] = [*taints, {"key": NOT_READY_TAINT_KEY, "effect": "NoSchedule"}]
 
 
 # ---------------------------------------------------------------------- admission entry point
@@ -393,6 +440,10 @@ def admit(rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
                 spec.setdefault("schedulerName", "default-scheduler")
                 spec.setdefault("restartPolicy", "Always")
                 spec.setdefault("terminationGracePeriodSeconds", 30)
+                default_toleration_seconds(spec)
+    elif key == ("", "nodes"):
+        if old is None:
+            taint_new_node(obj)
     elif key in POD_TEMPLATE_PATHS:
         _default_workload(key[1], spec)
         causes.extend(check_pod_spec(_dig(obj, POD_TEMPLATE_PATHS[key]), POD_TEMPLATE_PATHS[key]))

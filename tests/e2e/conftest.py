@@ -5,6 +5,7 @@ Skipped, loudly, when $DRA_GITOPS_E2E_KUBECONFIG is not set.
 
 from __future__ import annotations
 
+import os
 import secrets
 import warnings
 from collections.abc import Iterator
@@ -155,7 +156,9 @@ def e2e_nodes(kube: Kube, kubeconfig: str, run_id: str, e2e_guard: bool) -> Iter
 
 @pytest.fixture(scope="session")
 def fake_kubelet(kubeconfig: str, run_id: str, e2e_nodes: list[str]) -> Iterator[FakeKubelet]:
-    kubelet = FakeKubelet(kubeconfig, run_id, e2e_nodes)
+    # $DRA_GITOPS_E2E_CRASH_IMAGE: comma-separated image substrings the fake kubelet crash-loops
+    crash = tuple(i for i in os.environ.get("DRA_GITOPS_E2E_CRASH_IMAGE", "").split(",") if i)
+    kubelet = FakeKubelet(kubeconfig, run_id, e2e_nodes, crash_images=crash)
     kubelet.heartbeat()
     kubelet.start()
     yield kubelet

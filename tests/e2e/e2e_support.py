@@ -6,7 +6,10 @@ nodes) named by $DRA_GITOPS_E2E_KUBECONFIG. The suite plays the parts a control 
   Running+Ready pod of a DaemonSet annotated `dra-gitops.io/driver: gpu.example.com` runs there (or at
   once, "preinstalled");
 * `FakeKubelet`: starts pods bound to the suite's nodes once their claims are allocated and reserved for
-  them (pods/status: Running, Ready), and finishes the graceful deletion of terminating pods.
+  them (pods/status: Running, Ready), and finishes the graceful deletion of terminating pods. A container
+  whose image contains one of its `crash_images` substrings crash-loops as on a real kubelet:
+  CrashLoopBackOff, restartCount growing with a back-off of 10 s doubling to 300 s (times `time_scale`),
+  lastState.terminated exitCode 1 reason Error, the pod not Ready, a Warning BackOff event per crash.
 
 The setup uses the official `kubernetes` client directly (not the code under test). Everything the suite
 creates is deleted at the end, even on failure. The example's namespaces and cluster-scoped objects are
@@ -339,12 +342,23 @@ class FakeKubelet(Loop):
 
     heartbeat_every = 10.0  # the kubelet's default lease renewal (lease duration 40 s / 4)
 
-    def __init__(self, kubeconfig: str, run_id: str, nodes: list[str]) -> None:
+    def __init__(
+        self,
+        kubeconfig: str,
+        run_id: str,
+        nodes: list[str],
+        *,
+        crash_images: tuple[str, ...] = (),
+        time_scale: float = 1.0,
+    ) -> None:
         super().__init__(kubeconfig, f"fake-kubelet-{run_id}")
         self.nodes = nodes
         self._last_heartbeat = 0.0
         self.since = now()  # the nodes' conditions keep their lastTransitionTime
         self.started: list[str] = []  # ns/name of pods this kubelet started
+        self.crash_images: set[str] = set(crash_images)  # tests may add or discard substrings
+        self.time_scale = time_scale
+        self._crashes: dict[tuple[str, str], tuple[int, float]] = {}  # (uid, container) → restarts, next
 
     # ---- node heartbeat (so the node lifecycle controller never marks the nodes NotReady)
 
@@ -439,10 +453,119 @@ class FakeKubelet(Loop):
             self.kube.delete(path, grace=0, uid=str(meta.get("uid")))
             return
         phase = (pod.get("status") or {}).get("phase")
-        if phase in ("Succeeded", "Failed") or pod_ready(pod):
+        if phase in ("Succeeded", "Failed"):
+            return
+        crashing = self.crashing(pod)
+        if crashing and (phase == "Running" or self.claims_ready(pod)):
+            self.crash_loop(pod, index, crashing)
+            return
+        if pod_ready(pod):
             return
         if self.claims_ready(pod):
             self.start_pod(pod, index)
+
+    # ---- crash loops
+
+    def crashing(self, pod: dict[str, Any]) -> list[str]:
+        images = set(self.crash_images)
+        return [
+            str(c.get("name"))
+            for c in (pod.get("spec") or {}).get("containers") or []
+            if any(i and i in str(c.get("image") or "") for i in images)
+        ]
+
+    def crash_loop(self, pod: dict[str, Any], index: int, crashing: list[str]) -> None:
+        """Restart each crashing container when its back-off ends; write the status a kubelet shows."""
+        meta = md(pod)
+        uid, name, ns = str(meta.get("uid")), meta["name"], meta["namespace"]
+        if (pod.get("status") or {}).get("phase") != "Running":
+            self.start_pod(pod, index)
+            pod = self.kube.get(f"/api/v1/namespaces/{ns}/pods/{name}") or pod
+        statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+        changed = False
+        clock = time.monotonic()
+        for cname in crashing:
+            restarts, due = self._crashes.get((uid, cname), (0, 0.0))
+            if restarts and clock < due:
+                continue
+            restarts += 1
+            backoff = min(300.0, 10.0 * 2 ** (restarts - 1))
+            self._crashes[(uid, cname)] = (restarts, clock + backoff * self.time_scale)
+            stamp = now()
+            status = dict(statuses.get(cname) or {"name": cname})
+            status.update(
+                {
+                    "ready": False,
+                    "started": False,
+                    "restartCount": restarts,
+                    "state": {
+                        "waiting": {
+                            "reason": "CrashLoopBackOff",
+                            "message": f"back-off {backoff:.0f}s restarting failed container={cname} "
+                            f"pod={name}_{ns}({uid})",
+                        }
+                    },
+                    "lastState": {
+                        "terminated": {
+                            "exitCode": 1,
+                            "reason": "Error",
+                            "startedAt": stamp,
+                            "finishedAt": stamp,
+                        }
+                    },
+                }
+            )
+            statuses[cname] = status
+            changed = True
+            self.kube.create(
+                f"/api/v1/namespaces/{ns}/events",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {
+                        "name": f"{name}.{hashlib.sha256(f'{uid}{restarts}{cname}'.encode()).hexdigest()[:16]}"
+                    },
+                    "involvedObject": {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": name,
+                        "namespace": ns,
+                        "uid": uid,
+                    },
+                    "reason": "BackOff",
+                    "message": f"Back-off restarting failed container {cname} in pod {name}_{ns}({uid})",
+                    "type": "Warning",
+                    "source": {"component": "kubelet", "host": (pod.get("spec") or {}).get("nodeName")},
+                    "firstTimestamp": stamp,
+                    "lastTimestamp": stamp,
+                    "count": 1,
+                },
+            )
+        if not changed:
+            return
+        unready = f"containers with unready status: [{' '.join(crashing)}]"
+        conditions = [
+            {
+                **c,
+                "status": "False",
+                "reason": "ContainersNotReady",
+                "message": unready,
+                "lastTransitionTime": now(),
+            }
+            if c.get("type") in ("Ready", "ContainersReady") and c.get("status") != "False"
+            else c
+            for c in (pod.get("status") or {}).get("conditions") or []
+        ]
+        order = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+        self.kube.merge_patch(
+            f"/api/v1/namespaces/{ns}/pods/{name}/status",
+            {
+                "status": {
+                    "conditions": conditions,
+                    "containerStatuses": [statuses[c] for c in order if c in statuses],
+                }
+            },
+        )
 
     def step(self) -> None:
         if time.monotonic() - self._last_heartbeat > self.heartbeat_every:

@@ -155,3 +155,92 @@ def test_claim_template_deployment_runs_on_the_fake_nodes(fresh_example: E2EClus
         lambda: not e2e_cluster.driver.published(),
         timeout=60,
     )
+
+
+def test_crash_image_crash_loops_and_a_rollback_repairs_it(e2e_cluster: E2ECluster) -> None:
+    kube, run, kubelet = e2e_cluster.kube, e2e_cluster.run_id, e2e_cluster.kubelet
+    ns, crash = f"{run}-crash", f"crashloop-{run}"
+    labels = {"app": "crashy-plugin"}
+
+    def cleanup() -> None:
+        kubelet.crash_images.discard(crash)
+        kubelet.time_scale = 1.0
+        kube.delete(f"/api/v1/namespaces/{ns}")
+        wait_for(f"namespace {ns} to go", lambda: kube.get(f"/api/v1/namespaces/{ns}") is None, timeout=120)
+
+    e2e_cluster.extra_cleanup.append(cleanup)
+    kubelet.crash_images.add(crash)
+    kubelet.time_scale = 0.05  # back-off 0.5 s, 1 s, 2 s ... instead of 10 s, 20 s, 40 s
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    wait_for(
+        f"ServiceAccount {ns}/default",
+        lambda: kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default"),
+        60,
+    )
+    path = f"/apis/apps/v1/namespaces/{ns}/daemonsets"
+    kube.create(
+        path,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "plugin", "annotations": {DRIVER_ANNOTATION: DRIVER}},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [{"name": "plugin", "image": f"registry.example.com/plugin:{crash}"}]
+                    },
+                },
+            },
+        },
+    )
+
+    def crash_looping() -> list[dict]:
+        pods = kube.list(f"/api/v1/namespaces/{ns}/pods")
+        looping = [
+            p
+            for p in pods
+            if any(
+                (s.get("state") or {}).get("waiting", {}).get("reason") == "CrashLoopBackOff"
+                and s.get("restartCount", 0) >= 2
+                for s in (p.get("status") or {}).get("containerStatuses") or []
+            )
+        ]
+        return looping if len(looping) == len(e2e_cluster.nodes) else []
+
+    pods = wait_for(f"every plugin pod crash-looping ({e2e_cluster.health()})", crash_looping, timeout=90)
+    for pod in pods:
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["lastState"]["terminated"]["exitCode"] == 1
+        assert not pod_ready(pod)
+    events = kube.list(f"/api/v1/namespaces/{ns}/events")
+    assert any(e["reason"] == "BackOff" and e["type"] == "Warning" for e in events)
+    assert e2e_cluster.driver.published() == set()  # a crash-looping plugin publishes nothing
+
+    # back to a good image: the controller replaces the crash-looping pods, the driver publishes
+    kube.merge_patch(
+        f"{path}/plugin",
+        {
+            "spec": {
+                "template": {
+                    "spec": {"containers": [{"name": "plugin", "image": "registry.example.com/plugin:1"}]}
+                }
+            }
+        },
+    )
+
+    def repaired() -> list[dict]:
+        pods = kube.list(f"/api/v1/namespaces/{ns}/pods")
+        good = [p for p in pods if pod_ready(p) and crash not in p["spec"]["containers"][0]["image"]]
+        return good if len(good) == len(pods) == len(e2e_cluster.nodes) else []
+
+    repaired_pods = wait_for(f"the DaemonSet repaired ({e2e_cluster.health()})", repaired, timeout=120)
+    assert all(p["metadata"]["labels"].get("controller-revision-hash") for p in repaired_pods)
+    wait_for(
+        "slices published again",
+        lambda: e2e_cluster.driver.published() == set(e2e_cluster.nodes),
+        timeout=60,
+    )
+    cleanup()
+    e2e_cluster.extra_cleanup.remove(cleanup)

@@ -14,6 +14,7 @@ from typing import Any
 from reconciler.sim.controlplane.base import Component, md, now, set_condition
 from reconciler.sim.controlplane.controllers import ControllerManager
 from reconciler.sim.controlplane.driver import Driver, DriverConfig, workload_driver
+from reconciler.sim.controlplane.heartbeat import NODE_NOT_READY_MESSAGE
 from reconciler.sim.controlplane.kubelet import Kubelet
 from reconciler.sim.controlplane.scheduler import Scheduler, fit_error
 
@@ -32,7 +33,6 @@ __all__ = [
 ]
 
 COMPONENTS = ("controller-manager", "scheduler", "driver", "kubelet")
-NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 KUBE_VERSION = "v1.36.2"
 
 
@@ -154,30 +154,44 @@ class ControlPlane:
             self.kubelet.clear_faults()
 
     def set_node_ready(self, name: str, ready: bool) -> None:
-        """Mark a node Ready / NotReady (NotReady also gets the not-ready:NoSchedule taint)."""
+        """The node's kubelet reports Ready True / False, and the node-lifecycle controller adds or
+        removes the not-ready NoSchedule and NoExecute taints: both done when this returns."""
+        if self.kubelet is not None:
+            self.kubelet.set_ready(name, ready)
 
         def fn(obj: dict[str, Any]) -> None:
             st = obj.setdefault("status", {})
             if ready:
                 set_condition(st, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
             else:
-                set_condition(st, "Ready", "False", "KubeletNotReady", "Kubelet stopped posting node status.")
+                set_condition(st, "Ready", "False", "KubeletNotReady", NODE_NOT_READY_MESSAGE)
             for c in st.get("conditions") or []:
                 c.pop("lastProbeTime", None)
                 c["lastHeartbeatTime"] = now()
 
-        def taint(obj: dict[str, Any]) -> None:
-            spec = obj.setdefault("spec", {})
-            taints = [t for t in spec.get("taints") or [] if t.get("key") != NOT_READY_TAINT["key"]]
-            if not ready:
-                taints.append({**NOT_READY_TAINT, "timeAdded": now()})
-            if taints:
-                spec["taints"] = taints
-            else:
-                spec.pop("taints", None)
-
         self.store.mutate("", "nodes", "", name, fn, status=True)
-        self.store.mutate("", "nodes", "", name, taint)
+        _observe_nodes(self.components.get("controller-manager"), self.store)
+        self.kick()
+
+    def set_node_heartbeat(self, name: str, alive: bool) -> None:
+        """Stop (``alive=False``) or resume the node's kubelet: no Lease renewal, no status, no pod
+        sync. After ``node_monitor_grace_period`` the node goes Ready=Unknown and gets the
+        unreachable taints; its pods are evicted once their toleration runs out."""
+        if self.kubelet is None:
+            raise RuntimeError("the kubelet component is not installed")
+        self.kubelet.set_heartbeat(name, alive)
+        self.kick()
+
+    def crash_image(self, substring: str) -> None:
+        """Containers whose image contains ``substring`` crash-loop (CrashLoopBackOff with back-off)."""
+        if self.kubelet is None:
+            raise RuntimeError("the kubelet component is not installed")
+        self.kubelet.crash_image(substring)
+        self.kick()
+
+    def restore_image(self, substring: str) -> None:
+        if self.kubelet is not None:
+            self.kubelet.restore_image(substring)
         self.kick()
 
     def add_node(self, name: str | None = None, labels: Mapping[str, str] | None = None) -> str:
@@ -185,6 +199,7 @@ class ControlPlane:
         name = name or f"sim-node-{index}"
         _create_node(self.store, make_node(name, index, labels))
         self.nodes.append(name)
+        _observe_nodes(self.components.get("controller-manager"), self.store)
         self.kick()
         return name
 
@@ -205,6 +220,14 @@ def _create_node(store: Any, node: dict[str, Any]) -> None:
         obj["status"] = status
 
     store.mutate("", "nodes", "", node["metadata"]["name"], fn, status=True)
+
+
+def _observe_nodes(manager: Any, store: Any) -> None:
+    """One node-lifecycle pass right away, so nodes that registered Ready lose admission's not-ready
+    taint before anything is scheduled (as a running controller-manager would do within moments)."""
+    if isinstance(manager, ControllerManager):
+        manager.store = manager.store or store
+        manager.node_lifecycle([])
 
 
 def _labels_for(node_labels: Any, name: str, index: int) -> dict[str, str]:
@@ -228,12 +251,18 @@ def install(
     node_labels: Any = None,
     components: Iterable[str] = COMPONENTS,
     complete_jobs: bool = True,
+    crash_images: Iterable[str] = (),
+    time_scale: float = 1.0,
+    node_monitor_grace_period: float = 40.0,
 ) -> ControlPlane:
     """Create Nodes ``sim-node-0..`` and start the chosen components on ``cluster``.
 
     ``drivers``: names, or dicts/DriverConfig (name, nodes, devices_per_node, device_prefix, attributes,
     capacity, driver_version, preinstalled). ``node_labels``: one label dict for every node, a dict
-    per node name, or a list per node index.
+    per node name, or a list per node index. ``crash_images``: image substrings whose containers the
+    kubelet runs as crash-looping. ``time_scale`` multiplies the kubelet's restart back-off (10 s
+    doubling to 300 s); ``node_monitor_grace_period`` is how long a node may go without a heartbeat
+    before it turns Ready=Unknown (the kubelet heartbeats every quarter of it, at most every 10 s).
     """
     store = getattr(cluster, "store", cluster)
     wanted = list(components)
@@ -249,7 +278,7 @@ def install(
     built: dict[str, Component] = {}
     driver: Driver | None = None
     if "controller-manager" in wanted:
-        built["controller-manager"] = ControllerManager()
+        built["controller-manager"] = ControllerManager(node_monitor_grace_period)
     if "scheduler" in wanted:
         built["scheduler"] = Scheduler()
     if "driver" in wanted:
@@ -263,8 +292,16 @@ def install(
             drv = d.driver_of_pod(pod)
             return drv is not None and drv in d.crashed
 
-        built["kubelet"] = Kubelet(complete_jobs=complete_jobs, crashed_driver_of=crashed)
+        built["kubelet"] = Kubelet(
+            complete_jobs=complete_jobs,
+            crashed_driver_of=crashed,
+            crash_images=crash_images,
+            time_scale=time_scale,
+            nodes=names,
+            heartbeat_interval=min(10.0, node_monitor_grace_period / 4),
+        )
     cp = ControlPlane(store, built, names)
+    _observe_nodes(built.get("controller-manager"), store)
     add = getattr(cluster, "add_component", None)
     if callable(add):
         for c in built.values():

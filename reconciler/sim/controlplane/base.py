@@ -245,6 +245,11 @@ def untolerated_taint(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> d
     return None
 
 
+def tolerates(tol: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Whether one toleration tolerates one taint (an empty effect or key with Exists matches all)."""
+    return _tolerates(tol, taint)
+
+
 def _tolerates(tol: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     if tol.get("effect") and tol.get("effect") != taint.get("effect"):
         return False

@@ -3,7 +3,9 @@
 A node's slice for driver D is published when D is pre-installed, or when a Running+Ready pod of D's
 kubelet-plugin DaemonSet runs there (a DaemonSet is D's when its ``dra-gitops.io/driver`` annotation,
 a container arg ``--driver-name=D`` / ``--driver-name D``, or a container env value names D). It is
-withdrawn when that pod goes away, stops being ready, or the driver is crashed (fault injection).
+withdrawn when that pod goes away or stops being ready, when a pod of D crash-loops on the node (even
+for a pre-installed driver: the plugin that would serve the node is down), or when the driver is crashed
+(fault injection: the kubelet then crash-loops D's plugin pods the same way).
 """
 
 from __future__ import annotations
@@ -95,6 +97,14 @@ def workload_driver(workload: Mapping[str, Any], drivers: set[str]) -> str | Non
     return None
 
 
+def is_crash_looping(pod: Mapping[str, Any]) -> bool:
+    """A container of the pod waits in CrashLoopBackOff."""
+    return any(
+        ((c.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
+        for c in (pod.get("status") or {}).get("containerStatuses") or []
+    )
+
+
 class Driver(Component):
     name = "driver"
     watches = frozenset({("", "pods"), ("", "nodes"), ("apps", "daemonsets"), (RESOURCE, "resourceslices")})
@@ -136,18 +146,24 @@ class Driver(Component):
         out: dict[str, set[str]] = {name: set() for name in self.configs}
         daemonsets = {str(md(d).get("uid")): d for d in self.store.list("apps", "daemonsets")}
         running: dict[str, set[str]] = {name: set() for name in self.configs}
+        crash_looping: dict[str, set[str]] = {name: set() for name in self.configs}
         for pod in self.store.list("", "pods"):
             node = (pod.get("spec") or {}).get("nodeName")
-            if not node or is_terminating(pod) or not pod_ready(pod):
+            if not node or is_terminating(pod):
                 continue
             drv = self.driver_of_pod(pod, daemonsets)
-            if drv is not None:
+            if drv is None:
+                continue
+            if pod_ready(pod):
                 running[drv].add(str(node))
+            elif is_crash_looping(pod):
+                crash_looping[drv].add(str(node))
         for name, cfg in self.configs.items():
             if name in crashed:
                 continue
             hw = nodes if cfg.nodes is None else nodes & set(cfg.nodes)
-            out[name] = set(hw) if cfg.preinstalled else hw & running[name]
+            serving = set(hw) if cfg.preinstalled else hw & running[name]
+            out[name] = serving - (crash_looping[name] - running[name])
         return out
 
     def reconcile(self) -> None:

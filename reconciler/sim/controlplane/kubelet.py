@@ -5,6 +5,13 @@ have published a slice on the node (i.e. are "registered"), becomes Running and 
 stays Pending (ContainerCreating), with a ``FailedPrepareDynamicResources`` event when a driver is not
 registered. Fault switches: ``fail_pods`` (phase Failed or CrashLoopBackOff), crashed drivers' plugin
 pods go CrashLoopBackOff, and pods on a NotReady node lose their Ready condition.
+
+Crash loops follow the real kubelet: a container whose image contains one of ``crash_images`` (or that
+a fault makes crash) exits 1 and is restarted with a back-off of 10 s doubling up to 300 s (times
+``time_scale``), ``restartCount`` growing, ``lastState.terminated`` (exitCode 1, reason Error) and
+``state.waiting`` CrashLoopBackOff in between, the pod not Ready, and a Warning ``BackOff`` event on
+each crash. It also heartbeats the nodes it serves (kube-node-lease Lease, Ready condition), unless a
+node is cut off with ``set_heartbeat(name, False)``.
 """
 
 from __future__ import annotations
@@ -12,13 +19,12 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.sim.controlplane.base import (
     RESOURCE,
-    Component,
     Obj,
     controller_of,
     is_terminating,
@@ -30,10 +36,23 @@ from reconciler.sim.controlplane.base import (
     pod_phase,
     set_condition,
 )
+from reconciler.sim.controlplane.heartbeat import NodeHeartbeat
 from reconciler.sim.controlplane.scheduler import pod_claim_names
 
 PodPredicate = Callable[[Obj], bool]
 TERMINATION_DELAY = 0.1  # seconds from a pod's deletionTimestamp to its removal by the sim's kubelet
+BACKOFF_INITIAL = 10.0  # the kubelet's container restart back-off: 10 s, doubling, capped at 300 s
+BACKOFF_MAX = 300.0
+
+
+@dataclass
+class CrashLoop:
+    """One crash-looping container: restarts so far, and when the current back-off ends."""
+
+    restarts: int
+    backoff: float  # seconds (unscaled), as the kubelet reports it
+    next_restart: float  # time.monotonic()
+    finished_at: str
 
 
 @dataclass
@@ -62,7 +81,7 @@ def selector_predicate(selector: Any, namespace: str | None = None) -> PodPredic
     return pred
 
 
-class Kubelet(Component):
+class Kubelet(NodeHeartbeat):
     name = "kubelet"
     watches = frozenset(
         {("", "pods"), ("", "nodes"), (RESOURCE, "resourceclaims"), (RESOURCE, "resourceslices")}
@@ -73,6 +92,11 @@ class Kubelet(Component):
         complete_jobs: bool = True,
         crashed_driver_of: Callable[[Obj], bool] | None = None,
         termination_delay: float = TERMINATION_DELAY,
+        *,
+        crash_images: Iterable[str] = (),
+        time_scale: float = 1.0,
+        nodes: list[str] | None = None,
+        heartbeat_interval: float = 10.0,
     ) -> None:
         super().__init__()
         # how long stopping a deleted pod's containers takes here (a real kubelet: up to the grace period)
@@ -81,8 +105,39 @@ class Kubelet(Component):
         self.complete_jobs = complete_jobs
         self.faults: list[PodFault] = []
         self.crashed_driver_of = crashed_driver_of
+        self.crash_images: set[str] = {i for i in crash_images if i}
+        self.time_scale = time_scale
+        self.nodes = nodes  # the nodes this kubelet serves (None: every node)
+        self.heartbeat_interval = heartbeat_interval
+        self.silent: set[str] = set()  # nodes whose kubelet stopped posting status
+        self.not_ready: set[str] = set()  # nodes whose kubelet reports Ready=False
+        self._renewed: dict[str, float] = {}
+        self._crashes: dict[tuple[str, str], CrashLoop] = {}
         self._lock = threading.Lock()
         self._prepare_warned: set[tuple[str, str]] = set()
+
+    def crash_image(self, substring: str) -> None:
+        """Containers whose image contains ``substring`` crash-loop from now on."""
+        with self._lock:
+            self.crash_images.add(substring)
+        self.kick()
+
+    def restore_image(self, substring: str) -> None:
+        with self._lock:
+            self.crash_images.discard(substring)
+        self.kick()
+
+    def set_heartbeat(self, node: str, alive: bool) -> None:
+        """Stop (or resume) this node's kubelet: no Lease renewal, no status, no pod sync."""
+        with self._lock:
+            (self.silent.discard if alive else self.silent.add)(node)
+        self.kick()
+
+    def set_ready(self, node: str, ready: bool) -> None:
+        """What the node's kubelet reports as its Ready condition."""
+        with self._lock:
+            (self.not_ready.discard if ready else self.not_ready.add)(node)
+        self.kick()
 
     def fail_pods(self, selector: Any, mode: str = "Failed", namespace: str | None = None) -> None:
         if mode not in ("Failed", "CrashLoopBackOff"):
@@ -111,6 +166,9 @@ class Kubelet(Component):
 
     def reconcile(self) -> None:
         nodes = {md(n)["name"]: n for n in self.store.list("", "nodes")}
+        with self._lock:
+            silent = set(self.silent)
+        self.heartbeat(nodes, silent)
         claims = {(md(c)["namespace"], md(c)["name"]): c for c in self.store.list(RESOURCE, "resourceclaims")}
         registered = {
             (str((s.get("spec") or {}).get("driver")), str((s.get("spec") or {}).get("nodeName")))
@@ -120,10 +178,14 @@ class Kubelet(Component):
         seen = {str(md(p).get("uid")) for p in pods}
         for uid in [u for u in self._terminating_since if u not in seen]:
             del self._terminating_since[uid]
+        for key in [k for k in self._crashes if k[0] not in seen]:
+            del self._crashes[key]
         for pod in pods:
             node_name = (pod.get("spec") or {}).get("nodeName")
-            node = nodes.get(node_name) if node_name else None
-            if node is None:
+            if not node_name or node_name in silent:
+                continue
+            node = nodes.get(node_name)
+            if node is None or (self.nodes is not None and node_name not in self.nodes):
                 continue
             try:
                 if is_terminating(pod):
@@ -156,8 +218,8 @@ class Kubelet(Component):
                 self._write(pod, lambda st: self._not_ready(st, "NodeNotReady"))
             return
         fault = self._fault_for(pod)
-        if fault is not None and running:
-            self._write(pod, lambda st: self._apply_fault(pod, st, fault))
+        if fault == "Failed" and running:
+            self._write(pod, lambda st: self._fail(pod, st))
             return
         if not running:
             # all claims allocated + reserved for this pod, drivers registered on the node
@@ -183,16 +245,80 @@ class Kubelet(Component):
                                 host=nname,
                             )
                         return
-            if fault is not None:
-                self._write(pod, lambda st: self._apply_fault(pod, st, fault))
+            if fault == "Failed":
+                self._write(pod, lambda st: self._fail(pod, st))
                 return
-            self._write(pod, lambda st: self._start(pod, node, st))
-            return
-        if self._is_job_pod(pod) and self.complete_jobs:
+        crashed = self._crash_statuses(pod, node, self._crashing_containers(pod, fault))
+        if running and not crashed and self._is_job_pod(pod) and self.complete_jobs:
             self._write(pod, lambda st: self._complete(pod, st))
             return
-        # recovered from a fault / node back: make sure it is ready again
-        self._write(pod, lambda st: self._start(pod, node, st))
+        # start it, keep it crash-looping, or (recovered from a fault / node back) make it ready again
+        self._write(pod, lambda st: self._start(pod, node, st, crashed))
+
+    def _crashing_containers(self, pod: Obj, fault: str | None) -> list[str]:
+        containers = (pod.get("spec") or {}).get("containers") or []
+        if fault == "CrashLoopBackOff":
+            return [str(c.get("name")) for c in containers]
+        with self._lock:
+            images = set(self.crash_images)
+        return [str(c.get("name")) for c in containers if any(i in str(c.get("image") or "") for i in images)]
+
+    def _crash_statuses(self, pod: Obj, node: Obj, crashing: list[str]) -> dict[str, dict[str, Any]]:
+        """Advance the crash loops of ``crashing`` containers; their containerStatuses, by name."""
+        uid, pname, ns = str(md(pod).get("uid")), md(pod)["name"], md(pod)["namespace"]
+        old = {c.get("name"): c for c in (pod.get("status") or {}).get("containerStatuses") or []}
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            if str(c.get("name")) not in crashing:
+                self._crashes.pop((uid, str(c.get("name"))), None)
+        out: dict[str, dict[str, Any]] = {}
+        clock = time.monotonic()
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            cname = str(c.get("name"))
+            if cname not in crashing:
+                continue
+            prev = old.get(cname) or {}
+            loop = self._crashes.get((uid, cname))
+            if loop is None or clock >= loop.next_restart:
+                # (re)started and exited 1: the first restart is immediate, then back-off doubles
+                restarts = int(prev.get("restartCount") or 0) + 1 if loop is None else loop.restarts + 1
+                backoff = min(BACKOFF_MAX, BACKOFF_INITIAL * 2 ** max(0, restarts - 1))
+                loop = CrashLoop(restarts, backoff, clock + backoff * self.time_scale, now())
+                self._crashes[(uid, cname)] = loop
+                self.store.append_log(ns, pname, cname, "fatal: exited with code 1 (simulated crash)")
+                self.emit_event(
+                    pod,
+                    "BackOff",
+                    f"Back-off restarting failed container {cname} in pod {pname}_{ns}({uid})",
+                    component="kubelet",
+                    host=md(node)["name"],
+                )
+            container_id = f"containerd://{_sha(f'{uid}/{cname}/{loop.restarts}')}"
+            out[cname] = {
+                "name": cname,
+                "image": c.get("image"),
+                "imageID": f"{c.get('image')}@sha256:{_sha(str(c.get('image')))}",
+                "containerID": container_id,
+                "ready": False,
+                "started": False,
+                "restartCount": loop.restarts,
+                "state": {
+                    "waiting": {
+                        "reason": "CrashLoopBackOff",
+                        "message": f"back-off {loop.backoff:.0f}s restarting failed container={cname} "
+                        f"pod={pname}_{ns}({uid})",
+                    }
+                },
+                "lastState": {
+                    "terminated": {
+                        "exitCode": 1,
+                        "reason": "Error",
+                        "startedAt": loop.finished_at,
+                        "finishedAt": loop.finished_at,
+                        "containerID": container_id,
+                    }
+                },
+            }
+        return out
 
     # ------------------------------------------------------------------ status writers
 
@@ -226,7 +352,10 @@ class Kubelet(Component):
                 md(pod).get("namespace", ""), md(pod)["name"], str(container.get("name")), line
             )
 
-    def _start(self, pod: Obj, node: Obj, st: dict[str, Any]) -> None:
+    def _start(
+        self, pod: Obj, node: Obj, st: dict[str, Any], crashed: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        crashed = crashed or {}
         ip = _pod_ip(str(md(pod).get("uid")))
         host_ip = _node_ip(node)
         if st.get("phase") != "Running":
@@ -243,11 +372,21 @@ class Kubelet(Component):
         st["podIP"] = ip
         st["podIPs"] = [{"ip": ip}]
         st.setdefault("qosClass", "BestEffort")
-        for ctype in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"):
+        for ctype in ("PodReadyToStartContainers", "Initialized", "PodScheduled"):
             set_condition(st, ctype, "True")
+        if crashed:
+            unready = f"containers with unready status: [{' '.join(crashed)}]"
+            for ctype in ("Ready", "ContainersReady"):
+                set_condition(st, ctype, "False", "ContainersNotReady", unready)
+        else:
+            for ctype in ("Ready", "ContainersReady"):
+                set_condition(st, ctype, "True")
         old = {c.get("name"): c for c in st.get("containerStatuses") or []}
         statuses = []
         for c in (pod.get("spec") or {}).get("containers") or []:
+            if c.get("name") in crashed:
+                statuses.append(crashed[str(c.get("name"))])
+                continue
             prev = old.get(c.get("name")) or {}
             started = ((prev.get("state") or {}).get("running") or {}).get("startedAt") or now()
             statuses.append(
@@ -292,64 +431,23 @@ class Kubelet(Component):
         set_condition(st, "Ready", "False", reason)
         set_condition(st, "ContainersReady", "False", reason)
 
-    def _apply_fault(self, pod: Obj, st: dict[str, Any], mode: str) -> None:
-        containers = (pod.get("spec") or {}).get("containers") or []
+    def _fail(self, pod: Obj, st: dict[str, Any]) -> None:
         old = {c.get("name"): c for c in st.get("containerStatuses") or []}
-        if mode == "Failed":
-            st["phase"] = "Failed"
-            set_condition(st, "Ready", "False", "PodFailed")
-            set_condition(st, "ContainersReady", "False", "PodFailed")
-            st["containerStatuses"] = [
-                {
-                    "name": c.get("name"),
-                    "image": c.get("image"),
-                    "imageID": "",
-                    "ready": False,
-                    "started": False,
-                    "restartCount": int((old.get(c.get("name")) or {}).get("restartCount") or 0),
-                    "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now()}},
-                }
-                for c in containers
-            ]
-            return
-        st["phase"] = "Running"
-        names = ",".join(str(c.get("name")) for c in containers)
-        set_condition(
-            st, "Ready", "False", "ContainersNotReady", f"containers with unready status: [{names}]"
-        )
-        set_condition(
-            st, "ContainersReady", "False", "ContainersNotReady", f"containers with unready status: [{names}]"
-        )
-        statuses = []
-        for c in containers:
-            prev = old.get(c.get("name")) or {}
-            was_waiting = ((prev.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"
-            restarts = int(prev.get("restartCount") or 0)
-            if not was_waiting:
-                restarts += 1
-                self._log(pod, c, "fatal: plugin exited with code 1 (simulated crash); back-off restarting")
-            statuses.append(
-                {
-                    "name": c.get("name"),
-                    "image": c.get("image"),
-                    "imageID": prev.get("imageID", ""),
-                    "containerID": prev.get("containerID", ""),
-                    "ready": False,
-                    "started": False,
-                    "restartCount": restarts,
-                    "state": {
-                        "waiting": {
-                            "reason": "CrashLoopBackOff",
-                            "message": f"back-off 10s restarting failed container={c.get('name')} "
-                            f"pod={md(pod).get('name')}_{md(pod).get('namespace')}({md(pod).get('uid')})",
-                        }
-                    },
-                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now()}}
-                    if not was_waiting
-                    else prev.get("lastState", {}),
-                }
-            )
-        st["containerStatuses"] = statuses
+        st["phase"] = "Failed"
+        set_condition(st, "Ready", "False", "PodFailed")
+        set_condition(st, "ContainersReady", "False", "PodFailed")
+        st["containerStatuses"] = [
+            {
+                "name": c.get("name"),
+                "image": c.get("image"),
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": int((old.get(c.get("name")) or {}).get("restartCount") or 0),
+                "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now()}},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
 
     def _complete(self, pod: Obj, st: dict[str, Any]) -> None:
         st["phase"] = "Succeeded"
