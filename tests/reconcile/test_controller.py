@@ -232,7 +232,7 @@ def test_two_replicas_share_three_targets_and_take_over_from_a_dead_one(
         def holders() -> dict[str, str]:
             with ClusterClient.for_url(sim.url) as client:
                 leases = client.list_kind("coordination.k8s.io", "Lease", "dra-gitops")
-            return {l["metadata"]["name"]: (l.get("spec") or {}).get("holderIdentity") or "" for l in leases}
+            return {x["metadata"]["name"]: (x.get("spec") or {}).get("holderIdentity") or "" for x in leases}
 
         held = wait_for(
             lambda: (h := holders()) and len([v for v in h.values() if v]) == 3 and h, 30, "3 leases held"
