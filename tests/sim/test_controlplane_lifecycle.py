@@ -419,3 +419,21 @@ def test_not_ready_node_gets_not_ready_taints_and_new_nodes_start_tainted(sim: S
     name = cp.add_node()
     assert taints(kube, name) == set()
     del cluster
+
+
+def test_daemonset_surge_brings_the_new_pod_up_before_deleting_the_old(sim: Sim) -> None:
+    _, _, kube = sim
+    kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}])
+    surge = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    kube.apply([driver(GOOD_IMAGE, updateStrategy=surge)])
+    wait_for(lambda: healthy(kube, 1), what="generation 1")
+    (rev1,) = {p["metadata"]["labels"]["controller-revision-hash"] for p in kube.pods(NS)}
+    watcher = PodWatch(kube, NS)
+    wait_for(lambda: len(watcher.events) >= 2, what="the watch to list the pods")
+    set_image(kube, GOOD_IMAGE.replace("v1.0.0", "v1.0.1"))
+    wait_for(lambda: healthy(kube, 2) and len(kube.pods(NS)) == 2, what="generation 2 rolled out")
+    watcher.stop()
+    changes = [(t, n, r) for t, _, n, r in watcher.events if t in ("ADDED", "DELETED")]
+    changes = [c for c in changes if not (c[0] == "ADDED" and c[2] == rev1)]
+    for name in ("sim-node-0", "sim-node-1"):
+        assert [t for t, n, _ in changes if n == name] == ["ADDED", "DELETED"]
