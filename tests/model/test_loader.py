@@ -925,7 +925,7 @@ data:
 
 def _construct_all(text: str, fast: bool) -> list[Any]:
     """Every document, built by the direct constructor or by PyYAML's safe one (with our resolvers)."""
-    from reconciler.model.loader import _Loader
+    from reconciler.model.yamldocs import _Loader
 
     loader = _Loader(text)
     documents = []
