@@ -33,10 +33,54 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 REPO_CONFIG_NAMES = ("dra-gitops.yaml", ".dra-gitops.yaml")
 
 
+@dataclass(frozen=True)
+class SkippedFile:
+    """A manifest file that is neither checked nor applied, and why (`kubectl apply -R` would apply it)."""
+
+    path: str  # as file paths are shown in findings: relative to the display root or the repository
+    reason: str
+
+
 @dataclass
 class LoadResult:
     manifests: list[Manifest] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+
+# Version-control metadata is never a manifest: not walked, not reported.
+VCS_DIRECTORIES = frozenset({".git", ".hg", ".svn"})
+# A skipped file is reported when its start mentions both fields every Kubernetes object has, so a CI
+# workflow or a package.json beside the manifests is not called a skipped manifest.
+SNIFF_BYTES = 64 * 1024
+IGNORED = ""  # skip_reason's answer for a file that is no manifest at all
+
+
+def looks_like_manifest(head: bytes) -> bool:
+    return b"apiVersion" in head and b"kind" in head
+
+
+def skip_reason(relative: str) -> str | None:
+    """Why the manifest-named file at `relative` (posix, from the checked root) is not loaded.
+
+    None when it is loaded; IGNORED for the repository config at the root. The same rules hold for a
+    directory on disk and a Git tree.
+    """
+    parts = relative.split("/")
+    if len(parts) == 1 and parts[0] in REPO_CONFIG_NAMES:
+        return IGNORED
+    for part in parts[:-1]:
+        if part.startswith("."):
+            return f"in hidden directory {part}"
+    if parts[-1].startswith("."):
+        return "hidden file"
+    if parts[-1] in REPO_CONFIG_NAMES:
+        return f"named {parts[-1]}, read as the repository config only at the root"
+    return None
+
+
+def outside_paths_reason(config_path: str) -> str:
+    return f"outside the `paths` of {config_path}"
 
 
 def check_duplicates(manifests: Iterable[Manifest]) -> None:
@@ -54,14 +98,25 @@ def is_manifest_file(name: str) -> bool:
     return name.endswith(MANIFEST_SUFFIXES) and name not in REPO_CONFIG_NAMES
 
 
-def _walk(root: Path, limits: Limits) -> Iterator[str]:
+def _walk(
+    root: Path,
+    limits: Limits,
+    skipped: list[tuple[str, str]],
+    *,
+    prefix: str = "",
+    prune: frozenset[str] = frozenset(),
+    visited: set[Path] | None = None,
+) -> Iterator[str]:
     """Manifest files under `root` as paths relative to it, depth-first in name order (like `find | sort`).
 
-    Hidden entries are skipped; symlinks must stay inside the repository; a directory reached twice
-    through links is read once. Works on `os.scandir` entries, so a file costs no extra stat.
+    Files `skip_reason` rejects go to `skipped` with the reason instead ( `prefix` is where `root` lies in
+    the checked tree); hidden directories are searched only for that, without following symlinks, and
+    version-control directories not at all. `prune` names relative paths not to enter. Symlinks must stay
+    inside the repository; a directory reached twice through links is read once. Works on `os.scandir`
+    entries, so a file costs no extra stat.
     """
     real_root = root.resolve()
-    visited: set[Path] = set()
+    visited = set() if visited is None else visited
     count = 0
     # Files and directories share one stack, pushed in reverse name order so they pop in name order.
     stack: list[tuple[str, bool]] = [("", True)]
@@ -78,19 +133,52 @@ def _walk(root: Path, limits: Limits) -> Iterator[str]:
         if real_dir in visited:  # a symlink loop inside the repository
             continue
         visited.add(real_dir)
-        children = sorted(
-            (e for e in os.scandir(directory) if not e.name.startswith(".")), key=lambda e: e.name
-        )
-        for entry in reversed(children):
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name, reverse=True):
             child = f"{relative}/{entry.name}" if relative else entry.name
+            if child in prune:
+                continue
+            if entry.name.startswith("."):
+                if entry.name not in VCS_DIRECTORIES:
+                    _hidden(entry, child, prefix, skipped, limits)
+                continue
             if entry.is_symlink():
                 target = _resolve(root / child, root)
                 if not target.is_relative_to(real_root):
                     raise ManifestError(f"symlink points outside the repository (to {target})", where=child)
             if entry.is_dir():
                 stack.append((child, True))
-            elif entry.is_file() and is_manifest_file(entry.name):
-                stack.append((child, False))
+            elif entry.is_file() and entry.name.endswith(MANIFEST_SUFFIXES):
+                reason = skip_reason(f"{prefix}{child}")
+                if reason is None:
+                    stack.append((child, False))
+                elif reason:
+                    skipped.append((child, reason))
+
+
+def _hidden(
+    entry: os.DirEntry[str], child: str, prefix: str, skipped: list[tuple[str, str]], limits: Limits
+) -> None:
+    """Record the manifest-named files of a hidden entry (`child`, relative to the walk root)."""
+    if entry.is_symlink():
+        return
+    walk_root = entry.path[: len(entry.path) - len(child)]
+    if entry.is_file():
+        paths = [child]
+    elif entry.is_dir():
+        paths = []
+        for directory, dirs, files in os.walk(entry.path):
+            dirs[:] = sorted(d for d in dirs if d not in VCS_DIRECTORIES)
+            base = directory[len(walk_root) :]
+            paths.extend(f"{base}/{name}" for name in sorted(files))
+            if len(paths) > limits.max_files:
+                break
+    else:
+        return
+    for path in paths:
+        if path.endswith(MANIFEST_SUFFIXES) and not os.path.islink(walk_root + path):
+            reason = skip_reason(f"{prefix}{path}")
+            if reason:
+                skipped.append((path, reason))
 
 
 def _resolve(path: Path, root: Path) -> Path:
@@ -117,33 +205,111 @@ def _read(path: Path, shown: str, limits: Limits) -> bytes:
     return path.read_bytes()
 
 
+@dataclass(frozen=True)
+class Selection:
+    """A directory whose repository config (shown as `config`) names the `paths` to load inside it."""
+
+    root: Path
+    paths: tuple[Path, ...]
+    config: str
+
+
 def load_paths(
-    paths: Iterable[Path], limits: Limits = DEFAULT_LIMITS, *, display_root: Path | None = None
+    paths: Iterable[Path | Selection], limits: Limits = DEFAULT_LIMITS, *, display_root: Path | None = None
 ) -> LoadResult:
-    """Load every manifest under the given directories and files.
+    """Load every manifest under the given directories, files and selections.
 
     Paths in locations are shown relative to `display_root` (default: the current directory when the file
-    lies under it), so reports carry the path a user typed or a CI annotator expects.
+    lies under it), so reports carry the path a user typed or a CI annotator expects. Manifest files a
+    directory holds but the load passes over (hidden, or outside the `paths` of a selection) are listed in
+    `skipped` when they look like Kubernetes objects.
     """
     shown_root = (display_root or Path.cwd()).resolve()
     result = LoadResult()
+    candidates: list[tuple[Path, str, str]] = []  # file, shown path, reason
     for given in paths:
-        if not given.exists() and not given.is_symlink():
-            raise ManifestError("no such file or directory", where=str(given))
-        if given.is_dir():
-            # Where the directory is shown, once; its files are shown by joining their relative paths.
-            prefix = _shown(given, shown_root)
-            files = [
-                (given / relative, relative if prefix == "." else f"{prefix}/{relative}")
-                for relative in _walk(given, limits)
-            ]
-        else:
+        if isinstance(given, Selection):
+            files = _load_selection(given, limits, shown_root, candidates)
+        elif given.is_dir():
+            files = _walk_shown(given, limits, shown_root, candidates)
+        elif given.exists() or given.is_symlink():
             files = [(given, _shown(given, shown_root))]
+        else:
+            raise ManifestError("no such file or directory", where=str(given))
         for file, shown in files:
             result.files.append(shown)
             result.manifests.extend(parse_documents(_read(file, shown, limits), shown, limits))
     check_duplicates(result.manifests)
+    result.skipped = sorted(
+        (
+            SkippedFile(shown, reason)
+            for file, shown, reason in candidates
+            if looks_like_manifest(_head(file))
+        ),
+        key=lambda skipped: skipped.path,
+    )
     return result
+
+
+def _walk_shown(
+    directory: Path,
+    limits: Limits,
+    shown_root: Path,
+    candidates: list[tuple[Path, str, str]],
+    *,
+    prefix: str = "",
+    prune: frozenset[str] = frozenset(),
+    visited: set[Path] | None = None,
+) -> list[tuple[Path, str]]:
+    """The files of `directory` to load with their shown paths; what it skips goes to `candidates`."""
+    if not directory.exists() and not directory.is_symlink():
+        raise ManifestError("no such file or directory", where=str(directory))
+    # Where the directory is shown, once; its files are shown by joining their relative paths.
+    shown_dir = _shown(directory, shown_root)
+
+    def shown(relative: str) -> str:
+        return relative if shown_dir == "." else f"{shown_dir}/{relative}"
+
+    skipped: list[tuple[str, str]] = []
+    files = [
+        (directory / relative, shown(relative))
+        for relative in _walk(directory, limits, skipped, prefix=prefix, prune=prune, visited=visited)
+    ]
+    candidates.extend((directory / relative, shown(relative), reason) for relative, reason in skipped)
+    return files
+
+
+def _load_selection(
+    selection: Selection, limits: Limits, shown_root: Path, candidates: list[tuple[Path, str, str]]
+) -> list[tuple[Path, str]]:
+    """The files under the selected paths, in their order; the rest of the root is searched for skips."""
+    files: list[tuple[Path, str]] = []
+    seen: set[Path] = set()  # directories the selected paths reach, so links into them are not "outside"
+    selected: set[str] = set()
+    for path in selection.paths:
+        relative = _rel(path, selection.root)
+        selected.add(relative)
+        if path.is_dir():
+            prefix = "" if relative == "." else f"{relative}/"
+            files += _walk_shown(path, limits, shown_root, candidates, prefix=prefix, visited=seen)
+        elif path.exists() or path.is_symlink():
+            files.append((path, _shown(path, shown_root)))
+        else:
+            raise ManifestError("no such file or directory", where=str(path))
+    outside = _walk_shown(
+        selection.root, limits, shown_root, candidates, prune=frozenset(selected), visited=seen
+    )
+    reason = outside_paths_reason(selection.config)
+    candidates.extend((file, shown, reason) for file, shown in outside)
+    return files
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            return stream.read(SNIFF_BYTES)
+    except OSError:
+        return b"apiVersion kind"  # unreadable: say it was skipped rather than guess it is no manifest
 
 
 def _shown(path: Path, shown_root: Path) -> str:
@@ -160,9 +326,13 @@ def _shown(path: Path, shown_root: Path) -> str:
     return path.as_posix()
 
 
-def load_blobs(blobs: Iterable[tuple[str, bytes]], limits: Limits = DEFAULT_LIMITS) -> LoadResult:
-    """Load manifests from (path, content) pairs, e.g. the blobs of a Git tree."""
-    result = LoadResult()
+def load_blobs(
+    blobs: Iterable[tuple[str, bytes]],
+    limits: Limits = DEFAULT_LIMITS,
+    skipped: Iterable[SkippedFile] = (),
+) -> LoadResult:
+    """Load manifests from (path, content) pairs, e.g. the blobs of a Git tree, noting what was skipped."""
+    result = LoadResult(skipped=sorted(skipped, key=lambda file: file.path))
     for path, content in blobs:
         result.files.append(path)
         result.manifests.extend(parse_documents(content, path, limits))

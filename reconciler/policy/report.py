@@ -23,6 +23,8 @@ from reconciler.policy.report_common import (
     _sorted,
     finding_dict,
     message_with_ref,
+    skipped_dicts,
+    skipped_lines,
     summary_line,
     verdict,
 )
@@ -40,6 +42,8 @@ __all__ = [
     "render_sarif",
     "render_text",
     "finding_dict",
+    "skipped_dicts",
+    "skipped_lines",
     "message_with_ref",
     "summary_line",
     "verdict",
@@ -93,6 +97,11 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
             out.append("")
         out.append(_paint("Waived", _BOLD, c))
         out.extend(_paint(_text_line(f), _DIM, c) for f in waived)
+    if result.skipped:
+        if out:
+            out.append("")
+        out.append(_paint("Skipped (not checked, not applied)", _BOLD, c))
+        out.extend(_paint(line, _YELLOW, c) for line in skipped_lines(result.skipped))
     if out:
         out.append("")
     v = verdict(result, options.fail_on_warn)
@@ -116,6 +125,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
             "denied": len(result.denials),
             "warnings": len(result.warnings),
             "waived": len(result.waived),
+            "skipped": len(result.skipped),
             "changes": {
                 "create": result.changes.create,
                 "update": result.changes.update,
@@ -140,6 +150,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
             for f in findings
             if f.waived is not None
         ],
+        "skipped": skipped_dicts(result.skipped),
         "rules": {
             r.id: {"title": r.title, "description": r.description, "severity": r.severity, "source": r.source}
             for r in _all_rules(result)
@@ -219,6 +230,16 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
                 f"| {_md_where(f)} | {_md_code(f.rule)} | {_md_code(f.ref)} | "
                 f"{_md_text(f.waived or '')} | {_md_text(f.msg)} |"
             )
+    if result.skipped:
+        out += [
+            "",
+            "### Skipped files",
+            "",
+            "Neither checked nor applied (`kubectl apply -R` would apply them).",
+            "",
+        ]
+        out += ["| File | Reason |", "|---|---|"]
+        out += [f"| {_md_code(s.path)} | {_md_text(s.reason)} |" for s in result.skipped]
     return "\n".join(out) + "\n"
 
 

@@ -10,11 +10,14 @@ from typing import Any
 from urllib.parse import quote
 
 from reconciler.policy.report_common import (
+    SKIPPED_TITLE,
     TOOL_NAME,
     RenderOptions,
     _all_rules,
     _sorted,
     message_with_ref,
+    skipped_dicts,
+    skipped_message,
     summary_line,
     verdict,
 )
@@ -108,6 +111,25 @@ def render_sarif(result: CheckResult, options: RenderOptions) -> str:
             },
         },
     }
+    if result.skipped:
+        # Not results (nothing about the files was judged): notes of the run, as SARIF has for tools.
+        run["invocations"] = [
+            {
+                "executionSuccessful": True,
+                "toolExecutionNotifications": [
+                    {
+                        "level": "note",
+                        "descriptor": {"id": "skipped-file"},
+                        "message": {"text": skipped_message(s)},
+                        "locations": [
+                            {"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(s.path)}}}
+                        ],
+                    }
+                    for s in result.skipped
+                ],
+            }
+        ]
+        run["properties"]["skippedFiles"] = skipped_dicts(result.skipped)
     doc = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
@@ -127,7 +149,7 @@ def render_junit(result: CheckResult, options: RenderOptions) -> str:
     """One testsuite per rule; a testcase per finding, or a single `passed` testcase for a clean rule.
 
     deny → <failure>; warn → <failure> only with `fail_on_warn`, else a passing case with <system-out>;
-    waived → <skipped> with the reason.
+    waived → <skipped> with the reason. Skipped manifest files: a `skipped-files` suite of <skipped> cases.
     """
     root = ET.Element("testsuites", {"name": _xml(options.title)})
     totals = {"tests": 0, "failures": 0, "skipped": 0}
@@ -167,6 +189,21 @@ def render_junit(result: CheckResult, options: RenderOptions) -> str:
         totals["tests"] += tests
         totals["failures"] += failures
         totals["skipped"] += skipped
+    if result.skipped:
+        # Files nobody checked: a skipped testcase each, so CI dashboards count them.
+        suite = ET.SubElement(root, "testsuite", {"name": "skipped-files"})
+        for s in result.skipped:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                {"classname": f"{TOOL_NAME}.skipped-files", "name": _xml(s.path), "file": _xml(s.path)},
+            )
+            ET.SubElement(case, "skipped", {"message": _xml(s.reason)})
+        count = str(len(result.skipped))
+        for key, value in (("tests", count), ("failures", "0"), ("errors", "0"), ("skipped", count)):
+            suite.set(key, value)
+        totals["tests"] += len(result.skipped)
+        totals["skipped"] += len(result.skipped)
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("errors", "0")
@@ -193,7 +230,8 @@ def _gh_command(command: str, props: list[tuple[str, str]], message: str) -> str
 
 
 def render_github(result: CheckResult, options: RenderOptions) -> str:
-    """GitHub Actions workflow commands: ::error / ::warning per finding, ::notice per waiver, a summary."""
+    """GitHub Actions workflow commands: ::error / ::warning per finding, ::notice per waiver and per
+    skipped file, a summary."""
     out: list[str] = []
     for f in _sorted(result.findings):
         props: list[tuple[str, str]] = []
@@ -209,6 +247,8 @@ def render_github(result: CheckResult, options: RenderOptions) -> str:
         else:
             command = "error" if f.severity == "deny" else "warning"
             out.append(_gh_command(command, [*props, ("title", f.rule)], text))
+    for s in result.skipped:
+        out.append(_gh_command("notice", [("file", s.path), ("title", SKIPPED_TITLE)], skipped_message(s)))
     v = verdict(result, options.fail_on_warn)
     out.append(_gh_command("notice", [("title", options.title)], f"{v}: {summary_line(result)}"))
     return "\n".join(out) + "\n"

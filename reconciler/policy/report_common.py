@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import reconciler
+from reconciler.model.loader import SkippedFile
 from reconciler.policy.result import CheckResult, Finding, RuleInfo
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
@@ -60,9 +61,10 @@ def verdict(result: CheckResult, fail_on_warn: bool = False) -> str:
 
 
 def summary_line(result: CheckResult) -> str:
-    """E.g. ``3 objects, 2 files: 1 denied, 1 warning, 1 waived``."""
+    """E.g. ``3 objects, 2 files: 1 denied, 1 warning, 1 waived`` (``2 files (1 skipped)`` when some were)."""
+    skipped = f" ({len(result.skipped)} skipped)" if result.skipped else ""
     return (
-        f"{_plural(result.objects_checked, 'object')}, {_plural(result.files_checked, 'file')}: "
+        f"{_plural(result.objects_checked, 'object')}, {_plural(result.files_checked, 'file')}{skipped}: "
         f"{len(result.denials)} denied, {_plural(len(result.warnings), 'warning')}, "
         f"{len(result.waived)} waived"
     )
@@ -89,3 +91,20 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "line": f.line,
         "waived": f.waived,
     }
+
+
+SKIPPED_TITLE = "manifest file skipped"
+
+
+def skipped_message(skipped: SkippedFile) -> str:
+    """One sentence for a skipped file, the same in every format."""
+    return f"{skipped.path}: not checked and not applied ({skipped.reason})"
+
+
+def skipped_dicts(skipped: Iterable[SkippedFile]) -> list[dict[str, str]]:
+    return [{"path": s.path, "reason": s.reason} for s in skipped]
+
+
+def skipped_lines(skipped: Iterable[SkippedFile]) -> list[str]:
+    """Text lines for skipped files (check, plan and apply print the same)."""
+    return [f"  SKIP {s.path}  {s.reason}" for s in skipped]
