@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import reconciler
-from reconciler.policy.report import FORMATS, RENDERERS, RenderOptions, render, summary_line, verdict
 from reconciler.model.loader import SkippedFile
+from reconciler.policy.report import FORMATS, RENDERERS, RenderOptions, render, summary_line, verdict
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
