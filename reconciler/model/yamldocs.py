@@ -111,17 +111,28 @@ class _Loader(_BaseLoader):
             return [tree(child) for child in node.value]
         return self.construct_object(node, deep=True)
 
-    def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
-        # The tag of a plain scalar depends on its text alone (no path resolvers): remember it, since keys
-        # and common values repeat across every object of a repository.
-        if kind is yaml.ScalarNode and implicit[0]:
-            tag = _RESOLVED.get(value)
-            if tag is None:
-                tag = super().resolve(kind, value, implicit)
-                if len(_RESOLVED) < _RESOLVED_MAX:
-                    _RESOLVED[value] = tag
-            return tag
-        return str(super().resolve(kind, value, implicit))
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        # Called by the C composer for every node, so kept short. With no path resolvers (see below), a
+        # plain scalar's tag depends on its text alone: remember it, since keys and common values repeat
+        # across every object of a repository. Quoted scalars and collections get the default tags.
+        if kind is yaml.ScalarNode:
+            if implicit[0]:
+                tag = _RESOLVED.get(value)
+                if tag is None:
+                    tag = super().resolve(kind, value, implicit)
+                    if len(_RESOLVED) < _RESOLVED_MAX:
+                        _RESOLVED[value] = tag
+                return tag
+            return _STR_TAG
+        return _MAP_TAG if kind is yaml.MappingNode else _SEQ_TAG
+
+    # Path resolvers are not used (and `resolve` relies on it), so the composer's bookkeeping calls for
+    # them can return at once.
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        return None
+
+    def ascend_resolver(self) -> None:
+        return None
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -131,6 +142,9 @@ _SEQ_TAG = "tag:yaml.org,2002:seq"
 _RESOLVED: dict[str, str] = {}
 _RESOLVED_MAX = 100_000
 
+
+if _BaseLoader.yaml_path_resolvers:  # pragma: no cover - only if someone registers one on PyYAML's loader
+    raise ImportError("reconciler.model.yamldocs assumes PyYAML's safe loader has no path resolvers")
 
 # Kubernetes never sees YAML timestamps: `2024-01-01` must stay the string the user wrote.
 _Loader.yaml_implicit_resolvers = {
