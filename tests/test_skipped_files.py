@@ -150,6 +150,16 @@ def test_links_leaving_the_repository_inside_hidden_directories_are_not_followed
     assert [s.path for s in skipped] == [s.path for s in expected("repo", "repo")]
 
 
+def test_links_outside_the_selected_paths_are_not_followed(tree: Path) -> None:
+    # Loading never reads there, so a link leaving the repository or a loop must not fail the check.
+    outside = write_tree(tree.parent / "elsewhere", {"x.yaml": cm("x")})
+    os.symlink(outside, tree / "vendor")
+    os.symlink("loop", tree / "loop")
+    desired = load_directories([Path("repo")], DEFAULT_LIMITS)
+    assert [m.ref.name for m in desired.manifests.manifests] == ["a", "one"]
+    assert desired.skipped == expected("repo", "repo")
+
+
 def test_a_file_given_directly_skips_nothing(tree: Path) -> None:
     assert load_paths([Path("repo/zz-stray.yaml")]).skipped == []
 

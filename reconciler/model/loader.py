@@ -106,14 +106,16 @@ def _walk(
     prefix: str = "",
     prune: frozenset[str] = frozenset(),
     visited: set[Path] | None = None,
+    follow_links: bool = True,
 ) -> Iterator[str]:
     """Manifest files under `root` as paths relative to it, depth-first in name order (like `find | sort`).
 
     Files `skip_reason` rejects go to `skipped` with the reason instead ( `prefix` is where `root` lies in
     the checked tree); hidden directories are searched only for that, without following symlinks, and
     version-control directories not at all. `prune` names relative paths not to enter. Symlinks must stay
-    inside the repository; a directory reached twice through links is read once. Works on `os.scandir`
-    entries, so a file costs no extra stat.
+    inside the repository (without `follow_links` they are passed over: a search for skipped files must
+    not fail on links it would not load); a directory reached twice through links is read once. Works on
+    `os.scandir` entries, so a file costs no extra stat.
     """
     real_root = root.resolve()
     visited = set() if visited is None else visited
@@ -142,6 +144,8 @@ def _walk(
                     _hidden(entry, child, prefix, skipped, limits)
                 continue
             if entry.is_symlink():
+                if not follow_links:
+                    continue
                 target = _resolve(root / child, root)
                 if not target.is_relative_to(real_root):
                     raise ManifestError(f"symlink points outside the repository (to {target})", where=child)
@@ -260,6 +264,7 @@ def _walk_shown(
     prefix: str = "",
     prune: frozenset[str] = frozenset(),
     visited: set[Path] | None = None,
+    follow_links: bool = True,
 ) -> list[tuple[Path, str]]:
     """The files of `directory` to load with their shown paths; what it skips goes to `candidates`."""
     if not directory.exists() and not directory.is_symlink():
@@ -273,7 +278,9 @@ def _walk_shown(
     skipped: list[tuple[str, str]] = []
     files = [
         (directory / relative, shown(relative))
-        for relative in _walk(directory, limits, skipped, prefix=prefix, prune=prune, visited=visited)
+        for relative in _walk(
+            directory, limits, skipped, prefix=prefix, prune=prune, visited=visited, follow_links=follow_links
+        )
     ]
     candidates.extend((directory / relative, shown(relative), reason) for relative, reason in skipped)
     return files
@@ -297,7 +304,13 @@ def _load_selection(
         else:
             raise ManifestError("no such file or directory", where=str(path))
     outside = _walk_shown(
-        selection.root, limits, shown_root, candidates, prune=frozenset(selected), visited=seen
+        selection.root,
+        limits,
+        shown_root,
+        candidates,
+        prune=frozenset(selected),
+        visited=seen,
+        follow_links=False,
     )
     reason = outside_paths_reason(selection.config)
     candidates.extend((file, shown, reason) for file, shown in outside)
