@@ -307,6 +307,10 @@ def plan_command(
         progress_printer(quiet)(f"dry-run of {len(plan.changes)} change(s) against {client.host}")
         result = dry_run(client, plan, applyset_id=set_id)
     click.echo(render_dry_run(result, show_diff=not no_diff), nl=False)
+    if desired.skipped:
+        from reconciler.policy.report import skipped_lines
+
+        click.echo("\n".join(["skipped (not checked, not applied):", *skipped_lines(desired.skipped)]))
     if not result.ok:
         return 1
     pending = any(r.op in ("create", "update", "delete") for r in result.results)

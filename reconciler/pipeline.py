@@ -29,7 +29,7 @@ from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.stages import WORKLOADS
-from reconciler.policy.report import finding_dict, summary_line
+from reconciler.policy.report import finding_dict, skipped_dicts, skipped_lines, summary_line
 
 Progress = Callable[[str], None]
 
@@ -143,6 +143,7 @@ class Delivery:
             "counts": self.counts(),
             "bookkeeping": dict(sorted(self.bookkeeping.items())),
             "findings": [finding_dict(f) for f in (check.findings if check else [])],
+            "skipped": skipped_dicts(check.skipped if check else []),
             "dry_run": [
                 {"ref": r.ref, "op": r.op, "error": r.error, "path": r.path, "line": r.line}
                 for r in (self.dry_run.results if self.dry_run else [])
@@ -180,6 +181,7 @@ class Delivery:
             for finding in self.check.result.denials + self.check.result.warnings:
                 label = "DENY" if finding.severity == "deny" else "WARN"
                 lines.append(f"  {label} {finding.where}  {finding.rule}  {finding.msg}")
+            lines.extend(skipped_lines(self.check.result.skipped))
         if self.dry_run is not None and (self.outcome == "dry-run-failed" or self.applied is None):
             lines.append(render_dry_run(self.dry_run, show_diff=False).rstrip("\n"))
         if self.applied is not None:

@@ -1,243 +1,86 @@
 """Load Kubernetes manifests from files, directories or in-memory blobs, keeping `path:line` per object.
 
-Hostile input is refused with a `ManifestError` that names the file and line: YAML alias bombs, files and
-documents over the size limits, deeply nested documents, non-mapping documents, objects without
-apiVersion/kind/metadata.name, the same object twice, and symlinks that leave the repository.
-
-Parsing uses PyYAML's C loader when available and builds each document from its node graph, so the line of
-every document (and of every item of a `List`) comes for free from the composer's marks.
+Parsing and the limits on hostile YAML live in `yamldocs`; this module finds the files (symlinks must stay
+inside the repository, hidden entries are skipped) and refuses the same object defined twice.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from reconciler.errors import ManifestError
-from reconciler.model.objects import Manifest, ObjRef, ref_of
+from reconciler.model.objects import Manifest, ObjRef
+from reconciler.model.yamldocs import DEFAULT_LIMITS, Limits, load_repo_config, parse_documents
 
-try:  # the C loader is several times faster; fall back so a machine without libyaml still works
-    from yaml import CSafeLoader as _BaseLoader
-except ImportError:  # pragma: no cover - libyaml ships in PyYAML's wheels
-    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "MANIFEST_SUFFIXES",
+    "REPO_CONFIG_NAMES",
+    "Limits",
+    "LoadResult",
+    "check_duplicates",
+    "is_manifest_file",
+    "load_blobs",
+    "load_paths",
+    "load_repo_config",
+    "parse_documents",
+]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 REPO_CONFIG_NAMES = ("dra-gitops.yaml", ".dra-gitops.yaml")
 
 
 @dataclass(frozen=True)
-class Limits:
-    """Bounds that keep a hostile repository from exhausting the checker."""
+class SkippedFile:
+    """A manifest file that is neither checked nor applied, and why (`kubectl apply -R` would apply it)."""
 
-    max_file_bytes: int = 16 * 1024 * 1024
-    max_document_bytes: int = 4 * 1024 * 1024
-    # Nodes a document may expand to through aliases; a manifest with anchors rarely exceeds a few hundred.
-    max_expanded_nodes: int = 100_000
-    max_files: int = 100_000
-    # libyaml composes recursively in C: tens of thousands of nested `[` crash the process, not raise.
-    max_flow_depth: int = 1_000
-
-
-DEFAULT_LIMITS = Limits()
+    path: str  # as file paths are shown in findings: relative to the display root or the repository
+    reason: str
 
 
 @dataclass
 class LoadResult:
     manifests: list[Manifest] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
 
 
-class _Loader(_BaseLoader):
-    """Safe loader whose timestamps stay strings and which refuses duplicate keys, as kubectl does."""
-
-    # Set per stream: whether `<<` occurs at all. Without merge keys every key node is the mapping's own,
-    # so the duplicate check costs one length comparison per mapping.
-    may_merge = True
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        # Keys written in this mapping (`<<` merges are expanded by the base class and may be overridden).
-        own = (
-            [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"] if self.may_merge else None
-        )
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        # A repeated key would silently win here while kubectl refuses the file: judge what gets applied.
-        if len(mapping) != len(node.value):
-            seen: set[Any] = set()
-            for key_node in own if own is not None else [key for key, _ in node.value]:
-                key = self.construct_object(key_node, deep=True)
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping",
-                        node.start_mark,
-                        f"found duplicate key {key!r}",
-                        key_node.start_mark,
-                    )
-                seen.add(key)
-        return mapping
+# Version-control metadata is never a manifest: not walked, not reported.
+VCS_DIRECTORIES = frozenset({".git", ".hg", ".svn"})
+# A skipped file is reported when its start mentions both fields every Kubernetes object has, so a CI
+# workflow or a package.json beside the manifests is not called a skipped manifest.
+SNIFF_BYTES = 64 * 1024
+IGNORED = ""  # skip_reason's answer for a file that is no manifest at all
 
 
-# Kubernetes never sees YAML timestamps: `2024-01-01` must stay the string the user wrote.
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
-}
+def looks_like_manifest(head: bytes) -> bool:
+    return b"apiVersion" in head and b"kind" in head
 
 
-def _expanded_size(node: yaml.Node, limit: int, where: str) -> int:
-    """Node count of a document with every alias expanded, refusing once it passes `limit`.
+def skip_reason(relative: str) -> str | None:
+    """Why the manifest-named file at `relative` (posix, from the checked root) is not loaded.
 
-    Memoised per node, so an alias bomb is measured in time linear in its *unexpanded* size.
+    None when it is loaded; IGNORED for the repository config at the root. The same rules hold for a
+    directory on disk and a Git tree.
     """
-    sizes: dict[int, int] = {}
-
-    def size(n: yaml.Node) -> int:
-        known = sizes.get(id(n))
-        if known is not None:
-            return known
-        total = 1
-        if isinstance(n, yaml.SequenceNode):
-            total += sum(size(child) for child in n.value)
-        elif isinstance(n, yaml.MappingNode):
-            total += sum(size(k) + size(v) for k, v in n.value)
-        if total > limit:
-            raise ManifestError(
-                f"document expands to more than {limit} nodes through YAML aliases (alias bomb?)",
-                where=where,
-            )
-        sizes[id(n)] = total
-        return total
-
-    return size(node)
+    parts = relative.split("/")
+    if len(parts) == 1 and parts[0] in REPO_CONFIG_NAMES:
+        return IGNORED
+    for part in parts[:-1]:
+        if part.startswith("."):
+            return f"in hidden directory {part}"
+    if parts[-1].startswith("."):
+        return "hidden file"
+    if parts[-1] in REPO_CONFIG_NAMES:
+        return f"named {parts[-1]}, read as the repository config only at the root"
+    return None
 
 
-def _check_flow_depth(raw: bytes, path: str, limit: int) -> None:
-    """Refuse flow collections nested deeper than `limit` before libyaml sees them.
-
-    Counting brackets is free in C; the exact (quote-blind, so conservative) walk runs only for the rare
-    file that has more brackets than the limit at all.
-    """
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return
-    depth = 0
-    line = 1
-    for byte in raw:
-        if byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > limit:
-                raise ManifestError(
-                    f"flow collections nested deeper than {limit} levels", where=f"{path}:{line}"
-                )
-        elif byte in (0x5D, 0x7D) and depth:  # ] }
-            depth -= 1
-        elif byte == 0x0A:
-            line += 1
-
-
-_COMPACT_NESTING = re.compile(rb"(?:[-?][ \t]+){50}")
-
-
-def _check_compact_nesting(raw: bytes, path: str) -> None:
-    """Refuse `- - - - ...`: compact block collections nest one level per two bytes, as deep as brackets.
-
-    Indentation-nested blocks need quadratic bytes, so the document size limit already bounds them; only
-    long runs of compact indicators on one line can reach a depth that crashes libyaml.
-    """
-    match = _COMPACT_NESTING.search(raw)
-    if match:
-        line = raw.count(b"\n", 0, match.start()) + 1
-        raise ManifestError(
-            "block collections nested 50 or more levels deep on one line", where=f"{path}:{line}"
-        )
-
-
-def _items_lines(node: yaml.Node) -> list[int]:
-    """Lines of the elements of a List document's `items`, in order."""
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if getattr(key, "value", None) == "items" and isinstance(value, yaml.SequenceNode):
-                return [item.start_mark.line + 1 for item in value.value]
-    return []
-
-
-def _check_object(body: Any, where: str) -> None:
-    if not isinstance(body, dict):
-        raise ManifestError(
-            f"document is a {type(body).__name__}, not a Kubernetes object (mapping)", where=where
-        )
-    missing = [
-        key for key in ("apiVersion", "kind") if not isinstance(body.get(key), str) or not body.get(key)
-    ]
-    meta = body.get("metadata")
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
-        missing.append("metadata.name")
-    if missing:
-        raise ManifestError(f"object is missing {', '.join(missing)}", where=where)
-
-
-def parse_documents(text: str | bytes, path: str, limits: Limits = DEFAULT_LIMITS) -> list[Manifest]:
-    """Every Kubernetes object in one YAML/JSON stream, `List` kinds unpacked, each with its line."""
-    if len(text) > limits.max_file_bytes:
-        raise ManifestError(
-            f"file is {len(text)} bytes, over the {limits.max_file_bytes}-byte limit", where=f"{path}:1"
-        )
-    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    may_alias = b"&" in raw
-    _check_flow_depth(raw, path, limits.max_flow_depth)
-    _check_compact_nesting(raw, path)
-    loader = _Loader(text)
-    loader.may_merge = b"<<" in raw
-    manifests: list[Manifest] = []
-    line = 1
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            assert node is not None  # check_node() said there is one
-            line = node.start_mark.line + 1
-            where = f"{path}:{line}"
-            size = node.end_mark.index - node.start_mark.index
-            if size > limits.max_document_bytes:
-                raise ManifestError(
-                    f"document is {size} bytes, over the {limits.max_document_bytes}-byte limit", where=where
-                )
-            if may_alias:
-                _expanded_size(node, limits.max_expanded_nodes, where)
-            body = loader.construct_document(node)
-            if body is None:  # an empty document (`---` alone, comments only)
-                continue
-            _check_list_or_object(body, node, path, line, manifests)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else f"{path}:{line}"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        context = getattr(exc, "context", None)
-        raise ManifestError(f"invalid YAML: {context + ', ' if context else ''}{problem}", where=at) from None
-    except RecursionError:
-        raise ManifestError("document is nested too deeply", where=f"{path}:{line}") from None
-    finally:
-        loader.dispose()
-    return manifests
-
-
-def _check_list_or_object(body: Any, node: yaml.Node, path: str, line: int, out: list[Manifest]) -> None:
-    where = f"{path}:{line}"
-    if isinstance(body, dict) and str(body.get("kind", "")).endswith("List") and "items" in body:
-        items = body.get("items") or []
-        if not isinstance(items, list):
-            raise ManifestError("`items` of a List must be a sequence", where=where)
-        lines = _items_lines(node)
-        for index, item in enumerate(items):
-            item_line = lines[index] if index < len(lines) else line
-            _check_object(item, f"{path}:{item_line}")
-            out.append(Manifest(body=item, ref=ref_of(item), path=path, line=item_line))
-        return
-    _check_object(body, where)
-    out.append(Manifest(body=body, ref=ref_of(body), path=path, line=line))
+def outside_paths_reason(config_path: str) -> str:
+    return f"outside the `paths` of {config_path}"
 
 
 def check_duplicates(manifests: Iterable[Manifest]) -> None:
@@ -255,14 +98,27 @@ def is_manifest_file(name: str) -> bool:
     return name.endswith(MANIFEST_SUFFIXES) and name not in REPO_CONFIG_NAMES
 
 
-def _walk(root: Path, limits: Limits) -> Iterator[str]:
+def _walk(
+    root: Path,
+    limits: Limits,
+    skipped: list[tuple[str, str]],
+    *,
+    prefix: str = "",
+    prune: frozenset[str] = frozenset(),
+    visited: set[Path] | None = None,
+    follow_links: bool = True,
+) -> Iterator[str]:
     """Manifest files under `root` as paths relative to it, depth-first in name order (like `find | sort`).
 
-    Hidden entries are skipped; symlinks must stay inside the repository; a directory reached twice
-    through links is read once. Works on `os.scandir` entries, so a file costs no extra stat.
+    Files `skip_reason` rejects go to `skipped` with the reason instead ( `prefix` is where `root` lies in
+    the checked tree); hidden directories are searched only for that, without following symlinks, and
+    version-control directories not at all. `prune` names relative paths not to enter. Symlinks must stay
+    inside the repository (without `follow_links` they are passed over: a search for skipped files must
+    not fail on links it would not load); a directory reached twice through links is read once. Works on
+    `os.scandir` entries, so a file costs no extra stat.
     """
     real_root = root.resolve()
-    visited: set[Path] = set()
+    visited = set() if visited is None else visited
     count = 0
     # Files and directories share one stack, pushed in reverse name order so they pop in name order.
     stack: list[tuple[str, bool]] = [("", True)]
@@ -279,19 +135,54 @@ def _walk(root: Path, limits: Limits) -> Iterator[str]:
         if real_dir in visited:  # a symlink loop inside the repository
             continue
         visited.add(real_dir)
-        children = sorted(
-            (e for e in os.scandir(directory) if not e.name.startswith(".")), key=lambda e: e.name
-        )
-        for entry in reversed(children):
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name, reverse=True):
             child = f"{relative}/{entry.name}" if relative else entry.name
+            if child in prune:
+                continue
+            if entry.name.startswith("."):
+                if entry.name not in VCS_DIRECTORIES:
+                    _hidden(entry, child, prefix, skipped, limits)
+                continue
             if entry.is_symlink():
+                if not follow_links:
+                    continue
                 target = _resolve(root / child, root)
                 if not target.is_relative_to(real_root):
                     raise ManifestError(f"symlink points outside the repository (to {target})", where=child)
             if entry.is_dir():
                 stack.append((child, True))
-            elif entry.is_file() and is_manifest_file(entry.name):
-                stack.append((child, False))
+            elif entry.is_file() and entry.name.endswith(MANIFEST_SUFFIXES):
+                reason = skip_reason(f"{prefix}{child}")
+                if reason is None:
+                    stack.append((child, False))
+                elif reason:
+                    skipped.append((child, reason))
+
+
+def _hidden(
+    entry: os.DirEntry[str], child: str, prefix: str, skipped: list[tuple[str, str]], limits: Limits
+) -> None:
+    """Record the manifest-named files of a hidden entry (`child`, relative to the walk root)."""
+    if entry.is_symlink():
+        return
+    walk_root = entry.path[: len(entry.path) - len(child)]
+    if entry.is_file():
+        paths = [child]
+    elif entry.is_dir():
+        paths = []
+        for directory, dirs, files in os.walk(entry.path):
+            dirs[:] = sorted(d for d in dirs if d not in VCS_DIRECTORIES)
+            base = directory[len(walk_root) :]
+            paths.extend(f"{base}/{name}" for name in sorted(files))
+            if len(paths) > limits.max_files:
+                break
+    else:
+        return
+    for path in paths:
+        if path.endswith(MANIFEST_SUFFIXES) and not os.path.islink(walk_root + path):
+            reason = skip_reason(f"{prefix}{path}")
+            if reason:
+                skipped.append((path, reason))
 
 
 def _resolve(path: Path, root: Path) -> Path:
@@ -318,33 +209,120 @@ def _read(path: Path, shown: str, limits: Limits) -> bytes:
     return path.read_bytes()
 
 
+@dataclass(frozen=True)
+class Selection:
+    """A directory whose repository config (shown as `config`) names the `paths` to load inside it."""
+
+    root: Path
+    paths: tuple[Path, ...]
+    config: str
+
+
 def load_paths(
-    paths: Iterable[Path], limits: Limits = DEFAULT_LIMITS, *, display_root: Path | None = None
+    paths: Iterable[Path | Selection], limits: Limits = DEFAULT_LIMITS, *, display_root: Path | None = None
 ) -> LoadResult:
-    """Load every manifest under the given directories and files.
+    """Load every manifest under the given directories, files and selections.
 
     Paths in locations are shown relative to `display_root` (default: the current directory when the file
-    lies under it), so reports carry the path a user typed or a CI annotator expects.
+    lies under it), so reports carry the path a user typed or a CI annotator expects. Manifest files a
+    directory holds but the load passes over (hidden, or outside the `paths` of a selection) are listed in
+    `skipped` when they look like Kubernetes objects.
     """
     shown_root = (display_root or Path.cwd()).resolve()
     result = LoadResult()
+    candidates: list[tuple[Path, str, str]] = []  # file, shown path, reason
     for given in paths:
-        if not given.exists() and not given.is_symlink():
-            raise ManifestError("no such file or directory", where=str(given))
-        if given.is_dir():
-            # Where the directory is shown, once; its files are shown by joining their relative paths.
-            prefix = _shown(given, shown_root)
-            files = [
-                (given / relative, relative if prefix == "." else f"{prefix}/{relative}")
-                for relative in _walk(given, limits)
-            ]
-        else:
+        if isinstance(given, Selection):
+            files = _load_selection(given, limits, shown_root, candidates)
+        elif given.is_dir():
+            files = _walk_shown(given, limits, shown_root, candidates)
+        elif given.exists() or given.is_symlink():
             files = [(given, _shown(given, shown_root))]
+        else:
+            raise ManifestError("no such file or directory", where=str(given))
         for file, shown in files:
             result.files.append(shown)
             result.manifests.extend(parse_documents(_read(file, shown, limits), shown, limits))
     check_duplicates(result.manifests)
+    result.skipped = sorted(
+        (
+            SkippedFile(shown, reason)
+            for file, shown, reason in candidates
+            if looks_like_manifest(_head(file))
+        ),
+        key=lambda skipped: skipped.path,
+    )
     return result
+
+
+def _walk_shown(
+    directory: Path,
+    limits: Limits,
+    shown_root: Path,
+    candidates: list[tuple[Path, str, str]],
+    *,
+    prefix: str = "",
+    prune: frozenset[str] = frozenset(),
+    visited: set[Path] | None = None,
+    follow_links: bool = True,
+) -> list[tuple[Path, str]]:
+    """The files of `directory` to load with their shown paths; what it skips goes to `candidates`."""
+    if not directory.exists() and not directory.is_symlink():
+        raise ManifestError("no such file or directory", where=str(directory))
+    # Where the directory is shown, once; its files are shown by joining their relative paths.
+    shown_dir = _shown(directory, shown_root)
+
+    def shown(relative: str) -> str:
+        return relative if shown_dir == "." else f"{shown_dir}/{relative}"
+
+    skipped: list[tuple[str, str]] = []
+    files = [
+        (directory / relative, shown(relative))
+        for relative in _walk(
+            directory, limits, skipped, prefix=prefix, prune=prune, visited=visited, follow_links=follow_links
+        )
+    ]
+    candidates.extend((directory / relative, shown(relative), reason) for relative, reason in skipped)
+    return files
+
+
+def _load_selection(
+    selection: Selection, limits: Limits, shown_root: Path, candidates: list[tuple[Path, str, str]]
+) -> list[tuple[Path, str]]:
+    """The files under the selected paths, in their order; the rest of the root is searched for skips."""
+    files: list[tuple[Path, str]] = []
+    seen: set[Path] = set()  # directories the selected paths reach, so links into them are not "outside"
+    selected: set[str] = set()
+    for path in selection.paths:
+        relative = _rel(path, selection.root)
+        selected.add(relative)
+        if path.is_dir():
+            prefix = "" if relative == "." else f"{relative}/"
+            files += _walk_shown(path, limits, shown_root, candidates, prefix=prefix, visited=seen)
+        elif path.exists() or path.is_symlink():
+            files.append((path, _shown(path, shown_root)))
+        else:
+            raise ManifestError("no such file or directory", where=str(path))
+    outside = _walk_shown(
+        selection.root,
+        limits,
+        shown_root,
+        candidates,
+        prune=frozenset(selected),
+        visited=seen,
+        follow_links=False,
+    )
+    reason = outside_paths_reason(selection.config)
+    candidates.extend((file, shown, reason) for file, shown in outside)
+    return files
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            return stream.read(SNIFF_BYTES)
+    except OSError:
+        return b"apiVersion kind"  # unreadable: say it was skipped rather than guess it is no manifest
 
 
 def _shown(path: Path, shown_root: Path) -> str:
@@ -361,37 +339,15 @@ def _shown(path: Path, shown_root: Path) -> str:
     return path.as_posix()
 
 
-def load_blobs(blobs: Iterable[tuple[str, bytes]], limits: Limits = DEFAULT_LIMITS) -> LoadResult:
-    """Load manifests from (path, content) pairs, e.g. the blobs of a Git tree."""
-    result = LoadResult()
+def load_blobs(
+    blobs: Iterable[tuple[str, bytes]],
+    limits: Limits = DEFAULT_LIMITS,
+    skipped: Iterable[SkippedFile] = (),
+) -> LoadResult:
+    """Load manifests from (path, content) pairs, e.g. the blobs of a Git tree, noting what was skipped."""
+    result = LoadResult(skipped=sorted(skipped, key=lambda file: file.path))
     for path, content in blobs:
         result.files.append(path)
         result.manifests.extend(parse_documents(content, path, limits))
     check_duplicates(result.manifests)
     return result
-
-
-def load_repo_config(text: str | bytes, path: str) -> dict[str, Any]:
-    """Parse a `dra-gitops.yaml` repository config: `paths`, `exclude`, `params`."""
-    try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"{path}:{mark.line + 1}" if mark else path
-        raise ManifestError(f"invalid repository config: {exc}", where=at) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ManifestError("repository config must be a mapping", where=f"{path}:1")
-    if data.get("kind") == "List" and "config" in data:
-        # The kubectl-friendly form: an empty `List` (so `kubectl apply -R` over the repository applies
-        # nothing for this file) carrying our settings under `config`.
-        if data.get("items"):
-            raise ManifestError("the repository config List must have no items", where=f"{path}:1")
-        data = data["config"] if isinstance(data["config"], dict) else {}
-    for key in ("paths", "exclude"):
-        if key in data and not (isinstance(data[key], list) and all(isinstance(p, str) for p in data[key])):
-            raise ManifestError(f"`{key}` must be a list of strings", where=f"{path}:1")
-    if "params" in data and not isinstance(data["params"], dict):
-        raise ManifestError("`params` must be a mapping", where=f"{path}:1")
-    return data

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from reconciler.model.loader import SkippedFile
+
 Severity = Literal["deny", "warn"]
 
 
@@ -53,6 +55,8 @@ class CheckResult:
     files_checked: int
     changes: ChangeSummary = field(default_factory=ChangeSummary)
     engine: str = "embedded"
+    # Manifest files the load passed over (hidden, outside the config's `paths`): reported, never failing.
+    skipped: list[SkippedFile] = field(default_factory=list)
 
     @property
     def denials(self) -> list[Finding]:

@@ -7,14 +7,23 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 from git.objects import Blob, Tree
 
 from reconciler.errors import EnvironmentProblem, ManifestError, UserError
-from reconciler.model.loader import DEFAULT_LIMITS, REPO_CONFIG_NAMES, Limits, is_manifest_file
+from reconciler.model.loader import (
+    DEFAULT_LIMITS,
+    MANIFEST_SUFFIXES,
+    REPO_CONFIG_NAMES,
+    SNIFF_BYTES,
+    Limits,
+    SkippedFile,
+    looks_like_manifest,
+    skip_reason,
+)
 
 _SYMLINK_MODE = 0o120000
 
@@ -30,11 +39,16 @@ class CommitInfo:
 
 @dataclass(frozen=True)
 class TreeFiles:
-    """Manifest blobs of one revision, the repository config if any, and the commit they came from."""
+    """Manifest blobs of one revision, the repository config if any, and the commit they came from.
+
+    `skipped`: manifest files under the subdirectory that the loader's rules pass over (hidden ones, a
+    nested repository config), as `kubectl apply -R` would still apply them.
+    """
 
     commit: CommitInfo
     blobs: list[tuple[str, bytes]]
     config: tuple[str, bytes] | None
+    skipped: list[SkippedFile] = field(default_factory=list)
 
 
 def open_repo(path: Path) -> git.Repo:
@@ -90,7 +104,9 @@ def _follow(tree: Tree, blob: Blob, path: str, hops: int = 8) -> Blob:
     raise ManifestError("symlink chain too long", where=path)
 
 
-def _manifest_blobs(tree: Tree, subdir: str, limits: Limits) -> Iterator[tuple[str, Blob]]:
+def _manifest_blobs(
+    tree: Tree, subdir: str, limits: Limits, skipped: list[SkippedFile]
+) -> Iterator[tuple[str, Blob]]:
     root: Tree = tree
     if subdir:
         try:
@@ -100,13 +116,20 @@ def _manifest_blobs(tree: Tree, subdir: str, limits: Limits) -> Iterator[tuple[s
         if not isinstance(found, Tree):
             raise UserError("--path must name a directory of the repository", where=subdir)
         root = found
+    start = len(str(root.path)) + 1 if root.path else 0
     for item in root.traverse():
         if not isinstance(item, Blob):
             continue
-        parts = str(item.path).split("/")
-        if any(part.startswith(".") for part in parts) or not is_manifest_file(parts[-1]):
+        path = str(item.path)
+        if not path.endswith(MANIFEST_SUFFIXES):
             continue
-        yield str(item.path), item
+        reason = skip_reason(path[start:])
+        if reason is None:
+            yield path, item
+        elif (
+            reason and item.mode != _SYMLINK_MODE and looks_like_manifest(item.data_stream.read(SNIFF_BYTES))
+        ):
+            skipped.append(SkippedFile(path, reason))
 
 
 def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAULT_LIMITS) -> TreeFiles:
@@ -114,7 +137,8 @@ def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAU
     commit = resolve(repo, rev)
     tree = commit.tree
     blobs: list[tuple[str, bytes]] = []
-    for path, blob in sorted(_manifest_blobs(tree, subdir, limits), key=lambda pair: pair[0]):
+    skipped: list[SkippedFile] = []
+    for path, blob in sorted(_manifest_blobs(tree, subdir, limits, skipped), key=lambda pair: pair[0]):
         target = _follow(tree, blob, path)
         if target.size > limits.max_file_bytes:
             raise ManifestError(
@@ -127,7 +151,8 @@ def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAU
         if found is not None:
             config = (str(found.path), found.data_stream.read())
             break
-    return TreeFiles(commit=commit_info(commit), blobs=blobs, config=config)
+    skipped.sort(key=lambda file: file.path)
+    return TreeFiles(commit=commit_info(commit), blobs=blobs, config=config, skipped=skipped)
 
 
 def fetch(repo: git.Repo, remote: str = "origin") -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from reconciler.errors import ManifestError, UserError
 from reconciler.model.loader import (
@@ -892,3 +893,99 @@ def test_duplicate_keys_are_refused_like_kubectl_does() -> None:
 def test_merge_keys_may_be_overridden() -> None:
     text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  <<: {x: '1', z: '3'}\n  x: '2'\n"
     assert parse_documents(text, "m.yaml")[0].body["data"] == {"x": "2", "z": "3"}
+
+
+# --- the direct constructor gives what PyYAML's safe constructor gives -------------------------------
+
+SCALARS_AND_TAGS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: scalars
+  labels: {"quoted key": 'x', plain: y}
+data:
+  ints: [0, 7, 10, 010, 0x1f, 0b11, +3, -4, 1_000, 190:20:30, "12"]
+  floats: [1.5, .inf, -.Inf, .nan, 1e3, 6.8523015e+5]
+  bools: [true, False, yes, No, on, OFF]
+  nulls: [~, null, Null]
+  empty:
+  strings: [2024-01-01, "0", '1.0', =x, !!str 12, !!int "13", !!float "2"]
+  binary: !!binary aGVsbG8=
+  set: !!set {a, b}
+  pairs: !!pairs [a: 1, b: 2]
+  omap: !!omap [c: 1, d: 2]
+  1: int key
+  false: bool key
+  null: null key
+  1.5: float key
+  nested: [[a, [b, {c: [d]}]], {}, []]
+  "=": equals key
+"""
+
+
+def _construct_all(text: str, fast: bool) -> list[Any]:
+    """Every document, built by the direct constructor or by PyYAML's safe one (with our resolvers)."""
+    from reconciler.model.yamldocs import _Loader
+
+    loader = _Loader(text)
+    documents = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            documents.append(loader.construct_tree(node) if fast else loader.construct_document(node))
+    finally:
+        loader.dispose()
+    return documents
+
+
+def _base_construct(text: str) -> list[Any]:
+    return _construct_all(text, fast=False)
+
+
+def _fast_construct(text: str) -> list[Any]:
+    return _construct_all(text, fast=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SCALARS_AND_TAGS,
+        MULTI,
+        "a: 1\n---\n- x\n- {y: [1, 2]}\n---\n",
+        '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "j"}, "data": {"n": 12}}',
+        "<<: {x: '1'}\nx: '2'\ny: {<<: [{a: b}, {c: d}]}\n",
+    ],
+)
+def test_direct_constructor_matches_the_safe_constructor(text: str) -> None:
+    fast, base = _fast_construct(text), _base_construct(text)
+    assert fast == base
+    assert repr(fast) == repr(base)  # same types too: 1 is not True, 1.0 is not 1
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("a: 1\na: 2\n", "found duplicate key 'a'"),
+        ("a: {b: 1, b: 1}\n", "found duplicate key 'b'"),
+        ("1: x\n1: y\n", "found duplicate key 1"),
+        ("[a]: 1\n", "found unhashable key"),
+        ("a: !!str [x]\n", "expected a scalar node"),
+        ("a: !!map [x]\n", "expected a mapping node"),
+        ("a: !unknown x\n", "could not determine a constructor"),
+        ("a: =\n", "could not determine a constructor"),
+        ("a: [<<]\n", "could not determine a constructor"),
+    ],
+)
+def test_direct_constructor_refuses_what_the_safe_constructor_refuses(text: str, fragment: str) -> None:
+    with pytest.raises(yaml.constructor.ConstructorError) as fast:
+        _fast_construct(text)
+    with pytest.raises(yaml.constructor.ConstructorError) as base:
+        _base_construct(text)
+    assert fragment in str(fast.value)
+    assert str(fast.value) == str(base.value)
+
+
+def test_compact_nesting_after_ordinary_list_items_is_still_found() -> None:
+    text = "- a\n- - b\n" + "x: " + "- " * 60 + "z\n"
+    with raises_at("n.yaml:3", "nested 50 or more levels"):
+        parse_documents(text, "n.yaml")

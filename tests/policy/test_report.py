@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import reconciler
+from reconciler.model.loader import SkippedFile
 from reconciler.policy.report import FORMATS, RENDERERS, RenderOptions, render, summary_line, verdict
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo
 
@@ -179,7 +180,8 @@ def test_text_empty(empty: CheckResult) -> None:
 
 def test_json_round_trip_and_ordering(result: CheckResult) -> None:
     doc = json.loads(render(result, "json"))
-    assert list(doc) == ["summary", "findings", "waivers", "rules"]
+    assert list(doc) == ["summary", "findings", "waivers", "skipped", "rules"]
+    assert (doc["summary"]["skipped"], doc["skipped"]) == (0, [])
     s = doc["summary"]
     assert (s["objects"], s["files"], s["denied"], s["warnings"], s["waived"]) == (3, 2, 1, 1, 1)
     assert s["changes"] == {"create": 1, "update": 2, "delete": 0}
@@ -509,3 +511,88 @@ def test_message_already_led_by_its_ref_is_not_prefixed_twice() -> None:
         assert "Pod/ml/w: Pod/ml/w" not in render(make_result(f), fmt)
     sarif = json.loads(render(make_result(f), "sarif"))
     assert sarif["runs"][0]["results"][0]["message"]["text"] == "Pod/ml/w: bad claim"
+
+
+# ----------------------------------------------------------------------------------- skipped files
+
+SKIPPED = [
+    SkippedFile("repo/.hidden/a.yaml", "in hidden directory .hidden"),
+    SkippedFile("repo/zz, stray|.yaml", "outside the `paths` of repo/dra-gitops.yaml"),
+]
+
+
+@pytest.fixture
+def with_skipped() -> CheckResult:
+    result = make_result(WARN)
+    result.skipped = list(SKIPPED)
+    return result
+
+
+def test_skipped_files_leave_the_verdict_and_exit_code_alone(with_skipped: CheckResult) -> None:
+    assert (with_skipped.exit_code(), verdict(with_skipped)) == (0, "Passed with warnings")
+    assert summary_line(with_skipped).startswith("3 objects, 2 files (2 skipped): ")
+
+
+def test_text_lists_skipped_files_before_the_summary(with_skipped: CheckResult) -> None:
+    out = render(with_skipped, "text")
+    assert out.endswith(
+        "Skipped (not checked, not applied)\n"
+        "  SKIP repo/.hidden/a.yaml  in hidden directory .hidden\n"
+        "  SKIP repo/zz, stray|.yaml  outside the `paths` of repo/dra-gitops.yaml\n"
+        "\n"
+        "3 objects, 2 files (2 skipped): 0 denied, 1 warning, 0 waived (passed with warnings)\n"
+    )
+
+
+def test_json_lists_skipped_files(with_skipped: CheckResult) -> None:
+    doc = json.loads(render(with_skipped, "json"))
+    assert doc["summary"]["skipped"] == 2
+    assert doc["skipped"] == [{"path": s.path, "reason": s.reason} for s in SKIPPED]
+
+
+def test_markdown_has_a_skipped_files_table(with_skipped: CheckResult) -> None:
+    out = render(with_skipped, "markdown")
+    assert "### Skipped files" in out
+    assert "| `repo/.hidden/a.yaml` | in hidden directory .hidden |" in out
+    assert "| `repo/zz, stray\\|.yaml` | outside the \\`paths\\` of repo/dra-gitops.yaml |" in out
+    assert "### Skipped files" not in render(make_result(WARN), "markdown")
+
+
+def test_sarif_notes_skipped_files_as_tool_notifications(with_skipped: CheckResult) -> None:
+    run = json.loads(render(with_skipped, "sarif"))["runs"][0]
+    assert len(run["results"]) == 1  # a skipped file is no finding
+    notes = run["invocations"][0]["toolExecutionNotifications"]
+    assert [n["level"] for n in notes] == ["note", "note"]
+    assert (
+        notes[1]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        == "repo/zz%2C%20stray%7C.yaml"
+    )
+    assert notes[0]["message"]["text"] == (
+        "repo/.hidden/a.yaml: not checked and not applied (in hidden directory .hidden)"
+    )
+    assert run["properties"]["skippedFiles"][0] == {
+        "path": "repo/.hidden/a.yaml",
+        "reason": "in hidden directory .hidden",
+    }
+    assert "invocations" not in json.loads(render(make_result(WARN), "sarif"))["runs"][0]
+
+
+def test_junit_has_a_skipped_case_per_skipped_file(with_skipped: CheckResult) -> None:
+    root = ET.fromstring(render(with_skipped, "junit"))
+    suite = root.find("testsuite[@name='skipped-files']")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("skipped"), suite.get("failures")) == ("2", "2", "0")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [s.path for s in SKIPPED]
+    assert [c.find("skipped").get("message") for c in cases] == [s.reason for s in SKIPPED]  # type: ignore[union-attr]
+    assert root.get("skipped") == "2"
+
+
+def test_github_annotates_each_skipped_file_with_a_notice(with_skipped: CheckResult) -> None:
+    lines = render(with_skipped, "github").splitlines()
+    assert lines[1] == (
+        "::notice file=repo/.hidden/a.yaml,title=manifest file skipped::"
+        "repo/.hidden/a.yaml: not checked and not applied (in hidden directory .hidden)"
+    )
+    assert lines[2].startswith("::notice file=repo/zz%2C stray|.yaml,title=manifest file skipped::")
+    assert "(2 skipped)" in lines[-1]

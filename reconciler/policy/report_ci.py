@@ -1,0 +1,254 @@
+"""Reports for CI systems: SARIF (code scanning), JUnit XML and GitHub Actions workflow commands."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+from urllib.parse import quote
+
+from reconciler.policy.report_common import (
+    SKIPPED_TITLE,
+    TOOL_NAME,
+    RenderOptions,
+    _all_rules,
+    _sorted,
+    message_with_ref,
+    skipped_dicts,
+    skipped_message,
+    summary_line,
+    verdict,
+)
+from reconciler.policy.result import CheckResult, Finding, RuleInfo, Severity
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SARIF_VERSION = "2.1.0"
+# --------------------------------------------------------------------------------------------------------
+# sarif
+
+_SARIF_LEVEL: dict[Severity, str] = {"deny": "error", "warn": "warning"}
+
+
+def _sarif_uri(path: str) -> str:
+    p = path.replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    if p.startswith("/"):
+        return "file://" + quote(p)
+    return quote(p)
+
+
+def _rule_name(rule_id: str) -> str:
+    """`class-before-template` → `ClassBeforeTemplate` (SARIF's human-readable rule identifier)."""
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^0-9A-Za-z]+", rule_id) if part)
+
+
+def _sarif_rule(r: RuleInfo) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "id": r.id,
+        "name": _rule_name(r.id) or r.id,
+        "shortDescription": {"text": r.title or r.id},
+        "fullDescription": {"text": r.description or r.title or r.id},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[r.severity]},
+        "properties": {"severity": r.severity, "tags": ["dra", "policy"]},
+    }
+    if r.source:
+        rule["properties"]["source"] = r.source
+    return rule
+
+
+def _fingerprint(f: Finding) -> str:
+    return hashlib.sha256(f"{f.rule}\0{f.ref}\0{f.msg}".encode()).hexdigest()[:32]
+
+
+def render_sarif(result: CheckResult, options: RenderOptions) -> str:
+    rules = _all_rules(result)
+    rule_index = {r.id: i for i, r in enumerate(rules)}
+    findings = _sorted(result.findings)
+    artifacts = sorted({f.path for f in findings if f.path})
+    artifact_index = {p: i for i, p in enumerate(artifacts)}
+
+    results: list[dict[str, Any]] = []
+    for f in findings:
+        location: dict[str, Any] = {}
+        if f.path:
+            location["physicalLocation"] = {
+                "artifactLocation": {"uri": _sarif_uri(f.path), "index": artifact_index[f.path]},
+                "region": {"startLine": max(f.line, 1)},
+            }
+        location["logicalLocations"] = [{"fullyQualifiedName": f.ref, "kind": "resource"}]
+        res: dict[str, Any] = {
+            "ruleId": f.rule,
+            "ruleIndex": rule_index[f.rule],
+            "level": _SARIF_LEVEL[f.severity],
+            "message": {"text": message_with_ref(f)},
+            "locations": [location],
+            "partialFingerprints": {"draGitopsFinding/v1": _fingerprint(f)},
+            "suppressions": (
+                [{"kind": "inSource", "justification": f.waived}] if f.waived is not None else []
+            ),
+        }
+        results.append(res)
+
+    driver: dict[str, Any] = {"name": TOOL_NAME, "version": options.tool_version}
+    if options.information_uri:
+        driver["informationUri"] = options.information_uri
+    driver["rules"] = [_sarif_rule(r) for r in rules]
+    run: dict[str, Any] = {
+        "tool": {"driver": driver},
+        "artifacts": [{"location": {"uri": _sarif_uri(p)}} for p in artifacts],
+        "results": results,
+        "properties": {
+            "objectsChecked": result.objects_checked,
+            "filesChecked": result.files_checked,
+            "engine": result.engine,
+            "changes": {
+                "create": result.changes.create,
+                "update": result.changes.update,
+                "delete": result.changes.delete,
+            },
+        },
+    }
+    if result.skipped:
+        # Not results (nothing about the files was judged): notes of the run, as SARIF has for tools.
+        run["invocations"] = [
+            {
+                "executionSuccessful": True,
+                "toolExecutionNotifications": [
+                    {
+                        "level": "note",
+                        "descriptor": {"id": "skipped-file"},
+                        "message": {"text": skipped_message(s)},
+                        "locations": [
+                            {"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(s.path)}}}
+                        ],
+                    }
+                    for s in result.skipped
+                ],
+            }
+        ]
+        run["properties"]["skippedFiles"] = skipped_dicts(result.skipped)
+    doc = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------------
+# junit
+
+# Characters XML 1.0 cannot carry at all, even escaped.
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml(s: str) -> str:
+    return _XML_INVALID.sub("\ufffd", s)
+
+
+def render_junit(result: CheckResult, options: RenderOptions) -> str:
+    """One testsuite per rule; a testcase per finding, or a single `passed` testcase for a clean rule.
+
+    deny → <failure>; warn → <failure> only with `fail_on_warn`, else a passing case with <system-out>;
+    waived → <skipped> with the reason. Skipped manifest files: a `skipped-files` suite of <skipped> cases.
+    """
+    root = ET.Element("testsuites", {"name": _xml(options.title)})
+    totals = {"tests": 0, "failures": 0, "skipped": 0}
+    findings = _sorted(result.findings)
+    for r in _all_rules(result):
+        mine = [f for f in findings if f.rule == r.id]
+        suite = ET.SubElement(root, "testsuite", {"name": _xml(r.id)})
+        props = ET.SubElement(suite, "properties")
+        for key, value in (("title", r.title), ("severity", r.severity), ("source", r.source)):
+            ET.SubElement(props, "property", {"name": key, "value": _xml(value)})
+        classname = _xml(f"{TOOL_NAME}.{r.id}")
+        failures = skipped = 0
+        for f in mine:
+            attrs = {"classname": classname, "name": _xml(f"{f.ref} ({f.where})" if f.path else f.ref)}
+            if f.path:
+                attrs["file"] = _xml(f.path)
+                attrs["line"] = str(f.line)
+            case = ET.SubElement(suite, "testcase", attrs)
+            detail = _xml(f"{f.where}: {message_with_ref(f)}")
+            if f.waived is not None:
+                skipped += 1
+                ET.SubElement(case, "skipped", {"message": _xml(f"waived: {f.waived}")})
+                ET.SubElement(case, "system-out").text = detail
+            elif f.severity == "deny" or options.fail_on_warn:
+                failures += 1
+                fail = ET.SubElement(case, "failure", {"message": _xml(f.msg), "type": f.severity})
+                fail.text = detail
+            else:
+                ET.SubElement(case, "system-out").text = f"warning: {detail}"
+        if not mine:
+            ET.SubElement(suite, "testcase", {"classname": classname, "name": "passed"})
+        tests = max(len(mine), 1)
+        suite.set("tests", str(tests))
+        suite.set("failures", str(failures))
+        suite.set("errors", "0")
+        suite.set("skipped", str(skipped))
+        totals["tests"] += tests
+        totals["failures"] += failures
+        totals["skipped"] += skipped
+    if result.skipped:
+        # Files nobody checked: a skipped testcase each, so CI dashboards count them.
+        suite = ET.SubElement(root, "testsuite", {"name": "skipped-files"})
+        for s in result.skipped:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                {"classname": f"{TOOL_NAME}.skipped-files", "name": _xml(s.path), "file": _xml(s.path)},
+            )
+            ET.SubElement(case, "skipped", {"message": _xml(s.reason)})
+        count = str(len(result.skipped))
+        for key, value in (("tests", count), ("failures", "0"), ("errors", "0"), ("skipped", count)):
+            suite.set(key, value)
+        totals["tests"] += len(result.skipped)
+        totals["skipped"] += len(result.skipped)
+    root.set("tests", str(totals["tests"]))
+    root.set("failures", str(totals["failures"]))
+    root.set("errors", "0")
+    root.set("skipped", str(totals["skipped"]))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+# --------------------------------------------------------------------------------------------------------
+# github
+
+
+def _gh_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(s: str) -> str:
+    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def _gh_command(command: str, props: list[tuple[str, str]], message: str) -> str:
+    p = ",".join(f"{k}={_gh_prop(v)}" for k, v in props)
+    return f"::{command}{' ' + p if p else ''}::{_gh_data(message)}"
+
+
+def render_github(result: CheckResult, options: RenderOptions) -> str:
+    """GitHub Actions workflow commands: ::error / ::warning per finding, ::notice per waiver and per
+    skipped file, a summary."""
+    out: list[str] = []
+    for f in _sorted(result.findings):
+        props: list[tuple[str, str]] = []
+        if f.path:
+            props += [("file", f.path.replace("\\", "/")), ("line", str(max(f.line, 1)))]
+        text = message_with_ref(f)
+        if f.waived is not None:
+            out.append(
+                _gh_command(
+                    "notice", [*props, ("title", f"{f.rule} (waived)")], f"{text} (waived: {f.waived})"
+                )
+            )
+        else:
+            command = "error" if f.severity == "deny" else "warning"
+            out.append(_gh_command(command, [*props, ("title", f.rule)], text))
+    for s in result.skipped:
+        out.append(_gh_command("notice", [("file", s.path), ("title", SKIPPED_TITLE)], skipped_message(s)))
+    v = verdict(result, options.fail_on_warn)
+    out.append(_gh_command("notice", [("title", options.title)], f"{v}: {summary_line(result)}"))
+    return "\n".join(out) + "\n"
