@@ -300,6 +300,16 @@ def _requested_classes(
     return out
 
 
+def _allocation_picture(obs: _Observation) -> frozenset[tuple[str, ...]]:
+    """Which claims exist and which are allocated, and which pods exist: what changes when devices move."""
+    claims = {
+        (ns, name, "allocated" if _dict(claim.get("status")).get("allocation") else "pending")
+        for (ns, name), claim in obs.claims.items()
+    }
+    pods = {("pod", str(meta(pod).get("uid"))) for group in obs.pods.values() for pod in group}
+    return frozenset(claims | pods)
+
+
 def _terminal(obs: _Observation, now: float, grace: float, first_seen: dict[str, float]) -> str | None:
     """The first terminal signal among the observed pods, or None."""
     used_drivers: set[str | None] = set()
@@ -399,9 +409,16 @@ def verify_workloads(
     start = clock()
     first_seen: dict[str, float] = {}
     last_status = ""
+    last_picture: frozenset[tuple[str, ...]] = frozenset()
     while True:
         obs = _observe(client, workloads)
         now = clock()
+        # The grace period runs while nothing moves: a claim released or allocated (a rolling update's old
+        # pod giving its device to the new one) restarts it, so only a standing shortage is terminal.
+        picture = _allocation_picture(obs)
+        if picture != last_picture:
+            first_seen.clear()
+            last_picture = picture
         evidence = [e for pods in obs.pods.values() for pod in pods for e in chain_of(pod, obs.claims)]
         terminal = _terminal(obs, now, grace, first_seen)
         if terminal is not None:
