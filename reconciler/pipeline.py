@@ -419,22 +419,8 @@ def deliver(
         delivery.outcome = "apply-failed"
         return delivery
 
-    if options.verify:
-        started = time.perf_counter()
-        workloads = workloads_of(head)
-        progress(f"verify: {len(workloads)} workload(s)")
-        delivery.verified = verify_workloads(
-            client,
-            workloads,
-            timeout=options.verify_timeout,
-            grace=options.grace,
-            poll=0.25,
-            progress=progress,
-        )
-        timings["verify"] = time.perf_counter() - started
-        if not delivery.verified.ok:
-            delivery.outcome = "verify-failed"
-            return delivery
+    if options.verify and not _verify(client, delivery, workloads_of(head), options, progress):
+        return delivery
     if not prune_first and not deletes.empty:
         # Only a verified revision prunes: a failed one leaves the old objects for the rollback.
         started = time.perf_counter()
@@ -486,16 +472,24 @@ def deliver_drift(
         return delivery
     workloads = workloads_of(reapply)
     if options.verify and workloads:
-        started = time.perf_counter()
-        delivery.verified = verify_workloads(
-            client,
-            workloads,
-            timeout=options.verify_timeout,
-            grace=options.grace,
-            poll=0.25,
-            progress=progress,
-        )
-        timings["verify"] = time.perf_counter() - started
-        if not delivery.verified.ok:
-            delivery.outcome = "verify-failed"
+        _verify(client, delivery, workloads, options, progress)
     return delivery
+
+
+def _verify(
+    client: ClusterClient,
+    delivery: Delivery,
+    workloads: list[dict[str, Any]],
+    options: DeliverOptions,
+    progress: Progress,
+) -> bool:
+    """Verify the workloads into `delivery` (evidence, timing, outcome); whether every chain held."""
+    started = time.perf_counter()
+    progress(f"verify: {len(workloads)} workload(s)")
+    delivery.verified = verify_workloads(
+        client, workloads, timeout=options.verify_timeout, grace=options.grace, poll=0.25, progress=progress
+    )
+    delivery.timings["verify"] = time.perf_counter() - started
+    if not delivery.verified.ok:
+        delivery.outcome = "verify-failed"
+    return delivery.verified.ok
