@@ -340,11 +340,10 @@ def status_command(
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(render_status(target_name, state, history_count), nl=False)
-    outcomes = [r.get("rollback") for r in state.history[:1]]
-    attempted = (state.last_attempted or {}).get("outcome")
-    if "failed" in outcomes or any(r.get("outcome") == "rollback-failed" for r in state.history[:1]):
-        return 5
-    return 0 if attempted in (None, "applied") else 1
+    attempted = state.last_attempted or {}
+    if attempted.get("rolledBack") is False:
+        return 5  # a rollback was tried and failed
+    return 0 if attempted.get("outcome") in (None, "applied") else 1
 
 
 def render_status(target: str, state: Any, history_count: int) -> str:
@@ -462,10 +461,7 @@ def rollback_command(**kwargs: Any) -> int:
             progress=progress,
         )
         head = revisions.head().sha
-        to_sha = kwargs["to_sha"]
-        if to_sha:
-            to_sha = revisions.source.resolve(to_sha) if hasattr(revisions.source, "resolve") else to_sha
-        result = reconciler.rollback_to(to_sha, head)
+        result = reconciler.rollback_to(kwargs["to_sha"], head)
     revisions.close()
     if kwargs["output"] == "json":
         click.echo(

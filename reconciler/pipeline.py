@@ -47,6 +47,12 @@ class DeliverOptions:
     check: bool = True
     # Members of the set never pruned (objects that existed before a first pass adopted them).
     keep: frozenset[ObjRef] = frozenset()
+    # A rollback prunes what the failed revision added before applying (those objects may hold the
+    # devices the last good revision needs to verify), and deletes and recreates claims and templates whose
+    # immutable spec differs (a forward change of one is refused by the dry-run and the `immutable-claim`
+    # rule instead).
+    prune_first: bool = False
+    recreate_immutable: bool = False
 
 
 @dataclass
@@ -72,6 +78,7 @@ class Delivery:
     verified: VerifyResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
     pruned: ApplyResult | None = None
+    pruned_first: bool = False
     # Objects of the revision that existed before this delivery touched them (from the dry-run).
     preexisting: frozenset[ObjRef] = frozenset()
     cancelled: str | None = None
@@ -126,7 +133,7 @@ class Delivery:
 
     def stages(self) -> list[StageResult]:
         """Every stage that ran, in order: applies, and the pruning (before them in a rollback)."""
-        parts = [self.pruned, self.applied] if self.check is None else [self.applied, self.pruned]
+        parts = [self.pruned, self.applied] if self.pruned_first else [self.applied, self.pruned]
         return [stage for part in parts if part is not None for stage in part.stages]
 
     def bookkeeping_line(self) -> str | None:
@@ -275,25 +282,20 @@ def deliver(
     base: DesiredState | None = None,
     *,
     hooks: DeliverHooks | None = None,
-    recreate_immutable: bool = False,
 ) -> Delivery:
     """Check, dry-run, apply stage by stage, verify, then prune one revision. Stops at the first failure.
 
     With a `base` (the revision the cluster was delivered from), policies judge the change between the two,
     as `check --repo` does: that is what lets `driver-canary` see a driver update. Objects the revision
-    dropped are pruned only once it verified (`prune_first` in a rollback, where what the failed revision
-    added must go before the last good one can be verified).
-
-    `hooks.before_write` runs once, right before the first write; `recreate_immutable` deletes and
-    recreates claims and templates whose immutable spec differs (a rollback needs that; a forward change
-    of a claim's spec is refused by the dry-run and flagged by the `immutable-claim` rule).
+    dropped are pruned only once it verified (before applying, with `options.prune_first`).
+    `hooks.before_write` runs once, right before the first write.
     """
     hooks = hooks or DeliverHooks()
     timings: dict[str, float] = {}
     revision = desired.revision.sha
     head = desired.manifests.manifests
     set_id = applyset.applyset_id(options.target, options.namespace)
-    prune_first = not options.check  # a rollback: clear the failed revision's additions first
+    prune_first = options.prune_first
 
     started = time.perf_counter()
     stale = stale_manifests(client, set_id, head, options.keep) if options.prune else []
@@ -321,7 +323,7 @@ def deliver(
     dry = dry_run(client, plan, applyset_id=set_id)
     timings["dry_run"] = time.perf_counter() - started
     recreated: list[str] = []
-    if not dry.ok and recreate_immutable:
+    if not dry.ok and options.recreate_immutable:
         rejected = _immutable_rejections(dry, plan)
         if rejected and len(rejected) == sum(1 for r in dry.results if r.error):
             if hooks.before_write is not None:
@@ -408,6 +410,7 @@ def deliver(
         applied=applied,
         timings=timings,
         pruned=pruned,
+        pruned_first=prune_first,
         preexisting=preexisting,
         recreated=recreated,
         bookkeeping=bookkeeping,

@@ -151,16 +151,20 @@ class Reconciler:
         return cached
 
     def _deliver_options(
-        self, *, check: bool = True, keep: frozenset[ObjRef] = frozenset()
+        self, *, rollback: bool = False, keep: frozenset[ObjRef] = frozenset()
     ) -> DeliverOptions:
+        """A rollback skips the policies (its revision was judged when it was applied), prunes first and
+        recreates claims whose immutable spec differs."""
         return DeliverOptions(
             target=self.options.target,
             namespace=self.options.state_namespace,
             stage_timeout=self.options.stage_timeout,
             verify_timeout=self.options.verify_timeout,
             grace=self.options.grace,
-            check=check,
+            check=not rollback,
             keep=keep,
+            prune_first=rollback,
+            recreate_immutable=rollback,
         )
 
     def _hooks(self, state: TargetState, marker: dict[str, Any]) -> DeliverHooks:
@@ -356,11 +360,10 @@ class Reconciler:
             self.client,
             desired,
             self.check_options,
-            self._deliver_options(check=False, keep=keep),
+            self._deliver_options(rollback=True, keep=keep),
             self.progress,
             None,
             hooks=self._hooks(state, marker),
-            recreate_immutable=True,
         )
 
     def _revert(self, sha: str) -> dict[str, Any]:
@@ -473,11 +476,10 @@ class Reconciler:
             self.client,
             desired,
             self.check_options,
-            self._deliver_options(check=False),
+            self._deliver_options(rollback=True),
             self.progress,
             None,
             hooks=self._hooks(state, marker),
-            recreate_immutable=True,
         )
         record = evidence_record(delivery, sha, "rollback")
         record["from"] = state.last_good

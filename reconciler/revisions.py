@@ -1,7 +1,7 @@
 """The reconcile pass's view of a Git remote: the head sha, the desired state at a sha, signatures, reverts.
 
-Wraps `source.remote.GitSource` (the only Git I/O) and the loader; keeps the desired state of the last few
-shas in memory, so a steady-state pass reads nothing from Git but one `git fetch`.
+Wraps `source.remote.GitSource` (the only Git I/O) and the loader. The reconciler keeps the desired
+states it read, so a steady-state pass reads nothing from Git but one `git fetch`.
 """
 
 from __future__ import annotations

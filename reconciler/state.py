@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -138,13 +139,16 @@ class StateStore:
         self.namespace = namespace
         self.name = applyset.parent_name(target)
         self._resource = client.resource_for("v1", "ConfigMap")
+        # The object as last read or written: the base of the next PUT while its version still stands.
+        self._known: dict[str, Any] | None = None
 
     @property
     def ref(self) -> str:
         return f"ConfigMap/{self.namespace}/{self.name}"
 
     def _live(self) -> dict[str, Any] | None:
-        return self.client.get(self._resource, self.namespace, self.name)
+        self._known = self.client.get(self._resource, self.namespace, self.name)
+        return self._known
 
     def load(self) -> TargetState:
         live = self._live()
@@ -177,6 +181,7 @@ class StateStore:
             raise StateConflict(
                 "the state changed since it was read (another replica or a user wrote it)", where=self.ref
             ) from exc
+        self._known = written
         state.resource_version = str((written.get("metadata") or {}).get("resourceVersion") or "") or None
         state.seen_data = dict(written.get("data") or {})
         return state
@@ -184,7 +189,10 @@ class StateStore:
     def _replace(
         self, version: str, data: dict[str, str], live: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        live = live if live is not None else self._live()
+        if live is None:
+            known = self._known
+            known_version = str(((known or {}).get("metadata") or {}).get("resourceVersion") or "")
+            live = known if known is not None and known_version == version else self._live()
         if live is None:
             raise StateConflict("the state ConfigMap was deleted since it was read", where=self.ref)
         body = copy.deepcopy(live)
@@ -221,15 +229,14 @@ class StateStore:
                     return self.client.replace(self._resource, {**body, "metadata": meta})
             raise
 
-    def update(self, change: Any, attempts: int = 5) -> TargetState:
+    def update(self, change: Callable[[TargetState], None], attempts: int = 5) -> TargetState:
         """Read, apply `change(state)` and write, re-reading on conflicts (for user commands)."""
-        for _ in range(attempts - 1):
+        for attempt in range(attempts):
             state = self.load()
             change(state)
             try:
                 return self.save(state)
             except StateConflict:
-                continue
-        state = self.load()
-        change(state)
-        return self.save(state)
+                if attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")

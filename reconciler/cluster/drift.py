@@ -77,9 +77,7 @@ def covers(live: Any, desired: Any) -> bool:
             return not desired and not live
         return all(covers(a, b) for a, b in zip(live, desired, strict=True))
     if isinstance(desired, bool) or isinstance(live, bool):
-        return live is desired
-    if isinstance(desired, int | float) and isinstance(live, int | float):
-        return bool(live == desired)
+        return live is desired  # True == 1 in Python; not in Kubernetes
     return bool(live == desired)
 
 

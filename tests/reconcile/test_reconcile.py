@@ -31,11 +31,24 @@ EXAMPLE = REPO / "manifests-example"
 TARGET = "gpu-cluster"
 
 
+BROKEN_DRIVER = "registry.example.com/gpu-example-driver:v0.4.0-broken"
+
+
 @pytest.fixture
 def cluster() -> Iterator[SimCluster]:
-    """Two nodes with two devices each (4 in all; the example needs 3); the first node is a canary node."""
+    """Two nodes with two devices each (4 in all; the example needs 3); the first node is a canary node.
+
+    Its kubelet crash-loops BROKEN_DRIVER, with the restart back-off sped up 20 times.
+    """
     with SimCluster() as sim:
-        plane = install(sim, nodes=2, devices_per_node=2, node_labels=[{"dra-gitops.io/canary": "true"}, {}])
+        plane = install(
+            sim,
+            nodes=2,
+            devices_per_node=2,
+            node_labels=[{"dra-gitops.io/canary": "true"}, {}],
+            crash_images=[BROKEN_DRIVER],
+            time_scale=0.05,
+        )
         try:
             yield sim
         finally:
@@ -279,57 +292,32 @@ def test_an_interrupted_pass_converges_to_one_revision(
 
 
 def test_a_crash_looping_canary_is_rolled_back_and_ends_healthy_on_the_old_template(
-    tmp_path: Path, remote: GitRemote
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
 ) -> None:
-    with SimCluster() as sim:
-        plane = install(
-            sim,
-            nodes=2,
-            devices_per_node=2,
-            node_labels=[{"dra-gitops.io/canary": "true"}, {}],
-            crash_images=["gpu-example-driver:v0.4.0-broken"],
-            time_scale=0.05,
+    good = remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    assert reconciler.reconcile().outcome == "applied"
+    edit(
+        remote,
+        "10-driver/kubelet-plugin-canary.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(image=BROKEN_DRIVER),
+    )
+    bad = remote.commit_and_push("canary: driver v0.4.0-broken")
+    result = reconciler.reconcile()
+    assert result.outcome == "rolled-back", (result.message, result.records)
+    assert result.delivery is not None and result.delivery.outcome == "apply-failed"
+    state = StateStore(client, TARGET).load()
+    assert state.last_good == good and state.last_attempted["sha"] == bad
+
+    def canary_healthy() -> bool:
+        pods = client.list_kind("", "Pod", "gpu-system", label_selector="app.kubernetes.io/instance=canary")
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return bool(live) and all(
+            p["spec"]["containers"][0]["image"].endswith("v0.3.0")
+            and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or []
+            )
+            for p in live
         )
-        try:
-            with ClusterClient.for_url(sim.url) as client:
-                good = remote.commit_and_push("example")
-                reconciler = reconciler_for(client, remote, tmp_path)
-                assert reconciler.reconcile().outcome == "applied"
-                edit(
-                    remote,
-                    "10-driver/kubelet-plugin-canary.yaml",
-                    lambda d: d["spec"]["template"]["spec"]["containers"][0].update(
-                        image="registry.example.com/gpu-example-driver:v0.4.0-broken"
-                    ),
-                )
-                bad = remote.commit_and_push("canary: driver v0.4.0-broken")
-                result = reconciler.reconcile()
-                assert result.outcome == "rolled-back", (result.message, result.records)
-                assert result.delivery is not None and result.delivery.outcome == "apply-failed"
-                state = StateStore(client, TARGET).load()
-                assert state.last_good == good and state.last_attempted["sha"] == bad
 
-                def canary_healthy() -> bool:
-                    pods = client.list_kind(
-                        "",
-                        "Pod",
-                        "gpu-system",
-                        label_selector="app.kubernetes.io/name=gpu-example-kubelet-plugin-canary",
-                    ) or [
-                        p
-                        for p in client.list_kind("", "Pod", "gpu-system")
-                        if "canary" in p["metadata"]["name"]
-                    ]
-                    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-                    return bool(live) and all(
-                        p["spec"]["containers"][0]["image"].endswith("v0.3.0")
-                        and any(
-                            c["type"] == "Ready" and c["status"] == "True"
-                            for c in p["status"].get("conditions") or []
-                        )
-                        for p in live
-                    )
-
-                wait_for(canary_healthy, 30, "the canary healthy on the old template")
-        finally:
-            plane.stop()
+    wait_for(canary_healthy, 30, "the canary healthy on the old template")

@@ -9,29 +9,13 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
-from test_controlplane import Kube, cond, driver_daemonset, wait_for
-
-from reconciler.sim import controlplane
-from reconciler.sim.server import SimCluster
+from test_controlplane import Kube, Sim, _start, cond, driver_daemonset, wait_for
 
 NS = "dra-driver"
 GOOD_IMAGE = "registry.example.com/gpu-driver:v1.0.0"
 BAD_IMAGE = "registry.example.com/gpu-driver:v1.1.0-broken"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"
-
-Sim = tuple[SimCluster, controlplane.ControlPlane, Kube]
-
-
-def _start(**kw: Any) -> Iterator[Sim]:
-    cluster = SimCluster()
-    cp = controlplane.install(cluster, **kw)
-    cluster.start()
-    try:
-        yield cluster, cp, Kube(cluster.url)
-    finally:
-        cluster.stop()
-    assert {name: c.errors for name, c in cp.components.items()} == dict.fromkeys(cp.components, 0)
 
 
 @pytest.fixture

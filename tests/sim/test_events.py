@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,15 +20,6 @@ class Recorder(Component):
 
     def reconcile(self) -> None:
         return None
-
-
-@pytest.fixture
-def core(sim_cluster: SimCluster) -> Iterator[client.CoreV1Api]:
-    cfg = client.Configuration(host=sim_cluster.url)
-    cfg.retries = 0
-    api = client.ApiClient(cfg)
-    yield client.CoreV1Api(api)
-    api.close()
 
 
 @pytest.fixture

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -40,15 +38,6 @@ def pod_body(name: str, node: str | None = "sim-node-0", **spec: Any) -> Any:
     if node:
         body["spec"]["nodeName"] = node
     return body
-
-
-@pytest.fixture
-def core(sim_cluster: SimCluster) -> Iterator[client.CoreV1Api]:
-    cfg = client.Configuration(host=sim_cluster.url)
-    cfg.retries = 0
-    api = client.ApiClient(cfg)
-    yield client.CoreV1Api(api)
-    api.close()
 
 
 def read(core: client.CoreV1Api, name: str) -> dict[str, Any] | None:

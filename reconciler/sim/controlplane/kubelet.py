@@ -432,27 +432,26 @@ class Kubelet(NodeHeartbeat):
         set_condition(st, "ContainersReady", "False", reason)
 
     def _fail(self, pod: Obj, st: dict[str, Any]) -> None:
-        old = {c.get("name"): c for c in st.get("containerStatuses") or []}
-        st["phase"] = "Failed"
-        set_condition(st, "Ready", "False", "PodFailed")
-        set_condition(st, "ContainersReady", "False", "PodFailed")
-        st["containerStatuses"] = [
-            {
-                "name": c.get("name"),
-                "image": c.get("image"),
-                "imageID": "",
-                "ready": False,
-                "started": False,
-                "restartCount": int((old.get(c.get("name")) or {}).get("restartCount") or 0),
-                "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now()}},
-            }
-            for c in (pod.get("spec") or {}).get("containers") or []
-        ]
+        self._finish(pod, st, "Failed", "PodFailed", 1, "Error", keep_restarts=True)
 
     def _complete(self, pod: Obj, st: dict[str, Any]) -> None:
-        st["phase"] = "Succeeded"
-        set_condition(st, "Ready", "False", "PodCompleted")
-        set_condition(st, "ContainersReady", "False", "PodCompleted")
+        self._finish(pod, st, "Succeeded", "PodCompleted", 0, "Completed", keep_restarts=False)
+
+    def _finish(
+        self,
+        pod: Obj,
+        st: dict[str, Any],
+        phase: str,
+        condition_reason: str,
+        exit_code: int,
+        terminated_reason: str,
+        *,
+        keep_restarts: bool,
+    ) -> None:
+        """Every container terminated with `exit_code`; the pod in its final phase, not Ready."""
+        old = {c.get("name"): c for c in st.get("containerStatuses") or []}
+        st["phase"] = phase
+        self._not_ready(st, condition_reason)
         st["containerStatuses"] = [
             {
                 "name": c.get("name"),
@@ -460,8 +459,12 @@ class Kubelet(NodeHeartbeat):
                 "imageID": "",
                 "ready": False,
                 "started": False,
-                "restartCount": 0,
-                "state": {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now()}},
+                "restartCount": int((old.get(c.get("name")) or {}).get("restartCount") or 0)
+                if keep_restarts
+                else 0,
+                "state": {
+                    "terminated": {"exitCode": exit_code, "reason": terminated_reason, "finishedAt": now()}
+                },
             }
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
