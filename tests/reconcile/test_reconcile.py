@@ -171,6 +171,19 @@ def test_a_commit_asking_for_more_devices_than_exist_is_rolled_back(
     assert held.outcome == "held"
     assert client.writes_sent == writes
 
+    # The next good commit (the fix: two trainers again, with a new argument, so their pods roll) applies.
+    def fix(doc: dict[str, Any]) -> None:
+        doc["spec"]["replicas"] = 2
+        doc["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=20"]
+
+    edit(remote, "40-workloads/trainer.yaml", fix)
+    fixed = remote.commit_and_push("trainer: back to 2 replicas, 20 epochs")
+    result = reconciler.reconcile()
+    assert result.outcome == "applied", (result.message, result.records)
+    assert StateStore(client, TARGET).load().last_good == fixed
+    live = client.get(client.resource_for("apps/v1", "Deployment"), "ml-team", "trainer")
+    assert live is not None and live["spec"]["template"]["spec"]["containers"][0]["args"] == ["--epochs=20"]
+
 
 def test_a_denied_commit_writes_nothing_and_retry_tries_it_again(
     client: ClusterClient, remote: GitRemote, tmp_path: Path
