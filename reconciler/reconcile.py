@@ -55,7 +55,9 @@ class SourceHead:
 class RevisionSource(Protocol):
     """Where revisions come from (a Git remote in production; anything with shas in tests)."""
 
-    def head(self) -> SourceHead: ...
+    def head(self, previous: str | None = None) -> SourceHead:
+        """The sha to deliver now; `previous` (the sha last attempted) tells a force-push apart."""
+        ...
 
     def desired(self, sha: str) -> DesiredState: ...
 
@@ -207,7 +209,7 @@ class Reconciler:
             if recovered is not None:
                 return recovered
         try:
-            head = self.source.head()
+            head = self.source.head((state.last_attempted or {}).get("sha") or state.last_good)
         except DraGitopsError as exc:
             return PassResult(self.options.target, SOURCE_ERROR, None, message=str(exc))
         sha = head.sha

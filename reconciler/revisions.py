@@ -18,8 +18,9 @@ class GitRevisions:
         self.limits = limits
         self._seen: str | None = None
 
-    def head(self) -> SourceHead:
-        fetched = self.source.fetch(previous=self._seen)
+    def head(self, previous: str | None = None) -> SourceHead:
+        # The state's last attempted sha survives restarts; the one seen in this process is the fallback.
+        fetched = self.source.fetch(previous=previous or self._seen)
         self._seen = fetched.sha
         return SourceHead(sha=fetched.sha, ref=fetched.ref, forced=fetched.forced, previous=fetched.previous)
 

@@ -334,3 +334,22 @@ def test_a_crash_looping_canary_is_rolled_back_and_ends_healthy_on_the_old_templ
         )
 
     wait_for(canary_healthy, 30, "the canary healthy on the old template")
+
+
+def test_a_force_push_is_followed_and_recorded_even_after_a_restart(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    first = remote.commit_and_push("example")
+    assert reconciler_for(client, remote, tmp_path).reconcile().outcome == "applied"
+    edit(
+        remote, "40-workloads/trainer.yaml", lambda d: d["metadata"].update(annotations={"rewritten": "yes"})
+    )
+    remote.git("add", "-A")
+    remote.git("commit", "--quiet", "--amend", "-m", "example, rewritten")
+    rewritten = remote.git("rev-parse", "HEAD")
+    remote.push("--force")
+    # A new reconciler (a restarted controller, a fresh cache) still knows what it attempted last: the state.
+    result = reconciler_for(client, remote, tmp_path / "restarted").reconcile()
+    assert result.outcome == "applied", (result.message, result.records)
+    record = StateStore(client, TARGET).load().history[0]
+    assert record["sha"] == rewritten and record["forcePush"] == {"previous": first}
