@@ -507,7 +507,8 @@ def _attach_optional_groups() -> None:
     except ImportError:  # pragma: no cover - the sim ships with the package
         return
     cli.add_command(sim)
-    # The reconciler's commands register themselves on `cli` (run, status, rollback, retry, watch).
+    # The reconciler's commands register themselves on `cli` (run, status, rollback, retry, watch; demo).
+    import reconciler.cli_demo  # noqa: F401
     import reconciler.cli_reconcile  # noqa: F401
 
 

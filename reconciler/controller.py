@@ -179,6 +179,8 @@ class Controller:
             alive=lambda: not self.stopping.is_set(),
         )
         self.last_results: dict[str, PassResult] = {}
+        # Called with (target, result) after every pass, on the worker's thread (the demo follows passes).
+        self.pass_listeners: list[Callable[[str, PassResult], None]] = []
 
     # ---- triggers -----------------------------------------------------------------------------------
 
@@ -219,6 +221,8 @@ class Controller:
             f": {result.message}" if result.message else "",
             extra={"target": target, "sha": result.sha or ""},
         )
+        for listener in self.pass_listeners:
+            listener(target, result)
 
     def _claim_metrics(self, target: str) -> None:
         """Pending claims and allocated devices by driver, from one LIST of claims."""

@@ -1,0 +1,103 @@
+"""What the demo says about each pass: read from the controller's result and the live cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.demo.story import APPLIED, DENIED, Step
+
+DRIVER_NAMESPACE = "gpu-system"
+
+
+def describe_result(client: Any, step: Step, result: Any) -> tuple[bool, list[str]]:
+    """(did the step end as the story needs, lines to print: the verdict first, then its evidence)."""
+    record = result.records[0] if result.records else {}
+    if result.outcome != step.expect:
+        return False, [
+            f"expected {step.expect}, got {result.outcome}: {result.message or record.get('message', '')}"
+        ]
+    if step.expect == APPLIED:
+        lines = [f"applied and verified: {(record.get('diff') or {}).get('summary', '')}"]
+        lines += _device_lines(record)
+        if any(edit.path.startswith("10-driver/") for edit in step.edits):
+            lines += _driver_pod_lines(client)
+        return True, lines
+    if step.expect == DENIED:
+        return _denied(result, record)
+    return _rolled_back(step, result, record)
+
+
+def _denied(result: Any, record: dict[str, Any]) -> tuple[bool, list[str]]:
+    delivery = result.delivery
+    if delivery is not None and delivery.wrote:
+        return False, ["denied, but objects were written before the denial"]
+    lines = ["denied by policy; nothing written to the cluster"]
+    for decision in record.get("decisions") or []:
+        if decision.get("severity") == "deny":
+            lines.append(f"{decision.get('rule')}: {decision.get('msg')}")
+    return True, lines
+
+
+def _rolled_back(step: Step, result: Any, record: dict[str, Any]) -> tuple[bool, list[str]]:
+    diagnoses = []
+    verified = getattr(result.delivery, "verified", None)
+    if verified is not None:
+        diagnoses = list(verified.diagnoses)
+    modes = [d.mode for d in diagnoses]
+    rollback = result.records[1] if len(result.records) > 1 else {}
+    lines = [
+        f"rolled back to {str(record.get('rolledBackTo') or '(nothing)')[:12]} and verified",
+        f"applied: {(record.get('diff') or {}).get('summary', '')}",
+        f"verification failed: {_first_line(result.message).removeprefix('verification failed: ')}",
+    ]
+    for diagnosis in diagnoses[:3]:
+        lines.append(f"diagnosis {diagnosis.mode}: {diagnosis.summary}")
+    lines.append(f"rollback: {(rollback.get('diff') or {}).get('summary', '')}")
+    lines += _device_lines(rollback)
+    if step.expect_diagnosis and step.expect_diagnosis not in modes:
+        lines[0] = (
+            f"rolled back, but the diagnosis was {', '.join(modes) or 'none'}, not {step.expect_diagnosis}"
+        )
+        return False, lines
+    return True, lines
+
+
+def _first_line(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def _device_lines(record: dict[str, Any]) -> list[str]:
+    lines = []
+    for entry in record.get("devices") or []:
+        devices = ", ".join(entry.get("devices") or []) or "-"
+        lines.append(
+            f"claim {entry.get('claim')} (pod {entry.get('pod')}) → {devices} on {entry.get('node')}"
+        )
+    return lines
+
+
+def _driver_pod_lines(client: Any) -> list[str]:
+    lines = []
+    pods = client.list_kind("", "Pod", DRIVER_NAMESPACE)
+    for pod in sorted(pods, key=lambda p: (p["spec"].get("nodeName") or "", p["metadata"]["name"])):
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        image = (pod["spec"].get("containers") or [{}])[0].get("image", "")
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (pod.get("status") or {}).get("conditions") or []
+        )
+        lines.append(
+            f"driver pod {pod['metadata']['name']} on {pod['spec'].get('nodeName') or '-'}: "
+            f"{image.rsplit(':', 1)[-1]}, {'ready' if ready else 'not ready'}"
+        )
+    return lines
+
+
+def history_table(client: Any, target: str) -> str:
+    """`dra-gitops status`'s text for the target: last good, last attempt and the history of passes."""
+    from reconciler.state import StateStore
+    from reconciler.statusview import render_status
+
+    state = StateStore(client, target).load()
+    return render_status(target, state, history_count=20).rstrip("\n")

@@ -1,0 +1,116 @@
+"""The scripted history the demo plays: each step is one push a platform team could make.
+
+Edits are textual (one exact line replaced), so each commit is the small diff a person would write and
+keeps the example's comments. A step that expects a denial or a rollback is reverted with `git revert`
+before the next step's change, as a team would do after reading the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciler.errors import DraGitopsError
+
+APPLIED = "applied"
+DENIED = "denied"
+ROLLED_BACK = "rolled-back"
+
+PLUGIN = "10-driver/kubelet-plugin.yaml"
+CANARY = "10-driver/kubelet-plugin-canary.yaml"
+TEMPLATE = "30-claims/single-gpu-template.yaml"
+TRAINER = "40-workloads/trainer.yaml"
+OLD_IMAGE = "image: registry.example.com/gpu-example-driver:v0.3.0"
+NEW_IMAGE = "image: registry.example.com/gpu-example-driver:v0.4.0"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the one line `old` of `path` (relative to the repository root) with `new`."""
+
+    path: str
+    old: str
+    new: str
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.old.strip()} → {self.new.strip()}"
+
+    def apply(self, root: Path) -> None:
+        file = root / self.path
+        lines = file.read_text().splitlines(keepends=True)
+        hits = [i for i, line in enumerate(lines) if line.strip() == self.old.strip()]
+        if len(hits) != 1:
+            raise DraGitopsError(
+                f"expected exactly one line {self.old.strip()!r}, found {len(hits)}", where=str(file)
+            )
+        line = lines[hits[0]]
+        indent = line[: len(line) - len(line.lstrip())]
+        lines[hits[0]] = indent + self.new.strip() + "\n"
+        file.write_text("".join(lines))
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str
+    why: str  # what the team meant by this push
+    message: str  # the commit message
+    expect: str  # the pass outcome the story needs: applied, denied or rolled-back
+    edits: tuple[Edit, ...] = ()
+    revert_previous: bool = False  # revert the last (failed) commit before this one's change
+    expect_diagnosis: str | None = None  # the failure mode a rollback must name
+
+
+STORY: tuple[Step, ...] = (
+    Step(
+        "A good baseline",
+        "the example GPU stack: driver, class, template, a shared claim, a notebook and two trainers",
+        "GPU stack: driver v0.3.0, class gpu.example.com, notebook and trainers",
+        APPLIED,
+    ),
+    Step(
+        "A template that names a class that does not exist",
+        "someone points the single-gpu template at a class nobody created",
+        "single-gpu: use the gpu-large class",
+        DENIED,
+        (Edit(TEMPLATE, "deviceClassName: gpu.example.com", "deviceClassName: gpu-large.example.com"),),
+    ),
+    Step(
+        "A driver upgrade without a canary",
+        "the driver goes to v0.4.0 on every node at once",
+        "driver: v0.4.0 everywhere",
+        DENIED,
+        (Edit(PLUGIN, OLD_IMAGE, NEW_IMAGE),),
+        revert_previous=True,
+    ),
+    Step(
+        "The canary first",
+        "v0.4.0 goes to the canary DaemonSet only (nodes labelled dra-gitops.io/canary=true)",
+        "driver canary: v0.4.0",
+        APPLIED,
+        (Edit(CANARY, OLD_IMAGE, NEW_IMAGE),),
+        revert_previous=True,
+    ),
+    Step(
+        "The promotion",
+        "the canary held, so the main DaemonSet gets the template the canary runs",
+        "driver: promote v0.4.0 from the canary",
+        APPLIED,
+        (Edit(PLUGIN, OLD_IMAGE, NEW_IMAGE),),
+    ),
+    Step(
+        "More GPUs than exist",
+        "four trainers with a GPU each, beside the notebook's shared GPU: 5 asked, 4 exist",
+        "trainer: 4 replicas",
+        ROLLED_BACK,
+        (Edit(TRAINER, "replicas: 2", "replicas: 4"),),
+        expect_diagnosis="exhaustion",
+    ),
+    Step(
+        "The fix",
+        "three trainers: with the notebook's GPU that is every device of the cluster, none more",
+        "trainer: 3 replicas (4 GPUs in use of 4)",
+        APPLIED,
+        (Edit(TRAINER, "replicas: 2", "replicas: 3"),),
+        revert_previous=True,
+    ),
+)

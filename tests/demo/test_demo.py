@@ -1,0 +1,176 @@
+"""`dra-gitops demo`: the whole story as a user runs it (a subprocess), plus its parts."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+
+from reconciler.cluster.client import ClusterClient
+from reconciler.demo.story import STORY, Edit
+from reconciler.demo.terminal import Narrator
+from reconciler.errors import DraGitopsError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    # The demo's temporary directory goes under tmp_path, so the test can see nothing is left behind.
+    return {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(ROOT), "RUST_BACKTRACE": "0"}
+
+
+def test_the_story_plays_to_the_end_and_leaves_nothing(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "demo"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    verdicts = [
+        line.strip() for line in out.splitlines() if line.startswith("  ✓ ") or line.startswith("  ✗ ")
+    ]
+    # One verdict for the cluster, one per push; all of them ticks.
+    assert len(verdicts) == len(STORY) + 1, verdicts
+    assert all(v.startswith("✓") for v in verdicts), verdicts
+    assert verdicts[1].startswith("✓ applied and verified: 12 to create")
+    assert verdicts[2].startswith("✓ denied by policy; nothing written")
+    assert (
+        "class-before-template: ResourceClaimTemplate/ml-team/single-gpu requests DeviceClass gpu-large"
+        in out
+    )
+    assert verdicts[3].startswith("✓ denied by policy")
+    assert (
+        "driver-canary: DaemonSet/gpu-system/gpu-example-kubelet-plugin changes the driver's pod template"
+        in out
+    )
+    # The canary step: v0.4.0 on the canary node only; the promotion: everywhere.
+    canary = out.split("[4/7]")[1].split("[5/7]")[0]
+    assert (
+        "driver pod gpu-example-kubelet-plugin-canary-" in canary and "on sim-node-0: v0.4.0, ready" in canary
+    )
+    assert "on sim-node-1: v0.3.0, ready" in canary
+    promotion = out.split("[5/7]")[1].split("[6/7]")[0]
+    assert "on sim-node-1: v0.4.0, ready" in promotion
+    assert verdicts[6].startswith("✓ rolled back to ")
+    assert "diagnosis exhaustion: " in out
+    fix = out.split("[7/7]")[1].split("target:")[0]
+    assert fix.count("claim ml-team/") == 4  # the notebook's shared GPU and three trainers: all 4 devices
+    # It ends with status's history: newest first, the rollback recorded.
+    history = out.split("history (newest first):")[1]
+    assert "verify-failed → rolled back to" in history
+    assert history.count(" denied") == 2
+    assert "every one ended as expected" in out
+    # Piped: the story, and no spinner or terminal control codes anywhere.
+    assert "\x1b" not in out and "\x1b" not in done.stderr and "\r" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_keep_leaves_a_cluster_to_explore_until_stopped(tmp_path: Path) -> None:
+    out_file = tmp_path / "out.txt"
+    with out_file.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "demo", "--keep", "--plain"],
+            env=_env(tmp_path),
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    try:
+        wait_for(
+            lambda: "Ctrl-C stops everything" in out_file.read_text(), timeout=240, what="the demo to finish"
+        )
+        text = out_file.read_text()
+        kubeconfig = next(
+            line.split("=", 1)[1] for line in text.splitlines() if "export KUBECONFIG=" in line
+        ).strip()
+        with ClusterClient.from_kubeconfig(kubeconfig) as client:
+            claims = client.list_kind("resource.k8s.io", "ResourceClaim", "ml-team")
+            assert len(claims) == 4
+            assert all((c.get("status") or {}).get("allocation") for c in claims)
+            state = client.get(client.resource_for("v1", "ConfigMap"), "dra-gitops", "dra-gitops-default")
+            assert state is not None and state["data"]["lastGood"]
+        status = subprocess.run(
+            [sys.executable, "-m", "reconciler", "status", "--kubeconfig", kubeconfig],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert status.returncode == 0, status.stderr
+        assert "last attempt:" in status.stdout and " applied" in status.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "demo: stopping" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_workdir_is_kept(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "demo", "--workdir", str(workdir), "--plain"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (workdir / "kubeconfig").is_file()
+    log = subprocess.run(
+        ["git", "-C", str(workdir / "git" / "work"), "log", "--format=%s"], capture_output=True, text=True
+    ).stdout.splitlines()
+    # Seven pushes and the three reverts of the failed commits, newest first.
+    assert log[0] == STORY[-1].message and log[-1] == STORY[0].message
+    assert sum(1 for subject in log if subject.startswith("Revert ")) == 3
+
+
+def test_edit_replaces_exactly_one_line_and_keeps_indentation(tmp_path: Path) -> None:
+    file = tmp_path / "a.yaml"
+    file.write_text("spec:\n  replicas: 2  \n  other: x\n")
+    Edit("a.yaml", "replicas: 2", "replicas: 4").apply(tmp_path)
+    assert file.read_text() == "spec:\n  replicas: 4\n  other: x\n"
+    with pytest.raises(DraGitopsError, match="expected exactly one line 'replicas: 2', found 0"):
+        Edit("a.yaml", "replicas: 2", "replicas: 3").apply(tmp_path)
+
+
+def test_every_story_edit_applies_to_the_example(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(ROOT / "manifests-example", tmp_path / "repo")
+    for step in STORY:
+        if step.revert_previous:
+            shutil.rmtree(tmp_path / "repo")
+            shutil.copytree(ROOT / "manifests-example", tmp_path / "repo")
+        for edit in step.edits:
+            edit.apply(tmp_path / "repo")
+
+
+def test_narrator_spins_on_a_terminal_and_is_plain_otherwise() -> None:
+    import time
+
+    out, err = io.StringIO(), io.StringIO()
+    narrator = Narrator(out=out, err=err, animate=True)
+    narrator.begin("step one")
+    narrator.detail("stage 4 workloads: waiting")
+    time.sleep(0.35)
+    narrator.end(True, "applied")
+    assert "stage 4 workloads: waiting" in err.getvalue() and "\r\x1b[2K" in err.getvalue()
+    assert out.getvalue().startswith("step one\n  ✓ applied (")
+
+    out, err = io.StringIO(), io.StringIO()
+    narrator = Narrator(out=out, err=err, animate=False)
+    narrator.begin("step one")
+    narrator.detail("stage 4 workloads: waiting")
+    narrator.end(False, "denied")
+    assert err.getvalue() == ""
+    assert "✗ denied" in out.getvalue()
