@@ -19,6 +19,8 @@ from reconciler.model.loader import (
     LoadResult,
     Selection,
     SkippedFile,
+    excluded_reason,
+    is_excluded,
     load_blobs,
     load_paths,
     load_repo_config,
@@ -89,9 +91,10 @@ def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any]]:
                         f"`paths` entry {path} leaves the repository", where=config_file.as_posix()
                     )
             params = dict(config.get("params") or {})
-            if not paths:
+            exclude = tuple(config.get("exclude") or ())
+            if not paths and not exclude:
                 return [root], params
-            return [Selection(root, tuple(paths), config_file.as_posix())], params
+            return [Selection(root, tuple(paths or [root]), config_file.as_posix(), exclude)], params
     return [root], {}
 
 
@@ -206,12 +209,14 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
     """Desired states of trees read from Git; the first tree's repository config selects paths for all."""
     params: dict[str, Any] = {}
     wanted: list[str] = []
+    exclude: tuple[str, ...] = ()
     config_path = ""
     if trees[0].config is not None:
         config_path, config_text = trees[0].config
         config = load_repo_config(config_text, config_path)
         params = dict(config.get("params") or {})
         wanted = [p.strip("/") for p in config.get("paths") or []]
+        exclude = tuple(config.get("exclude") or ())
     prefix = f"{subdir.strip('/')}/" if subdir else ""
     states = []
     for tree in trees:
@@ -224,6 +229,15 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
                     blobs.append((path, data))
                 elif looks_like_manifest(data[:SNIFF_BYTES]):
                     skipped.append(SkippedFile(path, outside_paths_reason(config_path)))
+        if exclude:
+            kept = []
+            for path, data in blobs:
+                if is_excluded(path.removeprefix(prefix), exclude):
+                    if looks_like_manifest(data[:SNIFF_BYTES]):
+                        skipped.append(SkippedFile(path, excluded_reason(config_path)))
+                else:
+                    kept.append((path, data))
+            blobs = kept
         commit = tree.commit
         revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
         states.append(DesiredState(load_blobs(blobs, limits, skipped), revision, params))

@@ -261,3 +261,46 @@ def test_plan_and_apply_name_the_stray_file(sim_cluster: SimCluster, tmp_path: P
     assert plan.stdout.endswith(
         f"skipped (not checked, not applied):\n  SKIP {root}/zz-stray.yaml  {reason}\n"
     )
+
+
+# --- `exclude` in the repository config ---------------------------------------------------------------
+
+EXCLUDE_TREE = {
+    "dra-gitops.yaml": "paths: [apps]\nexclude: ['apps/drafts', '*.local.yaml']\n",
+    "apps/a.yaml": cm("a"),
+    "apps/drafts/wip.yaml": cm("wip"),
+    "apps/sub/b.local.yaml": cm("b-local"),
+    "apps/sub/b.yaml": cm("b"),
+}
+EXCLUDED = [
+    ("apps/drafts/wip.yaml", "matches the `exclude` of {root}dra-gitops.yaml"),
+    ("apps/sub/b.local.yaml", "matches the `exclude` of {root}dra-gitops.yaml"),
+]
+
+
+def test_exclude_leaves_files_out_and_names_them_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path / "repo", EXCLUDE_TREE)
+    desired = load_directories([Path("repo")], DEFAULT_LIMITS)
+    assert sorted(m.ref.name for m in desired.manifests.manifests) == ["a", "b"]
+    assert desired.skipped == [SkippedFile(f"repo/{p}", r.format(root="repo/")) for p, r in EXCLUDED]
+
+
+def test_exclude_without_paths_applies_to_the_whole_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_tree(tmp_path / "repo", {**EXCLUDE_TREE, "dra-gitops.yaml": "exclude: ['apps/drafts/']\n"})
+    desired = load_directories([Path("repo")], DEFAULT_LIMITS)
+    assert sorted(m.ref.name for m in desired.manifests.manifests) == ["a", "b", "b-local"]
+    assert [s.path for s in desired.skipped] == ["repo/apps/drafts/wip.yaml"]
+
+
+def test_exclude_from_git(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "repo", EXCLUDE_TREE)
+    sha = commit_tree(root)
+    (desired,) = load_git_revisions(root, [sha], "", DEFAULT_LIMITS)
+    assert sorted(m.ref.name for m in desired.manifests.manifests) == ["a", "b"]
+    assert desired.skipped == [SkippedFile(p, r.format(root="")) for p, r in EXCLUDED]

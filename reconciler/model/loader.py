@@ -6,6 +6,7 @@ inside the repository, hidden entries are skipped) and refuses the same object d
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -81,6 +82,22 @@ def skip_reason(relative: str) -> str | None:
 
 def outside_paths_reason(config_path: str) -> str:
     return f"outside the `paths` of {config_path}"
+
+
+def excluded_reason(config_path: str) -> str:
+    return f"matches the `exclude` of {config_path}"
+
+
+def is_excluded(relative: str, patterns: Iterable[str]) -> bool:
+    """`relative` (a posix path from the repository root) matches a shell-style `exclude` pattern.
+
+    A pattern matches the whole path (`*` crosses `/`, as in `.gitignore`'s `**`), or names a directory
+    whose files it excludes (`drafts` or `drafts/`)."""
+    for pattern in patterns:
+        pattern = pattern.strip("/")
+        if fnmatch.fnmatchcase(relative, pattern) or relative.startswith(pattern + "/"):
+            return True
+    return False
 
 
 def check_duplicates(manifests: Iterable[Manifest]) -> None:
@@ -216,6 +233,7 @@ class Selection:
     root: Path
     paths: tuple[Path, ...]
     config: str
+    exclude: tuple[str, ...] = ()
 
 
 def load_paths(
@@ -314,7 +332,15 @@ def _load_selection(
     )
     reason = outside_paths_reason(selection.config)
     candidates.extend((file, shown, reason) for file, shown in outside)
-    return files
+    if not selection.exclude:
+        return files
+    kept = []
+    for file, shown in files:
+        if is_excluded(_rel(file, selection.root), selection.exclude):
+            candidates.append((file, shown, excluded_reason(selection.config)))
+        else:
+            kept.append((file, shown))
+    return kept
 
 
 def _head(path: Path) -> bytes:
