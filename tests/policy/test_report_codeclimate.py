@@ -32,7 +32,9 @@ def test_every_issue_has_the_fields_gitlab_requires() -> None:
         assert issue["type"] == "issue" and issue["engine_name"] == "dra-gitops"
         assert issue["severity"] in {"info", "minor", "major", "critical", "blocker"}
         assert isinstance(issue["location"]["path"], str) and issue["location"]["path"]
-        assert isinstance(issue["location"]["lines"]["begin"], int) and issue["location"]["lines"]["begin"] >= 1
+        assert (
+            isinstance(issue["location"]["lines"]["begin"], int) and issue["location"]["lines"]["begin"] >= 1
+        )
     # Ordered by path, then line: the file-less finding (path "") first, then a/b, then 40-workloads.
     assert [i["location"]["path"] for i in found] == ["DeviceClass/gpu", "40-workloads/t.yaml", "a/b.yaml"]
 
