@@ -6,9 +6,6 @@ Jobs are ordered by `needs` (and GitLab stages), their conditions evaluated (`if
 and exit code. Steps that only install dra-gitops (`pip install`) are skipped, `uses:` steps are recorded
 for the test to inspect (their inputs are checked, their effect is not simulated: all jobs share one work
 tree, which stands in for artifacts passed between jobs).
-
-`dra_commands` extracts the `dra-gitops ...` command lines of a script (continuations joined, cut at the
-first redirection, pipe, `||`, `;` or comment) so that the test can check each one ran.
 """
 
 from __future__ import annotations
@@ -16,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -24,157 +20,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+from ci_text import dra_commands, evaluate, expand, matches, substitute, truthy
+
 ROOT = Path(__file__).resolve().parents[2]
-WILDCARD = "\x00"
+CI = ROOT / "examples" / "ci"
+GITHUB = {name: CI / "github" / f"{name}.yml" for name in ("policy-report", "inventory", "deploy")}
+GITLAB = CI / "gitlab" / ".gitlab-ci.yml"
 
 # --------------------------------------------------------------------------------------------------------
-# extraction
+# the pipeline files
 
 
-def dra_commands(script: str) -> list[str]:
-    """The `dra-gitops ...` commands of a shell script, one string each, without redirections or tails."""
-    joined = re.sub(r"\\\n\s*", " ", script)
-    found = []
-    for line in joined.splitlines():
-        text = line.strip()
-        if not text.startswith("dra-gitops "):
-            continue
-        lexer = shlex.shlex(text, posix=False, punctuation_chars=";&|<>")
-        lexer.whitespace_split = True
-        lexer.commenters = "#"
-        words = []
-        for token in lexer:
-            if token and set(token) <= set(";&|<>"):
-                break
-            words.append(token)
-        found.append(" ".join(words))
-    return found
+def load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    assert isinstance(data, dict)
+    return data
 
 
-_VAR = re.compile(r"\$\{(\w+):([+-])([^}]*)\}|\$\{(\w+)\}|\$(\w+)")
+def on(workflow: dict[Any, Any]) -> dict[str, Any]:
+    # YAML 1.1 reads the key `on` as True.
+    triggers = workflow.get("on") or workflow[True]
+    assert isinstance(triggers, dict)
+    return triggers
 
 
-def expand(command: str, env: Mapping[str, str]) -> list[str]:
-    """Shell words of `command` with `$VAR`, `${VAR}`, `${VAR:+w}`, `${VAR:-w}` expanded from `env`;
-    a variable that is not in `env` (set by the script itself) becomes a wildcard."""
-
-    def one(m: re.Match[str]) -> str:
-        if m.group(1):
-            name, op, word = m.group(1), m.group(2), m.group(3)
-            if name not in env:
-                return WILDCARD
-            value = env[name]
-            if op == "+":
-                return _VAR.sub(one, word) if value else ""
-            return value or _VAR.sub(one, word)
-        name = m.group(4) or m.group(5)
-        return env.get(name, WILDCARD)
-
-    return shlex.split(_VAR.sub(one, command))
-
-
-def matches(template: list[str], argv: list[str]) -> bool:
-    return len(template) == len(argv) and all(
-        t == a or (WILDCARD in t and re.fullmatch(re.escape(t).replace(WILDCARD, ".*"), a) is not None)
-        for t, a in zip(template, argv, strict=True)
-    )
-
-
-# --------------------------------------------------------------------------------------------------------
-# expressions: the `${{ }}` subset the examples use (contexts, 'strings', ==, !=, !, &&, ||, status calls)
-
-_TOKEN = re.compile(
-    r"\s*(?:(&&|\|\||==|!=|!|\(|\))|'((?:[^']|'')*)'|([A-Za-z_][\w.-]*\(\))|([A-Za-z_][\w.-]*))"
-)
-
-
-def evaluate(expr: str, lookup: Mapping[str, Any], status: Mapping[str, bool]) -> Any:
-    tokens: list[tuple[str, str]] = []
-    pos = 0
-    expr = expr.strip()
-    while pos < len(expr):
-        m = _TOKEN.match(expr, pos)
-        if m is None or m.end() == pos:
-            raise ValueError(f"cannot parse expression {expr!r} at {pos}")
-        op, string, call, name = m.groups()
-        tokens.append(
-            ("op", op)
-            if op
-            else ("str", string.replace("''", "'"))
-            if string is not None
-            else ("call", call[:-2])
-            if call
-            else ("name", name)
-        )
-        pos = m.end()
-    index = 0
-
-    def peek() -> tuple[str, str] | None:
-        return tokens[index] if index < len(tokens) else None
-
-    def take() -> tuple[str, str]:
-        nonlocal index
-        index += 1
-        return tokens[index - 1]
-
-    def primary() -> Any:
-        kind, value = take()
-        if (kind, value) == ("op", "!"):
-            return not truthy(primary())
-        if (kind, value) == ("op", "("):
-            inner = disjunction()
-            take()
-            return inner
-        if kind == "str":
-            return value
-        if kind == "call":
-            return status[value]
-        if value in ("true", "false"):
-            return value == "true"
-        if value not in lookup:
-            raise KeyError(f"no test value for {value!r} (in {expr!r})")
-        return lookup[value]
-
-    def comparison() -> Any:
-        left = primary()
-        while peek() in (("op", "=="), ("op", "!=")):
-            _, op = take()
-            right = primary()
-            left = (str(left).lower() == str(right).lower()) == (op == "==")
-        return left
-
-    def conjunction() -> Any:
-        left = comparison()
-        while peek() == ("op", "&&"):
-            take()
-            right = comparison()
-            left = right if truthy(left) else left
-        return left
-
-    def disjunction() -> Any:
-        left = conjunction()
-        while peek() == ("op", "||"):
-            take()
-            right = conjunction()
-            left = left if truthy(left) else right
-        return left
-
-    result = disjunction()
-    if index != len(tokens):
-        raise ValueError(f"trailing tokens in {expr!r}")
-    return result
-
-
-def truthy(value: Any) -> bool:
-    return value not in (False, None, "", 0)
-
-
-def as_text(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
-def substitute(text: str, lookup: Mapping[str, Any]) -> str:
-    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: as_text(evaluate(m.group(1), lookup, {})), text)
+def scripts(path: Path) -> list[str]:
+    """Every run:/script: text of a pipeline file."""
+    data = load(path)
+    if path.suffix == ".yml" and path.name != ".gitlab-ci.yml":
+        return [s["run"] for job in data["jobs"].values() for s in job["steps"] if "run" in s]
+    out: list[str] = []
+    for body in data.values():
+        if isinstance(body, dict) and "script" in body:
+            out.extend(str(line) for line in body["script"])
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------

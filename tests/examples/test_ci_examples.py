@@ -1,4 +1,4 @@
-"""examples/ci/: every workflow parses, is least-privilege and pinned, and its dra-gitops commands work.
+"""examples/ci/: the pipelines' dra-gitops commands work, run the way CI runs them.
 
 The pipelines run locally through `ci_runner` (jobs ordered by needs and stages, conditions evaluated, shell
 steps under `bash -eo pipefail`) in a real Git repository made from manifests-example/ (a bare remote and a
@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 import yaml
 from ci_runner import (
+    GITHUB,
+    GITLAB,
+    ROOT,
     Invocation,
     JobRun,
     Workspace,
-    dra_commands,
-    expand,
-    matches,
+    load,
     run_github,
     run_gitlab,
     unmatched,
@@ -37,168 +38,13 @@ from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.state import StateStore
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "manifests-example"
-CI = ROOT / "examples" / "ci"
-GITHUB = {name: CI / "github" / f"{name}.yml" for name in ("policy-report", "inventory", "deploy")}
-GITLAB = CI / "gitlab" / ".gitlab-ci.yml"
 TARGET = "production"
 TAG = "dra-gitops/deployed/production"
-GRACE = "2"
+GRACE = "2"  # seconds; the examples say 60 (a knob teams tune; the test has no minute to spare)
 # A template naming a class that does not exist: denied twice (the class is missing, and a template's spec
 # is immutable).
-DENIED_RULES = {
-    "class-before-template",
-    "immutable-claim",
-}  # seconds; the examples say 60 (a knob teams tune; the test has no minute to spare)
-
-
-def load(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text())
-    assert isinstance(data, dict)
-    return data
-
-
-def on(workflow: dict[Any, Any]) -> dict[str, Any]:
-    # YAML 1.1 reads the key `on` as True.
-    triggers = workflow.get("on") or workflow[True]
-    assert isinstance(triggers, dict)
-    return triggers
-
-
-def scripts(path: Path) -> list[str]:
-    """Every run:/script: text of a pipeline file."""
-    data = load(path)
-    if path.suffix == ".yml" and path.name != ".gitlab-ci.yml":
-        return [s["run"] for job in data["jobs"].values() for s in job["steps"] if "run" in s]
-    out: list[str] = []
-    for body in data.values():
-        if isinstance(body, dict) and "script" in body:
-            out.extend(str(line) for line in body["script"])
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- structure
-
-
-@pytest.mark.parametrize("name", sorted(GITHUB))
-def test_github_workflow_is_pinned_and_least_privilege(name: str) -> None:
-    path = GITHUB[name]
-    text = path.read_text()
-    workflow = load(path)
-    assert workflow["permissions"] == {}, "top-level permissions: {} so each job asks for its own"
-    for line in text.splitlines():
-        if "uses:" in line:
-            assert re.search(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$", line), line
-    for job_id, job in workflow["jobs"].items():
-        permissions = job["permissions"]
-        uses = [s.get("uses", "") for s in job["steps"]]
-        runs = " ".join(s.get("run", "") for s in job["steps"])
-        writes = {k for k, v in permissions.items() if v == "write"}
-        expected = set()
-        if any(u.startswith("github/codeql-action/upload-sarif@") for u in uses):
-            expected.add("security-events")
-        if any(u.startswith("actions/github-script@") for u in uses):
-            expected.add("pull-requests")
-        if "git push" in runs:
-            expected.add("contents")
-        assert writes == expected, f"{name}/{job_id}: write permissions {writes}, needs {expected}"
-        assert set(permissions.values()) <= {"read", "write"}
-        for step in job["steps"]:
-            if step.get("uses", "").startswith("actions/checkout@") and "git push" not in runs:
-                assert step["with"]["persist-credentials"] is False, f"{job_id}: no token left in .git"
-
-
-def test_github_deploy_pipeline_shape() -> None:
-    jobs = load(GITHUB["deploy"])["jobs"]
-    assert set(jobs) == {"plan", "deploy", "verify", "rollback"}
-    assert jobs["deploy"]["needs"] == "plan" and jobs["deploy"]["environment"] == "production"
-    assert "--exit-code" in " ".join(s.get("run", "") for s in jobs["plan"]["steps"])
-    assert jobs["verify"]["needs"] == ["plan", "deploy"]
-    assert jobs["rollback"]["needs"] == ["plan", "deploy"]
-    assert (
-        "failure()" in jobs["rollback"]["if"] and "needs.deploy.result == 'failure'" in jobs["rollback"]["if"]
-    )
-    # The unattended jobs hold the deployer credentials in an environment without reviewers.
-    assert jobs["plan"]["environment"] == jobs["rollback"]["environment"] == "production-automation"
-    assert on(load(GITHUB["deploy"]))["push"]["branches"] == ["main"]
-
-
-def test_github_policy_report_and_inventory_shape() -> None:
-    report = load(GITHUB["policy-report"])
-    assert "pull_request" in on(report)
-    assert report["jobs"]["comment"]["needs"] == report["jobs"]["code-scanning"]["needs"] == "check"
-    script = next(s for s in report["jobs"]["comment"]["steps"] if "script" in s.get("with", {}))
-    assert "updateComment" in script["with"]["script"] and "createComment" in script["with"]["script"]
-    inventory = load(GITHUB["inventory"])
-    assert inventory["jobs"]["inventory"]["permissions"] == {}
-    assert "secrets.DRA_READER_KUBECONFIG" in GITHUB["inventory"].read_text()
-    assert "schedule" in on(inventory) and "workflow_dispatch" in on(inventory)
-
-
-def test_gitlab_pipeline_shape() -> None:
-    config = load(GITLAB)
-    assert config["stages"] == ["check", "plan", "approve", "deploy", "verify", "rollback"]
-    report = config["policy-report"]["artifacts"]
-    assert report["when"] == "always"
-    assert report["reports"] == {
-        "codequality": "gl-code-quality-report.json",
-        "junit": "dra-gitops-junit.xml",
-    }
-    assert config["approve"]["rules"][0]["when"] == "manual" and config["approve"]["allow_failure"] is False
-    assert config["deploy"]["needs"] == ["plan", "approve"]
-    assert config["deploy"]["environment"]["name"] == "production"
-    assert config["rollback"]["rules"][0]["when"] == "on_failure"
-    assert config["rollback"]["needs"] == ["plan", "deploy"]
-    assert config["inventory"]["variables"]["KUBECONFIG"] == "$DRA_READER_KUBECONFIG"
-    assert config["verify"]["variables"]["KUBECONFIG"] == "$DRA_READER_KUBECONFIG"
-
-
-def test_extraction_joins_continuations_and_cuts_redirections() -> None:
-    script = (
-        'dra-gitops check --repo . --base "$BASE" -q \\\n  -o markdown > r.md || [ $? -eq 1 ]\n'
-        "echo dra-gitops is not a command here\n"
-        "  dra-gitops inventory -o json | tee x  # comment\n"
-    )
-    assert dra_commands(script) == [
-        'dra-gitops check --repo . --base "$BASE" -q -o markdown',
-        "dra-gitops inventory -o json",
-    ]
-    assert expand('a ${X:+--base "$X"} ${Y:-d} $Z', {"X": "1", "Y": ""}) == ["a", "--base", "1", "d", "\x00"]
-    assert expand("a ${X:+--base $X}", {"X": ""}) == ["a"]
-    assert matches(["check", "\x00"], ["check", "abc"]) and not matches(["check"], ["plan"])
-
-
-def test_every_pipeline_calls_the_commands_it_documents() -> None:
-    subcommands = {
-        path.name if path == GITLAB else path.stem: [
-            c.split()[1] for s in scripts(path) for c in dra_commands(s)
-        ]
-        for path in [*GITHUB.values(), GITLAB]
-    }
-    assert subcommands["policy-report"] == ["check"] * 4
-    assert subcommands["inventory"] == ["inventory"] * 2
-    assert subcommands["deploy"] == [
-        "check",
-        "check",
-        "plan",
-        "apply",
-        "diagnose",
-        "inventory",
-        "rollback",
-        "status",
-    ]
-    assert subcommands[".gitlab-ci.yml"] == ["check"] * 4 + ["inventory"] * 3 + [
-        "check",
-        "check",
-        "plan",
-        "apply",
-        "diagnose",
-        "inventory",
-        "rollback",
-        "status",
-    ]
-
+DENIED_RULES = {"class-before-template", "immutable-claim"}
 
 # ---------------------------------------------------------------------------------------------- fixtures
 
