@@ -22,7 +22,7 @@ from reconciler.errors import DraGitopsError, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-OUTPUT_FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
+OUTPUT_FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "codeclimate")
 
 
 def _use_color(choice: str, stream: Any) -> bool:

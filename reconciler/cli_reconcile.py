@@ -400,10 +400,11 @@ def rollback_command(**kwargs: Any) -> int:
     """Put a target back on an earlier revision now, stage by stage, verified; then hold there.
 
     The reconciler does not move forward to the current head again until a newer commit arrives or
-    `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync).
+    `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync). Exit 0 rolled back and
+    verified, 5 when the rollback failed (the cluster needs a human), 4 cluster or Git problems.
     """
     from reconciler.controller import git_source_for
-    from reconciler.reconcile import ReconcileOptions, Reconciler
+    from reconciler.reconcile import ROLLED_BACK, ReconcileOptions, Reconciler
     from reconciler.revisions import GitRevisions
 
     targets = _targets(kwargs)
@@ -431,7 +432,8 @@ def rollback_command(**kwargs: Any) -> int:
         click.echo(f"{target.name}: {result.outcome} to {result.sha}")
         if result.rollback is not None:
             click.echo(result.rollback.render_text(), nl=False)
-    return result.exit_code
+    # What was asked for happened: unlike a pass of `run`, where a rollback means the commit failed.
+    return 0 if result.outcome == ROLLED_BACK else result.exit_code
 
 
 @cli.command("watch")

@@ -1,4 +1,5 @@
-"""Render a :class:`CheckResult` as text, json, markdown, sarif, junit or GitHub workflow commands.
+"""Render a :class:`CheckResult` as text, json, markdown, sarif, junit, GitHub workflow commands or
+Code Climate JSON (GitLab code quality).
 
 Text, json and markdown live here, the CI formats in `report_ci`, what they share in `report_common`.
 
@@ -13,7 +14,7 @@ import json
 import re
 from collections.abc import Callable
 
-from reconciler.policy.report_ci import render_github, render_junit, render_sarif
+from reconciler.policy.report_ci import render_codeclimate, render_github, render_junit, render_sarif
 from reconciler.policy.report_common import (
     FORMATS,
     TOOL_NAME,
@@ -35,6 +36,7 @@ __all__ = [
     "RENDERERS",
     "RenderOptions",
     "render",
+    "render_codeclimate",
     "render_github",
     "render_json",
     "render_junit",
@@ -253,6 +255,7 @@ RENDERERS: dict[str, Callable[[CheckResult, RenderOptions], str]] = {
     "sarif": render_sarif,
     "junit": render_junit,
     "github": render_github,
+    "codeclimate": render_codeclimate,
 }
 
 

@@ -1,4 +1,5 @@
-"""Reports for CI systems: SARIF (code scanning), JUnit XML and GitHub Actions workflow commands."""
+"""Reports for CI systems: SARIF (code scanning), JUnit XML, GitHub Actions workflow commands and the
+Code Climate JSON that GitLab's code quality report reads."""
 
 from __future__ import annotations
 
@@ -252,3 +253,43 @@ def render_github(result: CheckResult, options: RenderOptions) -> str:
     v = verdict(result, options.fail_on_warn)
     out.append(_gh_command("notice", [("title", options.title)], f"{v}: {summary_line(result)}"))
     return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------------
+# codeclimate (GitLab code quality)
+
+# GitLab's severities are info, minor, major, critical and blocker; a denial blocks the change.
+_CODECLIMATE_SEVERITY: dict[Severity, str] = {"deny": "critical", "warn": "minor"}
+
+
+def render_codeclimate(result: CheckResult, options: RenderOptions) -> str:
+    """A JSON array of Code Climate issues, the format of GitLab's `artifacts:reports:codequality`.
+
+    One issue per active finding (waived findings were accepted, so they are not issues; skipped files
+    were not judged). Warnings count as `major` with `fail_on_warn`. A finding without a file is located
+    at its object ref, line 1, so that it still shows. The fingerprint is stable across runs, so GitLab
+    can tell new findings of a merge request from those of its target branch.
+    """
+    issues: list[dict[str, Any]] = []
+    for f in _sorted(result.findings):
+        if f.waived is not None:
+            continue
+        severity = _CODECLIMATE_SEVERITY[f.severity]
+        if f.severity == "warn" and options.fail_on_warn:
+            severity = "major"
+        issues.append(
+            {
+                "type": "issue",
+                "engine_name": TOOL_NAME,
+                "check_name": f.rule,
+                "description": message_with_ref(f),
+                "categories": ["Bug Risk"],
+                "severity": severity,
+                "fingerprint": _fingerprint(f),
+                "location": {
+                    "path": f.path.replace("\\", "/") if f.path else f.ref,
+                    "lines": {"begin": max(f.line, 1)},
+                },
+            }
+        )
+    return json.dumps(issues, indent=2, ensure_ascii=False) + "\n"

@@ -10,7 +10,7 @@ import reconciler
 from reconciler.model.loader import SkippedFile
 from reconciler.policy.result import CheckResult, Finding, RuleInfo
 
-FORMATS = ("text", "json", "markdown", "sarif", "junit", "github")
+FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "codeclimate")
 
 TOOL_NAME = "dra-gitops"
 

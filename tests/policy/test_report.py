@@ -93,7 +93,7 @@ def empty() -> CheckResult:
 
 
 def test_registry_covers_every_format() -> None:
-    assert FORMATS == ("text", "json", "markdown", "sarif", "junit", "github")
+    assert FORMATS == ("text", "json", "markdown", "sarif", "junit", "github", "codeclimate")
     assert set(RENDERERS) == set(FORMATS)
 
 
