@@ -18,202 +18,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.dra import cel
+from reconciler.dra.devices import (
+    Device,
+    DeviceKey,
+    _as_dict,
+    _as_list,
+    _match_labels_selector,
+    _selector_exprs,
+    _tolerates,
+    allocated_devices,
+    claim_spec,
+    devices_from_slices,
+    node_selector_for,
+    normalise_requests,
+)
 
 __all__ = [
     "CANNOT_ALLOCATE",
     "AllocationOutcome",
-    "ClaimFeasibility",
     "Device",
     "Inventory",
     "allocate",
+    "allocated_devices",
     "claim_spec",
-    "feasibility",
     "node_selector_for",
+    "normalise_requests",
 ]
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
 ADMIN_FINALIZER = "resource.kubernetes.io/delete-protection"
 STEP_BUDGET = 50_000
-
-DeviceKey = tuple[str, str, str]  # (driver, pool, device)
-
-
-# ------------------------------------------------------------------------------------------ normalising
-
-
-def _as_dict(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def _as_list(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
-
-
-def claim_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The ResourceClaimSpec of a ResourceClaim, a ResourceClaimTemplate, or a bare spec."""
-    if obj.get("kind") == "ResourceClaimTemplate":
-        return _as_dict(_as_dict(obj.get("spec")).get("spec"))
-    if "devices" in obj and "spec" not in obj:
-        return dict(obj)
-    return _as_dict(obj.get("spec"))
-
-
-_REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
-
-
-def normalise_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Requests in v1 shape: each has ``exactly`` or ``firstAvailable`` (v1beta1 flat fields wrapped)."""
-    out: list[dict[str, Any]] = []
-    for req in _as_list(_as_dict(spec.get("devices")).get("requests")):
-        if not isinstance(req, dict):
-            continue
-        if "exactly" in req or "firstAvailable" in req:
-            out.append(req)
-            continue
-        exactly = {k: req[k] for k in _REQUEST_FIELDS if k in req}
-        out.append({"name": req.get("name", ""), "exactly": exactly})
-    return out
-
-
-@dataclass(frozen=True)
-class Device:
-    driver: str
-    pool: str
-    name: str
-    slice_name: str
-    node_name: str | None  # node-local device
-    node_selector: dict[str, Any] | None
-    all_nodes: bool
-    attributes: dict[str, Any]  # qualified "domain/name" -> raw slice attribute value
-    taints: tuple[dict[str, Any], ...]
-    context: dict[str, Any] | None = field(compare=False, hash=False)  # CEL device; None when unparsable
-
-    @property
-    def key(self) -> DeviceKey:
-        return (self.driver, self.pool, self.name)
-
-    def attribute(self, qualified: str) -> Any:
-        """The plain value of a fully-qualified attribute ("gpu.example.com/model"), or None."""
-        raw = self.attributes.get(qualified)
-        if isinstance(raw, Mapping):
-            for k in ("string", "int", "bool", "version"):
-                if k in raw:
-                    return (k, raw[k])
-            return None
-        return None if raw is None else ("raw", raw)
-
-
-def _match_labels_selector(selector: Mapping[str, Any] | None, node: str, labels: Mapping[str, str]) -> bool:
-    """Evaluate a core NodeSelector against a node (name + labels). Unknown shapes match (permissive)."""
-    if not selector:
-        return True
-    terms = _as_list(selector.get("nodeSelectorTerms"))
-    if not terms:
-        return False
-    for term in terms:
-        ok = True
-        for expr in _as_list(_as_dict(term).get("matchExpressions")):
-            ok = ok and _requirement(expr, labels.get(str(expr.get("key")), None))
-        for expr in _as_list(_as_dict(term).get("matchFields")):
-            value = node if expr.get("key") == "metadata.name" else None
-            ok = ok and _requirement(expr, value)
-        if ok:
-            return True
-    return False
-
-
-def _requirement(expr: Mapping[str, Any], value: str | None) -> bool:
-    op = expr.get("operator")
-    values = [str(v) for v in _as_list(expr.get("values"))]
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        try:
-            a, b = int(value or ""), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
-def node_selector_for(node: str) -> dict[str, Any]:
-    return {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-    }
-
-
-def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
-    """All devices of the current generation of each pool (v1 and v1beta1 `basic` shapes)."""
-    slices = [s for s in slices if isinstance(s, Mapping)]
-    newest: dict[tuple[str, str], int] = {}
-    for s in slices:
-        spec = _as_dict(s.get("spec"))
-        pool = _as_dict(spec.get("pool"))
-        k = (str(spec.get("driver", "")), str(pool.get("name", "")))
-        newest[k] = max(newest.get(k, 0), int(pool.get("generation") or 0))
-    out: list[Device] = []
-    for s in slices:
-        spec = _as_dict(s.get("spec"))
-        pool = _as_dict(spec.get("pool"))
-        driver, pool_name = str(spec.get("driver", "")), str(pool.get("name", ""))
-        if int(pool.get("generation") or 0) < newest.get((driver, pool_name), 0):
-            continue
-        for d in _as_list(spec.get("devices")):
-            if not isinstance(d, dict):
-                continue
-            body = _as_dict(d.get("basic")) if "basic" in d else d
-            attrs_raw = _as_dict(body.get("attributes"))
-            caps_raw = _as_dict(body.get("capacity"))
-            try:
-                ctx: dict[str, Any] | None = cel.device_context(
-                    driver, attrs_raw, caps_raw, bool(body.get("allowMultipleAllocations"))
-                )
-            except (ValueError, TypeError):
-                ctx = None
-            qualified = {
-                f"{dom}/{n}": v
-                for dom, names in cel.qualify_attributes(driver, attrs_raw).items()
-                for n, v in names.items()
-            }
-            per_device = bool(spec.get("perDeviceNodeSelection"))
-            node_name = (body.get("nodeName") if per_device else spec.get("nodeName")) or None
-            node_sel = body.get("nodeSelector") if per_device else spec.get("nodeSelector")
-            all_nodes = bool(body.get("allNodes") if per_device else spec.get("allNodes"))
-            out.append(
-                Device(
-                    driver=driver,
-                    pool=pool_name,
-                    name=str(d.get("name", "")),
-                    slice_name=str(_as_dict(s.get("metadata")).get("name", "")),
-                    node_name=str(node_name) if node_name else None,
-                    node_selector=node_sel if isinstance(node_sel, dict) else None,
-                    all_nodes=all_nodes,
-                    attributes=qualified,
-                    taints=tuple(t for t in _as_list(body.get("taints")) if isinstance(t, dict)),
-                    context=ctx,
-                )
-            )
-    return out
-
-
-def allocated_devices(claims: Iterable[Mapping[str, Any]], exclude_uid: str | None = None) -> set[DeviceKey]:
-    """Devices taken by allocated claims (admin-access results do not take a device)."""
-    used: set[DeviceKey] = set()
-    for c in claims:
-        md = _as_dict(c.get("metadata"))
-        if exclude_uid and md.get("uid") == exclude_uid:
-            continue
-        alloc = _as_dict(_as_dict(c.get("status")).get("allocation"))
-        for r in _as_list(_as_dict(alloc.get("devices")).get("results")):
-            if isinstance(r, dict) and not r.get("adminAccess"):
-                used.add((str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))))
-    return used
 
 
 # -------------------------------------------------------------------------------------------- outcomes
@@ -607,36 +441,6 @@ def _admin_flags(outcome: AllocationOutcome) -> list[bool]:
     return [bool(_as_dict(r).get("adminAccess")) for r in results]
 
 
-def _selector_exprs(selectors: Any) -> list[str]:
-    out = []
-    for sel in _as_list(selectors):
-        expr = _as_dict(_as_dict(sel).get("cel")).get("expression")
-        if isinstance(expr, str):
-            out.append(expr)
-    return out
-
-
-def _tolerates(tolerations: Any, taints: Sequence[Mapping[str, Any]]) -> bool:
-    for taint in taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        tolerated = False
-        for tol in _as_list(tolerations):
-            tol = _as_dict(tol)
-            if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-                continue
-            same_key = tol.get("key") == taint.get("key")
-            if tol.get("operator") == "Exists":
-                tolerated = tolerated or not tol.get("key") or same_key
-            else:
-                tolerated = tolerated or (
-                    same_key and str(tol.get("value", "")) == str(taint.get("value", ""))
-                )
-        if not tolerated:
-            return False
-    return True
-
-
 # ------------------------------------------------------------------------------------------- functions
 
 
@@ -650,113 +454,3 @@ def allocate(
 ) -> AllocationOutcome:
     """Allocate ``claim`` on ``node`` given the slices, classes and existing claims."""
     return Inventory(slices, classes, claims).allocate(claim, node, node_labels)
-
-
-@dataclass
-class ClaimFeasibility:
-    ref: str  # "namespace/name" (or the name given)
-    outcome: str  # "fits" | "does-not-fit" | "unknown"
-    needed: int  # devices requested (for All: devices matching; at least 1)
-    free: int  # free devices matching the claim's classes/selectors
-    total: int  # devices matching the claim's classes/selectors
-    reason: str = ""
-    node: str | None = None
-    devices: list[DeviceKey] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "outcome": self.outcome,
-            "needed": self.needed,
-            "free": self.free,
-            "total": self.total,
-            "reason": self.reason,
-            "node": self.node,
-            "devices": ["/".join(k) for k in self.devices],
-        }
-
-
-def _ref(obj: Mapping[str, Any]) -> str:
-    md = _as_dict(obj.get("metadata"))
-    ns = md.get("namespace")
-    name = md.get("name") or md.get("generateName") or "<unnamed>"
-    return f"{ns}/{name}" if ns else str(name)
-
-
-def feasibility(
-    slices: Iterable[Mapping[str, Any]],
-    classes: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
-    live_claims: Iterable[Mapping[str, Any]],
-    new_claims: Sequence[Mapping[str, Any]],
-) -> list[ClaimFeasibility]:
-    """Do the claims of a change fit the free devices? One answer per claim, in order.
-
-    Claims are placed greedily in order (each on the first node where it fits); devices they take are
-    no longer free for the next ones. "unknown" whenever a CEL selector could not be evaluated and the
-    claim did not fit otherwise: never a false "does-not-fit" because of CEL.
-    """
-    inv = Inventory(slices, classes, live_claims)
-    taken: set[DeviceKey] = set()
-    out: list[ClaimFeasibility] = []
-    for claim in new_claims:
-        spec = claim_spec(claim)
-        needed, free, total, unknown_counts = _counts(inv, spec, taken)
-        outcome = inv.allocate(claim, None, None, taken)
-        if outcome.ok:
-            taken |= set(outcome.devices) - {
-                k for k, admin in zip(outcome.devices, _admin_flags(outcome), strict=True) if admin
-            }
-            out.append(
-                ClaimFeasibility(
-                    _ref(claim), "fits", needed, free, total, node=outcome.node, devices=outcome.devices
-                )
-            )
-            continue
-        if outcome.missing_class:
-            reason = outcome.reason or ""
-            out.append(ClaimFeasibility(_ref(claim), "does-not-fit", needed, free, total, reason=reason))
-            continue
-        if outcome.unknown or unknown_counts:
-            out.append(
-                ClaimFeasibility(
-                    _ref(claim),
-                    "unknown",
-                    needed,
-                    free,
-                    total,
-                    reason="a CEL selector could not be evaluated",
-                )
-            )
-            continue
-        reason = f"needs {needed} device(s), {free} free of {total} matching"
-        out.append(ClaimFeasibility(_ref(claim), "does-not-fit", needed, free, total, reason=reason))
-    return out
-
-
-def _counts(inv: Inventory, spec: Mapping[str, Any], taken: set[DeviceKey]) -> tuple[int, int, int, bool]:
-    """(needed, free, total, unknown) over the claim's requests (first alternative of each)."""
-    needed = 0
-    matching: set[DeviceKey] = set()
-    unknown = False
-    for req in normalise_requests(spec):
-        if "exactly" in req:
-            bodies = [_as_dict(req.get("exactly"))]
-        else:
-            bodies = [_as_dict(b) for b in _as_list(req.get("firstAvailable"))]
-        first = True
-        for body in bodies:
-            cls = str(body.get("deviceClassName", ""))
-            if cls not in inv.classes:
-                continue
-            matched, unk = inv.matching(cls, _selector_exprs(body.get("selectors")), inv.devices)
-            unknown = unknown or unk
-            matching |= {d.key for d in matched}
-            if first:
-                if (body.get("allocationMode") or "ExactCount") == "All":
-                    needed += max(1, len(matched))
-                else:
-                    needed += int(body.get("count") or 1)
-                first = False
-    used = inv.used | taken
-    free = len([k for k in matching if k not in used])
-    return needed, free, len(matching), unknown

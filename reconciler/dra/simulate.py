@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.dra.allocator import ClaimFeasibility, Inventory, allocated_devices, feasibility
+from reconciler.dra.allocator import Inventory, allocated_devices
+from reconciler.dra.placement import ClaimFeasibility, feasibility
 
 __all__ = ["DriverTotals", "SimulationResult", "simulate"]
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from reconciler.dra import allocator as A
+from reconciler.dra.placement import feasibility
 from reconciler.dra.simulate import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples" / "v1"
@@ -251,7 +252,7 @@ def test_unknown_selector_makes_allocation_unknown_not_denied() -> None:
     )
     out = A.allocate([EXAMPLE_SLICE], CLASSES, [], c, "worker-a")
     assert not out.ok and out.unknown
-    (f,) = A.feasibility([EXAMPLE_SLICE], CLASSES, [], [c])
+    (f,) = feasibility([EXAMPLE_SLICE], CLASSES, [], [c])
     assert f.outcome == "unknown"
 
 
@@ -265,7 +266,7 @@ def test_allocate_many_is_all_or_nothing_on_one_node() -> None:
 def test_feasibility_counts() -> None:
     live = [allocated("a", "worker-a", "gpu-0")]
     three = [claim(f"c{i}", exactly("gpu")) for i in range(3)]
-    res = A.feasibility([EXAMPLE_SLICE], CLASSES, live, three)
+    res = feasibility([EXAMPLE_SLICE], CLASSES, live, three)
     assert [r.outcome for r in res] == ["fits", "does-not-fit", "does-not-fit"]
     assert (res[0].needed, res[0].free, res[0].total) == (1, 1, 2)
     assert (res[1].needed, res[1].free) == (1, 0)
