@@ -96,7 +96,23 @@ def test_change_needing_three_devices_where_two_are_free_reports_capacity(
     assert capacity[0]["severity"] == "warn" and code == 0
     assert capacity[0]["ref"] == "Deployment/ml/trainer"
     assert capacity[0]["path"].endswith("trainer.yaml") and capacity[0]["line"] == 11
-    assert "only 0 of 2" in capacity[0]["msg"]
+    assert capacity[0]["msg"].startswith(
+        "Deployment/ml/trainer: pod ml/trainer-2 (1 of 3) cannot be scheduled: "
+        "sim-node-0: claim gpu: needs 1, 0 of 2 matching devices free (2 held by pods placed before it)"
+    )
+    # Every pod and claim of the change has its predicted outcome in the report.
+    pods = {p["pod"]: (p["outcome"], p["node"]) for p in report["capacity"]["pods"]}
+    assert pods == {
+        "ml/trainer-0": ("fits", "sim-node-0"),
+        "ml/trainer-1": ("fits", "sim-node-0"),
+        "ml/trainer-2": ("does-not-fit", None),
+    }
+    claims = {c["claim"]: c["devices"] for c in report["capacity"]["claims"]}
+    assert claims == {
+        "ml/trainer-0-gpu": ["gpu.example.com/sim-node-0/gpu-0"],
+        "ml/trainer-1-gpu": ["gpu.example.com/sim-node-0/gpu-1"],
+        "ml/trainer-2-gpu": [],
+    }
 
     # With the param set it blocks; two replicas fit and pass.
     params = tmp_path / "params"
