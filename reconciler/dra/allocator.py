@@ -249,12 +249,15 @@ class Inventory:
                 cls = str(body.get("deviceClassName", ""))
                 selectors = selector_exprs(body.get("selectors"))
                 mode = body.get("allocationMode") or "ExactCount"
-                if selectors is None or self.class_selectors(cls) is None:
+                opaque = selectors is None or self.class_selectors(cls) is None
+                if opaque:
                     unknown = unknown or f"request {name}: a selector that is not CEL"
                     selectors = []
                 if mode not in ("ExactCount", "All"):
                     unknown = unknown or f"request {name}: allocationMode {mode}"
-                matched, unk = self.matching(cls, selectors, devices)
+                matched, unk = self.matching(cls, selectors or [], devices)
+                if opaque:
+                    matched = []  # the model cannot tell which devices match: none, and say unknown
                 if unk:
                     unknown = unknown or f"request {name}: a CEL selector could not be evaluated"
                 capacity = as_dict(as_dict(body.get("capacity")).get("requests"))
@@ -263,6 +266,7 @@ class Inventory:
                         unknown = (
                             unknown or f"request {name}: allocationMode All over a pool still being published"
                         )
+                        matched = []  # upstream refuses All until the pool is complete
                     matched = [
                         d for d in matched if consume(d, capacity, usage.shared.get(d.key)) is not None
                     ]
