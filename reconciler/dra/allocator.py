@@ -149,6 +149,9 @@ class Inventory:
         self.claims = [c for c in claims if isinstance(c, Mapping)]
         self.usage = usage_from_claims(self.claims, self.by_key)
         self._match_cache: dict[tuple[tuple[str, ...], DeviceKey], bool | None] = {}
+        self._matching_cache: dict[
+            tuple[str, tuple[str, ...], int], tuple[list[Device], list[Device], bool]
+        ] = {}
         self._node_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[Device]] = {}
         self._unbound = [d for d in self.devices if d.node_name is None]
         self._by_node: dict[str, list[Device]] = {}
@@ -201,6 +204,21 @@ class Inventory:
         self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
     ) -> tuple[list[Device], bool]:
         """Devices matching a class and request selectors; and whether any answer was unknown."""
+        if isinstance(devices, list):
+            # Node device lists are cached and long-lived; the entry keeps its list alive, so the id
+            # cannot be reused by another list while the entry exists.
+            key = (class_name, tuple(selectors), id(devices))
+            hit = self._matching_cache.get(key)
+            if hit is None or hit[0] is not devices:
+                matched, unknown = self._matching(class_name, selectors, devices)
+                hit = (devices, matched, unknown)
+                self._matching_cache[key] = hit
+            return list(hit[1]), hit[2]
+        return self._matching(class_name, selectors, devices)
+
+    def _matching(
+        self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
+    ) -> tuple[list[Device], bool]:
         exprs = list(self.class_selectors(class_name) or []) + list(selectors)
         out: list[Device] = []
         unknown = False

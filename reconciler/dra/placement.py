@@ -22,6 +22,7 @@ from typing import Any
 
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
 from reconciler.dra.devices import (
+    Device,
     as_dict,
     as_list,
     claim_spec,
@@ -242,33 +243,45 @@ class Placement:
                 result.prefilter = f"request {missing[0]}: device class {missing[1]} does not exist"
                 return result
         claims = [pc.claim for pc in to_allocate if pc.claim is not None]
-        feasible: list[tuple[NodeInfo, list[AllocationOutcome]]] = []
-        unknown: str | None = None
+        passed: list[NodeInfo] = []
         for node in self.nodes:
             rejection = self._filter(pod, node, pinned)
             if rejection is not None:
                 result.rejections.append(rejection)
-                continue
+            else:
+                passed.append(node)
+        # Nodes in score order (fewest pods, then name): the first where the claims fit is the choice,
+        # so the others need no allocation unless the pod fits nowhere (then every node says why).
+        passed.sort(key=lambda n: (self.load[n.name], n.name))
+        feasible: list[tuple[NodeInfo, list[AllocationOutcome]]] = []
+        unknown: str | None = None
+        failed: list[tuple[NodeInfo, list[Device]]] = []
+        for node in passed:
             if not claims:
                 feasible.append((node, []))
-                continue
+                break
             devices = self.inv.devices_on_node(node.name, node.labels)
             outcomes = self.inv.allocate_on(claims, node.name, devices, self.usage)
             if outcomes[0].ok:
                 feasible.append((node, outcomes))
-                continue
+                break
             unknown = unknown or outcomes[0].unknown_reason
-            detail = CANNOT_ALLOCATE
-            if self.explain:
-                named = [(pc.name, c) for pc, c in zip(to_allocate, claims, strict=True)]
-                detail = explain_node(self.inv, named, node.name, devices, self.usage)
-            result.rejections.append(Rejection(node.name, CANNOT_ALLOCATE, detail))
+            failed.append((node, devices))
+        if not feasible:
+            for node, devices in failed:
+                detail = CANNOT_ALLOCATE
+                if self.explain:
+                    named = [(pc.name, c) for pc, c in zip(to_allocate, claims, strict=True)]
+                    detail = explain_node(self.inv, named, node.name, devices, self.usage)
+                result.rejections.append(Rejection(node.name, CANNOT_ALLOCATE, detail))
+            order = {n.name: i for i, n in enumerate(self.nodes)}
+            result.rejections.sort(key=lambda r: order[r.node])
         if not feasible:
             # Devices the model could not judge might have made it fit: unknown, never a false alarm.
             result.unknown = unknown
             result.outcome = "unknown" if unknown else "does-not-fit"
             return result
-        node, outcomes = min(feasible, key=lambda f: (self.load[f[0].name], f[0].name))
+        node, outcomes = feasible[0]
         result.node = node.name
         result.allocations = {pc.key: o for pc, o in zip(to_allocate, outcomes, strict=True)}
         # What the model does not weigh could still keep the pod off every node: unknown, never "fits".
