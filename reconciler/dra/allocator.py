@@ -38,9 +38,9 @@ from reconciler.dra.devices import (
     normalise_requests,
     read_slices,
     selector_exprs,
-    untolerated_taint,
     usage_from_claims,
 )
+from reconciler.dra.search import Alternative, BudgetExceeded, Constraint, PreparedClaim, Search
 
 __all__ = [
     "CANNOT_ALLOCATE",
@@ -54,8 +54,6 @@ __all__ = [
 ]
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
-STEP_BUDGET = 50_000
-MAX_RESULTS = 32  # AllocationResultsMaxSize
 
 
 @dataclass
@@ -69,62 +67,6 @@ class AllocationOutcome:
     node: str | None = None
     devices: list[DeviceKey] = field(default_factory=list)
     taken: list[tuple[DeviceKey, dict[str, Fraction] | None]] = field(default_factory=list)  # non-admin
-
-
-@dataclass
-class Alternative:
-    """One request, or one ``firstAvailable`` subrequest, with its candidate devices on a node."""
-
-    request: str  # result request name ("req" or "req/sub")
-    top: str  # top-level request name
-    class_name: str
-    candidates: list[Device]
-    count: int
-    all_mode: bool
-    admin: bool
-    tolerations: list[Any]
-    capacity: dict[str, Any]  # capacity.requests
-    body: dict[str, Any]
-
-
-@dataclass
-class _Constraint:
-    kind: str  # "match" | "distinct"
-    attribute: str
-    requests: frozenset[str]
-    values: list[Any] = field(default_factory=list)
-
-    def applies(self, alt: Alternative) -> bool:
-        return not self.requests or alt.top in self.requests or alt.request in self.requests
-
-    def add(self, alt: Alternative, d: Device) -> bool:
-        if not self.applies(alt):
-            return True
-        value = d.attribute(self.attribute)
-        if value is None:
-            return False
-        if self.kind == "match" and self.values and value != self.values[0]:
-            return False
-        if self.kind == "distinct" and value in self.values:
-            return False
-        self.values.append(value)
-        return True
-
-    def remove(self, alt: Alternative) -> None:
-        if self.applies(alt):
-            self.values.pop()
-
-
-@dataclass
-class _Claim:
-    spec: dict[str, Any]
-    requests: list[list[Alternative]]
-    constraints: list[_Constraint]
-    picks: list[tuple[Alternative, Device, dict[str, Fraction] | None]] = field(default_factory=list)
-
-
-class _Budget(Exception):
-    pass
 
 
 class Inventory:
@@ -309,15 +251,15 @@ class Inventory:
         return out, unknown
 
     @staticmethod
-    def constraints(spec: Mapping[str, Any]) -> list[_Constraint]:
+    def constraints(spec: Mapping[str, Any]) -> list[Constraint]:
         out = []
         for c in as_list(as_dict(spec.get("devices")).get("constraints")):
             c = as_dict(c)
             reqs = frozenset(str(r) for r in as_list(c.get("requests")))
             if c.get("matchAttribute"):
-                out.append(_Constraint("match", str(c["matchAttribute"]), reqs))
+                out.append(Constraint("match", str(c["matchAttribute"]), reqs))
             if c.get("distinctAttribute"):
-                out.append(_Constraint("distinct", str(c["distinctAttribute"]), reqs))
+                out.append(Constraint("distinct", str(c["distinctAttribute"]), reqs))
         return out
 
     # ------------------------------------------------------------------ allocation
@@ -383,17 +325,17 @@ class Inventory:
         self, claims: Sequence[Mapping[str, Any]], node: str | None, devices: Sequence[Device], usage: Usage
     ) -> list[AllocationOutcome]:
         """The joint allocation of ``claims`` from ``devices`` (those reachable from ``node``)."""
-        prepared: list[_Claim] = []
+        prepared: list[PreparedClaim] = []
         unknown: str | None = None
         for claim in claims:
             spec = claim_spec(claim)
             alts, unk = self.alternatives(spec, devices, usage)
             unknown = unknown or unk
-            prepared.append(_Claim(spec, alts, self.constraints(spec)))
-        search = _Search(self, prepared, usage)
+            prepared.append(PreparedClaim(spec, alts, self.constraints(spec)))
+        search = Search(self, prepared, usage)
         try:
             ok = search.run()
-        except _Budget:
+        except BudgetExceeded:
             ok = False
             unknown = unknown or "the search for a device combination exceeded its step budget"
         if not ok:
@@ -410,7 +352,7 @@ class Inventory:
         return [self._outcome(claim, c, node, unknown) for claim, c in zip(claims, prepared, strict=True)]
 
     def _outcome(
-        self, claim: Mapping[str, Any], c: _Claim, node: str | None, unknown: str | None
+        self, claim: Mapping[str, Any], c: PreparedClaim, node: str | None, unknown: str | None
     ) -> AllocationOutcome:
         results: list[dict[str, Any]] = []
         keys: list[DeviceKey] = []
@@ -456,7 +398,7 @@ class Inventory:
             taken=taken,
         )
 
-    def _config(self, c: _Claim) -> list[dict[str, Any]]:
+    def _config(self, c: PreparedClaim) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         by_class: dict[str, list[str]] = {}
         for alt, _, _ in c.picks:
@@ -486,150 +428,6 @@ def _node_selector(devices: Sequence[Device], node: str | None) -> dict[str, Any
         if d.node_selector is not None and not d.all_nodes:
             return d.node_selector
     return None
-
-
-class _Search:
-    """Backtracking over claims → requests → alternatives → device combinations (upstream's order)."""
-
-    def __init__(self, inv: Inventory, claims: list[_Claim], usage: Usage) -> None:
-        self.inv = inv
-        self.claims = claims
-        self.usage = usage
-        self.taking: dict[DeviceKey, set[int]] = {}  # devices being allocated → claim indices
-        self.shared: dict[DeviceKey, dict[str, Fraction]] = {}  # capacity being allocated (multi devices)
-        self.counters: dict[tuple[str, str, str], dict[str, Fraction]] = {}
-        self.steps = 0
-        self._marks: list[bool] = []  # per pick: the shared device was in use before (no counters taken)
-
-    def run(self) -> bool:
-        return self._claim(0)
-
-    def _claim(self, ci: int) -> bool:
-        if ci == len(self.claims):
-            return True
-        return self._request(ci, 0)
-
-    def _request(self, ci: int, ri: int) -> bool:
-        claim = self.claims[ci]
-        if ri == len(claim.requests):
-            return self._claim(ci + 1)
-        for alt in claim.requests[ri]:
-            if alt.all_mode:
-                if self._all(ci, ri, alt):
-                    return True
-            elif len(claim.picks) + alt.count <= MAX_RESULTS and self._pick(ci, ri, alt, 0, alt.count):
-                return True
-        return False
-
-    def _all(self, ci: int, ri: int, alt: Alternative) -> bool:
-        if not alt.candidates or len(self.claims[ci].picks) + len(alt.candidates) > MAX_RESULTS:
-            return False
-        done = 0
-        for d in alt.candidates:
-            if not self._add(ci, alt, d):
-                break
-            done += 1
-        else:
-            if self._request(ci, ri + 1):
-                return True
-        for _ in range(done):
-            self._undo(ci)
-        return False
-
-    def _pick(self, ci: int, ri: int, alt: Alternative, start: int, remaining: int) -> bool:
-        if remaining == 0:
-            return self._request(ci, ri + 1)
-        cands = alt.candidates
-        for idx in range(start, len(cands) - remaining + 1):
-            self.steps += 1
-            if self.steps > STEP_BUDGET:
-                raise _Budget
-            if self._add(ci, alt, cands[idx]):
-                if self._pick(ci, ri, alt, idx + 1, remaining - 1):
-                    return True
-                self._undo(ci)
-        return False
-
-    # ------------------------------------------------------------------ one device
-
-    def in_use(self, key: DeviceKey) -> bool:
-        return key in self.usage.used or bool(self.taking.get(key))
-
-    def _add(self, ci: int, alt: Alternative, d: Device) -> bool:
-        key = d.key
-        if not d.multi and alt.admin and ci in self.taking.get(key, ()):
-            return False
-        if not alt.admin and not d.multi and self.in_use(key):
-            return False
-        capacity_in_use = d.multi and (key in self.usage.shared or key in self.shared)
-        if d.consumes and not alt.admin and not capacity_in_use and not self._counters_free(d):
-            return False
-        if untolerated_taint(d.taints, alt.tolerations) is not None:
-            return False
-        consumed: dict[str, Fraction] | None = None
-        if d.multi or alt.capacity:
-            held = dict(self.usage.shared.get(key, {})) if d.multi else {}
-            for name, q in self.shared.get(key, {}).items():
-                held[name] = held.get(name, Fraction(0)) + q
-            consumed = consume(d, alt.capacity, held)
-            if consumed is None:
-                return False
-        claim = self.claims[ci]
-        for n, constraint in enumerate(claim.constraints):
-            if not constraint.add(alt, d):
-                for earlier in claim.constraints[:n]:
-                    earlier.remove(alt)
-                return False
-        if not d.multi:
-            self.taking.setdefault(key, set()).add(ci)
-        elif consumed:
-            share = self.shared.setdefault(key, {})
-            for name, q in consumed.items():
-                share[name] = share.get(name, Fraction(0)) + q
-        if d.consumes and not alt.admin and not capacity_in_use:
-            for counter_set, counters in d.consumes:
-                held_counters = self.counters.setdefault((d.driver, d.pool, counter_set), {})
-                for name, q in counters.items():
-                    held_counters[name] = held_counters.get(name, Fraction(0)) + q
-        claim.picks.append((alt, d, consumed if d.multi else None))
-        self._marks.append(capacity_in_use)
-        return True
-
-    def _undo(self, ci: int) -> None:
-        claim = self.claims[ci]
-        alt, d, consumed = claim.picks.pop()
-        capacity_in_use = self._marks.pop()
-        for constraint in claim.constraints:
-            constraint.remove(alt)
-        key = d.key
-        if not d.multi:
-            self.taking[key].discard(ci)
-        elif consumed:
-            share = self.shared[key]
-            for name, q in consumed.items():
-                share[name] -= q
-            if not any(share.values()):
-                del self.shared[key]
-        if d.consumes and not alt.admin and not capacity_in_use:
-            for counter_set, counters in d.consumes:
-                held_counters = self.counters[(d.driver, d.pool, counter_set)]
-                for name, q in counters.items():
-                    held_counters[name] -= q
-
-    def _counters_free(self, d: Device) -> bool:
-        for counter_set, counters in d.consumes:
-            ck = (d.driver, d.pool, counter_set)
-            total = self.inv.counter_sets.get(ck)
-            if total is None:
-                return False
-            held = self.usage.counters.get(ck, {})
-            taking = self.counters.get(ck, {})
-            for name, q in counters.items():
-                if name not in total:
-                    return False
-                if held.get(name, Fraction(0)) + taking.get(name, Fraction(0)) + q > total[name]:
-                    return False
-        return True
 
 
 def allocate(

@@ -18,7 +18,8 @@ from reconciler.dra.capacity_math import consume
 from reconciler.dra.devices import Device, Usage, claim_spec, untolerated_taint
 
 if TYPE_CHECKING:
-    from reconciler.dra.allocator import Alternative, Inventory
+    from reconciler.dra.allocator import Inventory
+    from reconciler.dra.search import Alternative
 
 __all__ = ["explain_node"]
 
