@@ -240,3 +240,24 @@ def test_unchanged_canary_on_no_node_warns_in_check_and_inventory(
         assert len(idle) == 1, warnings
         assert "nodeSelector dra-gitops.io/canary=true matches no node" in idle[0]
         assert "kubectl label node <node> dra-gitops.io/canary=true" in idle[0]
+
+
+def test_verbose_check_prints_the_predicted_placement(
+    gpu_sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    _, kubeconfig = gpu_sim
+    (tmp_path / "trainer.yaml").write_text(CHANGE % 3)
+    result = CliRunner().invoke(cli, ["check", str(tmp_path), "--kubeconfig", str(kubeconfig), "-v"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    start = lines.index("capacity (predicted placement):")
+    assert lines[start + 1 : start + 5] == [
+        "  pod ml/trainer-0: fits on sim-node-0",
+        "  pod ml/trainer-1: fits on sim-node-0",
+        "  pod ml/trainer-2: does-not-fit",
+        "    sim-node-0: claim gpu: needs 1, 0 of 2 matching devices free (2 held by pods placed before it)",
+    ]
+    assert "  claim ml/trainer-0-gpu: fits on sim-node-0 [gpu.example.com/sim-node-0/gpu-0]" in lines
+    assert any(
+        line.startswith("  note: pods are placed one at a time in the scheduler's order") for line in lines
+    )
