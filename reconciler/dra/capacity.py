@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.dra.allocator import Inventory
-from reconciler.dra.devices import as_dict, as_list, node_selector_for
+from reconciler.dra.devices import (
+    as_dict,
+    as_list,
+    node_selector_for,
+    node_selector_matches,
+    untolerated_taint,
+)
 from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult, pod_priority
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
@@ -55,8 +61,6 @@ def _replicas(body: dict[str, Any]) -> int:
 
 def _daemon_nodes(pod_spec: dict[str, Any], nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
     """Nodes a DaemonSet runs a pod on: those its selection matches and whose taints it tolerates."""
-    from reconciler.dra.devices import node_selector_matches, untolerated_taint
-
     out = []
     for node in nodes:
         if any(node.labels.get(str(k)) != str(v) for k, v in as_dict(pod_spec.get("nodeSelector")).items()):
