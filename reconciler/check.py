@@ -159,6 +159,7 @@ def run_check(
         changes=ChangeSummary(plan.count("create"), plan.count("update"), plan.count("delete")),
         engine=engine.name,
         skipped=list(head.skipped),
+        capacity=capacity,
     )
     options.progress(
         f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"

@@ -211,6 +211,10 @@ def check(
         run = check_paths(list(paths), options, facts)
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
+        if run.result.capacity is not None:
+            from reconciler.dra.capacity import render_capacity
+
+            click.echo(render_capacity(run.result.capacity), err=True, nl=False)
     started = time.perf_counter()
     use_color = _use_color(color, sys.stdout)
     options_out = RenderOptions(color=use_color, fail_on_warn=fail_on_warn)

@@ -1,12 +1,14 @@
 # METADATA
-# title: Claims of the change fit the free devices
+# title: Pods of the change get their devices
 # description: >-
-#   With cluster data (`check --cluster`, `plan`, `apply`), Python simulates allocating every claim the
-#   change creates (ResourceClaims, and one generated claim per replica of a workload using a template)
-#   against the devices the drivers publish in ResourceSlices, minus those already allocated, evaluating
-#   the CEL selectors of classes and requests. A claim that does not fit is a warning, or a denial when
-#   the param `capacity_deny` is true. A claim whose selectors cannot be evaluated ("unknown") is never
-#   reported: no false denials. Offline (no cluster data) the rule does nothing.
+#   With cluster data (`check --cluster`, `plan`, `apply`), Python places every pod the change adds
+#   (a Pod, one per replica of a workload, a DaemonSet's one per node) the way kube-scheduler does:
+#   in the scheduler's order, node by node, all of a pod's claims allocated together from the devices
+#   reachable from that node (published in ResourceSlices, minus what allocated claims hold), CEL
+#   selectors, taints, constraints, partitions and shared capacity included. A pod that cannot be
+#   placed is a warning, or a denial when the param `capacity_deny` is true; the message names the
+#   pod and why each node was rejected. A pod the model cannot decide ("unknown") is never reported:
+#   no false denials. Offline (no cluster data) the rule does nothing.
 # custom:
 #   id: capacity
 #   severity: warn
@@ -16,32 +18,31 @@ rule_id := "capacity"
 
 param(name, default_value) := object.get(object.get(input, "params", {}), name, default_value)
 
-short_claims := [c |
+failures := [f |
 	capacity := object.get(input, "capacity", null)
 	capacity != null
-	some c in object.get(capacity, "claims", [])
-	c.outcome == "does-not-fit"
+	some f in object.get(capacity, "failures", [])
 ]
 
-finding(c) := {
+finding(f) := {
 	"rule": rule_id,
 	"msg": sprintf(
-		"%s needs %d device(s) for claim %s but only %d of %d matching device(s) are free; free devices, add nodes with devices, or lower the request",
-		[c.ref, c.needed, c.claim, c.free, c.total],
+		"%s: %s cannot be scheduled: %s; free devices, add nodes with devices, or lower the request",
+		[f.ref, f.subject, f.reason],
 	),
-	"ref": c.ref,
-	"path": c.path,
-	"line": c.line,
+	"ref": f.ref,
+	"path": f.path,
+	"line": f.line,
 }
 
-deny contains f if {
+deny contains v if {
 	param("capacity_deny", false) == true
-	some c in short_claims
-	f := finding(c)
+	some f in failures
+	v := finding(f)
 }
 
-warn contains f if {
+warn contains v if {
 	param("capacity_deny", false) != true
-	some c in short_claims
-	f := finding(c)
+	some f in failures
+	v := finding(f)
 }

@@ -27,6 +27,7 @@ LIVE_KINDS: tuple[tuple[str, str], ...] = (
     (DRA_GROUP, "ResourceClaimTemplate"),
     (DRA_GROUP, "ResourceClaim"),
     (DRA_GROUP, "ResourceSlice"),
+    (DRA_GROUP, "DeviceTaintRule"),
 )
 
 

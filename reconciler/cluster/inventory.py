@@ -419,7 +419,7 @@ def build_inventory(
     ]
 
     device_classes = [c for c in classes if c.get("kind") == "DeviceClass"]
-    sim = simulate(slices, device_classes, claims, [])
+    sim = simulate(slices, device_classes, claims)
     drivers: dict[str, DriverSummary] = {}
     for drv, totals in sim.drivers.items():
         drivers[drv] = DriverSummary(

@@ -1,222 +1,59 @@
-"""Structured-parameters device allocation, as kube-scheduler's DynamicResources plugin does it (pure).
+"""Structured-parameters allocation of a pod's claims on one node, as kube-scheduler's DRA plugin does it.
 
-Input is plain dicts in resource.k8s.io/v1 shape (v1beta1/v1beta2 shapes are normalised on the way in):
-ResourceSlices, DeviceClasses, the claims that already exist (their allocated devices are taken, unless a
-result has ``adminAccess``), and the claim(s) to allocate for a candidate node.
+Pure. Input is plain dicts in resource.k8s.io/v1 shape (older shapes normalised by
+:mod:`reconciler.dra.devices`). The search follows the upstream structured allocator: claims in order,
+requests in order, ``firstAvailable`` alternatives in order, devices in inventory order, backtracking
+over combinations. All of a pod's claims are allocated together on one node or not at all.
 
-The search is a small backtracking over requests, ``firstAvailable`` alternatives and devices, with
-``matchAttribute`` / ``distinctAttribute`` constraints checked as devices are picked (best effort, with a
-step budget). CEL selectors go through :mod:`reconciler.dra.cel`; a selector whose answer is unknown
-makes the device not match, and is remembered so that callers can say "unknown" instead of
-"does not fit".
+Modelled: ``ExactCount`` and ``All`` (every matching device reachable from the node, failing when one of
+them is in use or carries an untolerated taint), ``matchAttribute`` / ``distinctAttribute``
+constraints, device taints and DeviceTaintRules against request tolerations, ``adminAccess`` (may use
+allocated devices, takes nothing), partitionable devices (``consumesCounters`` against the pool's
+``sharedCounters``) and consumable capacity (``allowMultipleAllocations`` with capacity requests and
+request policies). What is not modelled (a CEL selector that cannot be evaluated, a non-CEL selector, an
+unknown allocation mode, ``All`` over a pool still being published, a search past its step budget) makes
+the outcome "unknown", never a fit that might not be.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from reconciler.dra import cel
+from reconciler.dra.capacity_math import consume
+from reconciler.dra.devices import (
+    Device,
+    DeviceKey,
+    Usage,
+    allocated_devices,
+    as_dict,
+    as_list,
+    claim_spec,
+    device_index,
+    node_selector_for,
+    normalise_requests,
+    read_slices,
+    selector_exprs,
+    usage_from_claims,
+)
+from reconciler.dra.search import Alternative, BudgetExceeded, Constraint, PreparedClaim, Search
 
 __all__ = [
     "CANNOT_ALLOCATE",
     "AllocationOutcome",
-    "ClaimFeasibility",
-    "Device",
     "Inventory",
     "allocate",
+    "allocated_devices",
     "claim_spec",
-    "feasibility",
     "node_selector_for",
+    "normalise_requests",
 ]
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
-ADMIN_FINALIZER = "resource.kubernetes.io/delete-protection"
-STEP_BUDGET = 50_000
-
-DeviceKey = tuple[str, str, str]  # (driver, pool, device)
-
-
-# ------------------------------------------------------------------------------------------ normalising
-
-
-def _as_dict(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def _as_list(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
-
-
-def claim_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The ResourceClaimSpec of a ResourceClaim, a ResourceClaimTemplate, or a bare spec."""
-    if obj.get("kind") == "ResourceClaimTemplate":
-        return _as_dict(_as_dict(obj.get("spec")).get("spec"))
-    if "devices" in obj and "spec" not in obj:
-        return dict(obj)
-    return _as_dict(obj.get("spec"))
-
-
-_REQUEST_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "adminAccess", "tolerations")
-
-
-def normalise_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Requests in v1 shape: each has ``exactly`` or ``firstAvailable`` (v1beta1 flat fields wrapped)."""
-    out: list[dict[str, Any]] = []
-    for req in _as_list(_as_dict(spec.get("devices")).get("requests")):
-        if not isinstance(req, dict):
-            continue
-        if "exactly" in req or "firstAvailable" in req:
-            out.append(req)
-            continue
-        exactly = {k: req[k] for k in _REQUEST_FIELDS if k in req}
-        out.append({"name": req.get("name", ""), "exactly": exactly})
-    return out
-
-
-@dataclass(frozen=True)
-class Device:
-    driver: str
-    pool: str
-    name: str
-    slice_name: str
-    node_name: str | None  # node-local device
-    node_selector: dict[str, Any] | None
-    all_nodes: bool
-    attributes: dict[str, Any]  # qualified "domain/name" -> raw slice attribute value
-    taints: tuple[dict[str, Any], ...]
-    context: dict[str, Any] | None = field(compare=False, hash=False)  # CEL device; None when unparsable
-
-    @property
-    def key(self) -> DeviceKey:
-        return (self.driver, self.pool, self.name)
-
-    def attribute(self, qualified: str) -> Any:
-        """The plain value of a fully-qualified attribute ("gpu.example.com/model"), or None."""
-        raw = self.attributes.get(qualified)
-        if isinstance(raw, Mapping):
-            for k in ("string", "int", "bool", "version"):
-                if k in raw:
-                    return (k, raw[k])
-            return None
-        return None if raw is None else ("raw", raw)
-
-
-def _match_labels_selector(selector: Mapping[str, Any] | None, node: str, labels: Mapping[str, str]) -> bool:
-    """Evaluate a core NodeSelector against a node (name + labels). Unknown shapes match (permissive)."""
-    if not selector:
-        return True
-    terms = _as_list(selector.get("nodeSelectorTerms"))
-    if not terms:
-        return False
-    for term in terms:
-        ok = True
-        for expr in _as_list(_as_dict(term).get("matchExpressions")):
-            ok = ok and _requirement(expr, labels.get(str(expr.get("key")), None))
-        for expr in _as_list(_as_dict(term).get("matchFields")):
-            value = node if expr.get("key") == "metadata.name" else None
-            ok = ok and _requirement(expr, value)
-        if ok:
-            return True
-    return False
-
-
-def _requirement(expr: Mapping[str, Any], value: str | None) -> bool:
-    op = expr.get("operator")
-    values = [str(v) for v in _as_list(expr.get("values"))]
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        try:
-            a, b = int(value or ""), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
-def node_selector_for(node: str) -> dict[str, Any]:
-    return {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-    }
-
-
-def devices_from_slices(slices: Iterable[Mapping[str, Any]]) -> list[Device]:
-    """All devices of the current generation of each pool (v1 and v1beta1 `basic` shapes)."""
-    slices = [s for s in slices if isinstance(s, Mapping)]
-    newest: dict[tuple[str, str], int] = {}
-    for s in slices:
-        spec = _as_dict(s.get("spec"))
-        pool = _as_dict(spec.get("pool"))
-        k = (str(spec.get("driver", "")), str(pool.get("name", "")))
-        newest[k] = max(newest.get(k, 0), int(pool.get("generation") or 0))
-    out: list[Device] = []
-    for s in slices:
-        spec = _as_dict(s.get("spec"))
-        pool = _as_dict(spec.get("pool"))
-        driver, pool_name = str(spec.get("driver", "")), str(pool.get("name", ""))
-        if int(pool.get("generation") or 0) < newest.get((driver, pool_name), 0):
-            continue
-        for d in _as_list(spec.get("devices")):
-            if not isinstance(d, dict):
-                continue
-            body = _as_dict(d.get("basic")) if "basic" in d else d
-            attrs_raw = _as_dict(body.get("attributes"))
-            caps_raw = _as_dict(body.get("capacity"))
-            try:
-                ctx: dict[str, Any] | None = cel.device_context(
-                    driver, attrs_raw, caps_raw, bool(body.get("allowMultipleAllocations"))
-                )
-            except (ValueError, TypeError):
-                ctx = None
-            qualified = {
-                f"{dom}/{n}": v
-                for dom, names in cel.qualify_attributes(driver, attrs_raw).items()
-                for n, v in names.items()
-            }
-            per_device = bool(spec.get("perDeviceNodeSelection"))
-            node_name = (body.get("nodeName") if per_device else spec.get("nodeName")) or None
-            node_sel = body.get("nodeSelector") if per_device else spec.get("nodeSelector")
-            all_nodes = bool(body.get("allNodes") if per_device else spec.get("allNodes"))
-            out.append(
-                Device(
-                    driver=driver,
-                    pool=pool_name,
-                    name=str(d.get("name", "")),
-                    slice_name=str(_as_dict(s.get("metadata")).get("name", "")),
-                    node_name=str(node_name) if node_name else None,
-                    node_selector=node_sel if isinstance(node_sel, dict) else None,
-                    all_nodes=all_nodes,
-                    attributes=qualified,
-                    taints=tuple(t for t in _as_list(body.get("taints")) if isinstance(t, dict)),
-                    context=ctx,
-                )
-            )
-    return out
-
-
-def allocated_devices(claims: Iterable[Mapping[str, Any]], exclude_uid: str | None = None) -> set[DeviceKey]:
-    """Devices taken by allocated claims (admin-access results do not take a device)."""
-    used: set[DeviceKey] = set()
-    for c in claims:
-        md = _as_dict(c.get("metadata"))
-        if exclude_uid and md.get("uid") == exclude_uid:
-            continue
-        alloc = _as_dict(_as_dict(c.get("status")).get("allocation"))
-        for r in _as_list(_as_dict(alloc.get("devices")).get("results")):
-            if isinstance(r, dict) and not r.get("adminAccess"):
-                used.add((str(r.get("driver", "")), str(r.get("pool", "")), str(r.get("device", ""))))
-    return used
-
-
-# -------------------------------------------------------------------------------------------- outcomes
 
 
 @dataclass
@@ -225,55 +62,56 @@ class AllocationOutcome:
     allocation: dict[str, Any] | None = None  # status.allocation (no timestamp)
     reason: str | None = None  # scheduler wording, e.g. "cannot allocate all claims"
     missing_class: str | None = None  # the DeviceClass that does not exist
-    unknown: bool = False  # a CEL selector could not be evaluated for some device
+    unknown: bool = False  # something the model cannot decide stood in the way
+    unknown_reason: str | None = None  # what it was
     node: str | None = None
     devices: list[DeviceKey] = field(default_factory=list)
-
-
-@dataclass
-class _Slot:
-    request: str  # result request name ("req" or "req/sub")
-    top: str  # top-level request name (for constraints)
-    candidates: list[Device]
-    count: int
-    all_mode: bool
-    admin: bool
-    class_name: str
-
-
-@dataclass
-class _Search:
-    used: set[DeviceKey]
-    constraints: list[dict[str, Any]]
-    steps: int = 0
-    exhausted: bool = False
+    taken: list[tuple[DeviceKey, dict[str, Fraction] | None]] = field(default_factory=list)  # non-admin
 
 
 class Inventory:
-    """Slices + classes + existing claims, prepared once; allocate many claims against it."""
+    """Slices + classes + existing claims (+ DeviceTaintRules), prepared once; allocate many pods on it."""
 
     def __init__(
         self,
         slices: Iterable[Mapping[str, Any]],
         classes: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
         claims: Iterable[Mapping[str, Any]] = (),
+        taint_rules: Iterable[Mapping[str, Any]] = (),
     ) -> None:
-        self.devices = devices_from_slices(slices)
+        data = read_slices(slices, taint_rules)
+        self.devices = data.devices
+        self.counter_sets = data.counters
+        self.incomplete = data.incomplete
+        self.by_key = device_index(self.devices)
         if isinstance(classes, Mapping):
             self.classes: dict[str, Mapping[str, Any]] = {str(k): v for k, v in classes.items()}
         else:
-            self.classes = {str(_as_dict(c.get("metadata")).get("name", "")): c for c in classes}
+            self.classes = {str(as_dict(c.get("metadata")).get("name", "")): c for c in classes}
         self.claims = [c for c in claims if isinstance(c, Mapping)]
-        self.used = allocated_devices(self.claims)
+        self.usage = usage_from_claims(self.claims, self.by_key)
         self._match_cache: dict[tuple[tuple[str, ...], DeviceKey], bool | None] = {}
+        self._matching_cache: dict[
+            tuple[str, tuple[str, ...], int], tuple[list[Device], list[Device], bool]
+        ] = {}
+        self._node_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[Device]] = {}
+        self._unbound = [d for d in self.devices if d.node_name is None]
+        self._by_node: dict[str, list[Device]] = {}
+        for d in self.devices:
+            if d.node_name is not None:
+                self._by_node.setdefault(d.node_name, []).append(d)
 
-    # ------------------------------------------------------------------ helpers
+    @property
+    def used(self) -> set[DeviceKey]:
+        return self.usage.used
+
+    # ------------------------------------------------------------------ matching
 
     def class_selectors(self, class_name: str) -> list[str] | None:
         cls = self.classes.get(class_name)
         if cls is None:
             return None
-        return _selector_exprs(_as_dict(cls.get("spec")).get("selectors"))
+        return selector_exprs(as_dict(cls.get("spec")).get("selectors"))
 
     def device_matches(self, device: Device, exprs: Sequence[str]) -> bool | None:
         if not exprs:
@@ -286,28 +124,44 @@ class Inventory:
         return result
 
     def devices_on_node(self, node: str | None, labels: Mapping[str, str] | None = None) -> list[Device]:
+        """Devices reachable from ``node`` (node-local ones, allNodes, matching nodeSelector), in order."""
         if node is None:
             return list(self.devices)
         labels = labels or {}
-        out = []
-        for d in self.devices:
-            if d.node_name is not None:
-                if d.node_name == node:
-                    out.append(d)
-            elif d.all_nodes or _match_labels_selector(d.node_selector, node, labels):
-                out.append(d)
-        return out
+        cache_key = (node, tuple(sorted(labels.items())))
+        cached = self._node_cache.get(cache_key)
+        if cached is None:
+            cached = sorted(
+                [*self._by_node.get(node, []), *(d for d in self._unbound if d.reachable_from(node, labels))],
+                key=lambda d: d.index,
+            )
+            self._node_cache[cache_key] = cached
+        return cached
 
     def nodes(self) -> list[str]:
         """Names of nodes that have node-local devices (sorted)."""
-        return sorted({d.node_name for d in self.devices if d.node_name})
+        return sorted(self._by_node)
 
     def matching(
         self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
     ) -> tuple[list[Device], bool]:
         """Devices matching a class and request selectors; and whether any answer was unknown."""
-        class_exprs = self.class_selectors(class_name) or []
-        exprs = list(class_exprs) + list(selectors)
+        if isinstance(devices, list):
+            # Node device lists are cached and long-lived; the entry keeps its list alive, so the id
+            # cannot be reused by another list while the entry exists.
+            key = (class_name, tuple(selectors), id(devices))
+            hit = self._matching_cache.get(key)
+            if hit is None or hit[0] is not devices:
+                matched, unknown = self._matching(class_name, selectors, devices)
+                hit = (devices, matched, unknown)
+                self._matching_cache[key] = hit
+            return list(hit[1]), hit[2]
+        return self._matching(class_name, selectors, devices)
+
+    def _matching(
+        self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
+    ) -> tuple[list[Device], bool]:
+        exprs = list(self.class_selectors(class_name) or []) + list(selectors)
         out: list[Device] = []
         unknown = False
         for d in devices:
@@ -318,6 +172,96 @@ class Inventory:
                 unknown = True
         return out, unknown
 
+    def missing_class(self, spec: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(request, class) of the first request naming a DeviceClass that does not exist."""
+        for req in normalise_requests(spec):
+            name = str(req.get("name", ""))
+            if "exactly" in req:
+                cls = str(as_dict(req.get("exactly")).get("deviceClassName", ""))
+                if cls not in self.classes:
+                    return name, cls
+            else:
+                for sub in as_list(req.get("firstAvailable")):
+                    cls = str(as_dict(sub).get("deviceClassName", ""))
+                    if cls not in self.classes:
+                        return f"{name}/{as_dict(sub).get('name', '')}", cls
+        return None
+
+    # ------------------------------------------------------------------ preparing a claim on a node
+
+    def alternatives(
+        self, spec: Mapping[str, Any], devices: Sequence[Device], usage: Usage
+    ) -> tuple[list[list[Alternative]], str | None]:
+        """Per request its alternatives with candidate devices; and what could not be modelled, if anything."""
+        unknown: str | None = None
+        out: list[list[Alternative]] = []
+        for req in normalise_requests(spec):
+            name = str(req.get("name", ""))
+            subs = (
+                [("", as_dict(req.get("exactly")))]
+                if "exactly" in req
+                else [
+                    (str(as_dict(s).get("name", "")), as_dict(s)) for s in as_list(req.get("firstAvailable"))
+                ]
+            )
+            alts = []
+            for sub_name, body in subs:
+                cls = str(body.get("deviceClassName", ""))
+                selectors = selector_exprs(body.get("selectors"))
+                mode = body.get("allocationMode") or "ExactCount"
+                opaque = selectors is None or self.class_selectors(cls) is None
+                if opaque:
+                    unknown = unknown or f"request {name}: a selector that is not CEL"
+                    selectors = []
+                if mode not in ("ExactCount", "All"):
+                    unknown = unknown or f"request {name}: allocationMode {mode}"
+                matched, unk = self.matching(cls, selectors or [], devices)
+                if opaque:
+                    matched = []  # the model cannot tell which devices match: none, and say unknown
+                if unk:
+                    unknown = unknown or f"request {name}: a CEL selector could not be evaluated"
+                capacity = as_dict(as_dict(body.get("capacity")).get("requests"))
+                if mode == "All":
+                    if any((d.driver, d.pool) in self.incomplete for d in matched):
+                        unknown = (
+                            unknown or f"request {name}: allocationMode All over a pool still being published"
+                        )
+                        matched = []  # upstream refuses All until the pool is complete
+                    matched = [
+                        d for d in matched if consume(d, capacity, usage.shared.get(d.key)) is not None
+                    ]
+                else:
+                    matched = [d for d in matched if (d.driver, d.pool) not in self.incomplete]
+                raw_count = body.get("count")
+                alts.append(
+                    Alternative(
+                        request=f"{name}/{sub_name}" if sub_name else name,
+                        top=name,
+                        class_name=cls,
+                        candidates=matched,
+                        count=raw_count if isinstance(raw_count, int) and raw_count > 0 else 1,
+                        all_mode=mode == "All",
+                        admin=bool(body.get("adminAccess")),
+                        tolerations=as_list(body.get("tolerations")),
+                        capacity=capacity,
+                        body=body,
+                    )
+                )
+            out.append(alts)
+        return out, unknown
+
+    @staticmethod
+    def constraints(spec: Mapping[str, Any]) -> list[Constraint]:
+        out = []
+        for c in as_list(as_dict(spec.get("devices")).get("constraints")):
+            c = as_dict(c)
+            reqs = frozenset(str(r) for r in as_list(c.get("requests")))
+            if c.get("matchAttribute"):
+                out.append(Constraint("match", str(c["matchAttribute"]), reqs))
+            if c.get("distinctAttribute"):
+                out.append(Constraint("distinct", str(c["distinctAttribute"]), reqs))
+        return out
+
     # ------------------------------------------------------------------ allocation
 
     def allocate(
@@ -325,191 +269,148 @@ class Inventory:
         claim: Mapping[str, Any],
         node: str | None = None,
         node_labels: Mapping[str, str] | None = None,
-        extra_used: Iterable[DeviceKey] = (),
+        usage: Usage | None = None,
     ) -> AllocationOutcome:
-        """Allocate one claim for ``node`` (None: any single node, or network-attached devices)."""
-        return self.allocate_many([claim], node, node_labels, extra_used)[0]
+        """Allocate one claim for ``node`` (None: the first node where it fits)."""
+        return self.allocate_many([claim], node, node_labels, usage)[0]
 
     def allocate_many(
         self,
         claims: Sequence[Mapping[str, Any]],
         node: str | None = None,
         node_labels: Mapping[str, str] | None = None,
-        extra_used: Iterable[DeviceKey] = (),
+        usage: Usage | None = None,
     ) -> list[AllocationOutcome]:
-        """Allocate several claims together (all of a pod's claims) on one node.
+        """Allocate several claims together (all of a pod's claims) on one node: all fit or none.
 
-        When ``node`` is None every node with devices is tried (and node-independent devices), and the
-        first where all claims fit wins. The outcomes list is per claim, all ok or all failed.
+        ``usage`` is what is held already (default: what the inventory's claims hold); a claim's own
+        earlier allocation does not count against it. With ``node`` None every node with devices is
+        tried, then node-independent devices alone.
         """
-        # A missing class fails scheduling on every node (PreFilter), before any device is looked at.
         for claim in claims:
             missing = self.missing_class(claim_spec(claim))
             if missing is not None:
                 req, cls = missing
-                return [
-                    AllocationOutcome(
-                        ok=False,
-                        reason=f"request {req}: device class {cls} does not exist",
-                        missing_class=cls,
-                    )
-                    for _ in claims
-                ]
-        candidates: list[str | None] = [node] if node is not None else [*self.nodes(), None]
-        unknown = False
-        for cand in candidates:
-            labels = node_labels if cand == node else None
-            outcomes = self._allocate_on(claims, cand, labels, set(extra_used))
-            if outcomes is not None and all(o.ok for o in outcomes):
-                return outcomes
-            if outcomes is not None:
-                unknown = unknown or any(o.unknown for o in outcomes)
-        return [
-            AllocationOutcome(ok=False, reason=CANNOT_ALLOCATE, unknown=unknown, node=node) for _ in claims
-        ]
-
-    def missing_class(self, spec: Mapping[str, Any]) -> tuple[str, str] | None:
-        for req in normalise_requests(spec):
-            name = str(req.get("name", ""))
-            if "exactly" in req:
-                cls = str(_as_dict(req.get("exactly")).get("deviceClassName", ""))
-                if cls not in self.classes:
-                    return name, cls
-            else:
-                for sub in _as_list(req.get("firstAvailable")):
-                    cls = str(_as_dict(sub).get("deviceClassName", ""))
-                    if cls not in self.classes:
-                        return f"{name}/{_as_dict(sub).get('name', '')}", cls
-        return None
-
-    def _allocate_on(
-        self,
-        claims: Sequence[Mapping[str, Any]],
-        node: str | None,
-        labels: Mapping[str, str] | None,
-        extra_used: set[DeviceKey],
-    ) -> list[AllocationOutcome] | None:
-        if node is None:
-            # "no node": only devices that are not node-local (network-attached / allNodes)
-            devices = [d for d in self.devices if d.node_name is None]
-        else:
-            devices = self.devices_on_node(node, labels)
-        used = set(self.used) | extra_used
-        outcomes: list[AllocationOutcome] = []
-        for claim in claims:
-            md = _as_dict(claim.get("metadata"))
-            own_uid = md.get("uid")
-            claim_used = used
-            if own_uid:
-                claim_used = used - {
-                    k
-                    for k in allocated_devices(
-                        [c for c in self.claims if _as_dict(c.get("metadata")).get("uid") == own_uid]
-                    )
-                }
-            outcome = self._allocate_claim(claim_spec(claim), devices, claim_used, node)
-            outcomes.append(outcome)
-            if not outcome.ok:
-                return [
-                    AllocationOutcome(
-                        ok=False, reason=CANNOT_ALLOCATE, unknown=any(o.unknown for o in outcomes), node=node
-                    )
-                    for _ in claims
-                ]
-            used |= {k for k, admin in zip(outcome.devices, _admin_flags(outcome), strict=True) if not admin}
-        return outcomes
-
-    def _allocate_claim(
-        self, spec: Mapping[str, Any], devices: list[Device], used: set[DeviceKey], node: str | None
-    ) -> AllocationOutcome:
-        requests = normalise_requests(spec)
-        constraints = [
-            c for c in _as_list(_as_dict(spec.get("devices")).get("constraints")) if isinstance(c, dict)
-        ]
-        unknown = False
-        # Per request, the list of alternatives (each a _Slot template without device choice yet).
-        alternatives: list[list[_Slot]] = []
-        for req in requests:
-            name = str(req.get("name", ""))
-            alts: list[_Slot] = []
-            subs = (
-                [("", _as_dict(req.get("exactly")))]
-                if "exactly" in req
-                else [
-                    (str(_as_dict(s).get("name", "")), _as_dict(s))
-                    for s in _as_list(req.get("firstAvailable"))
-                ]
+                reason = f"request {req}: device class {cls} does not exist"
+                return [AllocationOutcome(ok=False, reason=reason, missing_class=cls) for _ in claims]
+        base = usage if usage is not None else self.usage
+        own = [as_dict(c.get("metadata")).get("uid") for c in claims]
+        if any(own) and usage is None:
+            base = usage_from_claims(
+                [c for c in self.claims if as_dict(c.get("metadata")).get("uid") not in own], self.by_key
             )
-            for sub_name, body in subs:
-                cls = str(body.get("deviceClassName", ""))
-                selectors = _selector_exprs(body.get("selectors"))
-                admin = bool(body.get("adminAccess"))
-                pool = [d for d in devices if _tolerates(body.get("tolerations"), d.taints)]
-                matched, unk = self.matching(cls, selectors, pool)
-                unknown = unknown or unk
-                mode = body.get("allocationMode") or "ExactCount"
-                count = int(body.get("count") or 1)
-                alts.append(
-                    _Slot(
-                        request=f"{name}/{sub_name}" if sub_name else name,
-                        top=name,
-                        candidates=matched,
-                        count=count,
-                        all_mode=mode == "All",
-                        admin=admin,
-                        class_name=cls,
-                    )
+        candidates: list[str | None] = [node] if node is not None else [*self.nodes(), None]
+        unknown: str | None = None
+        for cand in candidates:
+            if cand is None and node is None:
+                devices = list(self._unbound)
+            else:
+                devices = self.devices_on_node(cand, node_labels if cand == node else None)
+            outcomes = self.allocate_on(claims, cand, devices, base)
+            if outcomes[0].ok:
+                return outcomes
+            unknown = unknown or outcomes[0].unknown_reason
+        return [
+            AllocationOutcome(
+                ok=False,
+                reason=CANNOT_ALLOCATE,
+                unknown=unknown is not None,
+                unknown_reason=unknown,
+                node=node,
+            )
+            for _ in claims
+        ]
+
+    def allocate_on(
+        self, claims: Sequence[Mapping[str, Any]], node: str | None, devices: Sequence[Device], usage: Usage
+    ) -> list[AllocationOutcome]:
+        """The joint allocation of ``claims`` from ``devices`` (those reachable from ``node``)."""
+        prepared: list[PreparedClaim] = []
+        unknown: str | None = None
+        for claim in claims:
+            spec = claim_spec(claim)
+            alts, unk = self.alternatives(spec, devices, usage)
+            unknown = unknown or unk
+            prepared.append(PreparedClaim(spec, alts, self.constraints(spec)))
+        search = Search(self, prepared, usage)
+        try:
+            ok = search.run()
+        except BudgetExceeded:
+            ok = False
+            unknown = unknown or "the search for a device combination exceeded its step budget"
+        if not ok:
+            return [
+                AllocationOutcome(
+                    ok=False,
+                    reason=CANNOT_ALLOCATE,
+                    unknown=unknown is not None,
+                    unknown_reason=unknown,
+                    node=node,
                 )
-            alternatives.append(alts)
-        search = _Search(used=set(used), constraints=constraints)
-        chosen: list[tuple[_Slot, Device]] = []
-        if not self._search(alternatives, 0, chosen, search):
-            return AllocationOutcome(ok=False, reason=CANNOT_ALLOCATE, unknown=unknown, node=node)
+                for _ in claims
+            ]
+        return [self._outcome(claim, c, node, unknown) for claim, c in zip(claims, prepared, strict=True)]
+
+    def _outcome(
+        self, claim: Mapping[str, Any], c: PreparedClaim, node: str | None, unknown: str | None
+    ) -> AllocationOutcome:
         results: list[dict[str, Any]] = []
         keys: list[DeviceKey] = []
-        node_local = False
-        selector: dict[str, Any] | None = None
-        for slot, dev in chosen:
+        taken: list[tuple[DeviceKey, dict[str, Fraction] | None]] = []
+        md = as_dict(claim.get("metadata"))
+        for n, (alt, dev, consumed) in enumerate(c.picks):
             r: dict[str, Any] = {
-                "request": slot.request,
+                "request": alt.request,
                 "driver": dev.driver,
                 "pool": dev.pool,
                 "device": dev.name,
             }
-            if slot.admin:
+            if alt.admin:
                 r["adminAccess"] = True
+            if alt.tolerations:
+                r["tolerations"] = list(alt.tolerations)
+            if dev.multi:
+                seed = f"{md.get('namespace')}/{md.get('name')}/{md.get('uid')}/{dev.key}/{n}"
+                digest = hashlib.sha256(seed.encode()).hexdigest()
+                r["shareID"] = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+                if consumed:
+                    r["consumedCapacity"] = {
+                        dev.capacity[k].name: cel.format_quantity(v) for k, v in consumed.items()
+                    }
             results.append(r)
             keys.append(dev.key)
-            if dev.node_name:
-                node_local = True
-            elif dev.node_selector and selector is None:
-                selector = dev.node_selector
+            if not alt.admin:
+                taken.append((dev.key, consumed if dev.multi else None))
         allocation: dict[str, Any] = {"devices": {"results": results}}
-        config = self._config(spec, chosen)
+        config = self._config(c)
         if config:
             allocation["devices"]["config"] = config
-        if node_local and node:
-            allocation["nodeSelector"] = node_selector_for(node)
-        elif node_local:
-            nodes = sorted({d.node_name for _, d in chosen if d.node_name})
-            allocation["nodeSelector"] = node_selector_for(nodes[0])
-        elif selector is not None:
+        selector = _node_selector([d for _, d, _ in c.picks], node)
+        if selector is not None:
             allocation["nodeSelector"] = selector
-        return AllocationOutcome(ok=True, allocation=allocation, unknown=unknown, node=node, devices=keys)
+        return AllocationOutcome(
+            ok=True,
+            allocation=allocation,
+            unknown=unknown is not None,
+            unknown_reason=unknown,
+            node=node,
+            devices=keys,
+            taken=taken,
+        )
 
-    def _config(self, spec: Mapping[str, Any], chosen: list[tuple[_Slot, Device]]) -> list[dict[str, Any]]:
+    def _config(self, c: PreparedClaim) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         by_class: dict[str, list[str]] = {}
-        for slot, _ in chosen:
-            reqs = by_class.setdefault(slot.class_name, [])
-            if slot.request not in reqs:
-                reqs.append(slot.request)
+        for alt, _, _ in c.picks:
+            reqs = by_class.setdefault(alt.class_name, [])
+            if alt.request not in reqs:
+                reqs.append(alt.request)
         for cls_name, reqs in by_class.items():
             cls = self.classes.get(cls_name) or {}
-            for cfg in _as_list(_as_dict(cls.get("spec")).get("config")):
+            for cfg in as_list(as_dict(cls.get("spec")).get("config")):
                 if isinstance(cfg, dict) and cfg.get("opaque"):
                     out.append({"source": "FromClass", "requests": list(reqs), "opaque": cfg["opaque"]})
-        for cfg in _as_list(_as_dict(spec.get("devices")).get("config")):
+        for cfg in as_list(as_dict(c.spec.get("devices")).get("config")):
             if isinstance(cfg, dict) and cfg.get("opaque"):
                 entry: dict[str, Any] = {"source": "FromClaim", "opaque": cfg["opaque"]}
                 if cfg.get("requests"):
@@ -517,127 +418,16 @@ class Inventory:
                 out.append(entry)
         return out
 
-    # ------------------------------------------------------------------ backtracking
 
-    def _search(
-        self, alternatives: list[list[_Slot]], i: int, chosen: list[tuple[_Slot, Device]], s: _Search
-    ) -> bool:
-        if i == len(alternatives):
-            return True
-        for slot in alternatives[i]:
-            if s.exhausted:
-                return False
-            mark = len(chosen)
-            if slot.all_mode:
-                picks = [d for d in slot.candidates]
-                if not picks or (not slot.admin and any(d.key in s.used for d in picks)):
-                    continue
-                ok = True
-                for d in picks:
-                    if not self._fits_constraints(slot, d, chosen, s):
-                        ok = False
-                        break
-                    chosen.append((slot, d))
-                if ok and self._search(alternatives, i + 1, chosen, s):
-                    return True
-                del chosen[mark:]
-                continue
-            if self._pick(slot, 0, slot.count, chosen, s, alternatives, i):
-                return True
-            del chosen[mark:]
-        return False
-
-    def _pick(
-        self,
-        slot: _Slot,
-        start: int,
-        remaining: int,
-        chosen: list[tuple[_Slot, Device]],
-        s: _Search,
-        alternatives: list[list[_Slot]],
-        i: int,
-    ) -> bool:
-        if remaining == 0:
-            return self._search(alternatives, i + 1, chosen, s)
-        taken = {d.key for _, d in chosen}
-        for idx in range(start, len(slot.candidates)):
-            s.steps += 1
-            if s.steps > STEP_BUDGET:
-                s.exhausted = True
-                return False
-            if len(slot.candidates) - idx < remaining:
-                return False
-            d = slot.candidates[idx]
-            if d.key in taken or (not slot.admin and d.key in s.used):
-                continue
-            if not self._fits_constraints(slot, d, chosen, s):
-                continue
-            chosen.append((slot, d))
-            if self._pick(slot, idx + 1, remaining - 1, chosen, s, alternatives, i):
-                return True
-            chosen.pop()
-        return False
-
-    @staticmethod
-    def _fits_constraints(slot: _Slot, d: Device, chosen: list[tuple[_Slot, Device]], s: _Search) -> bool:
-        for c in s.constraints:
-            reqs = [str(r) for r in _as_list(c.get("requests"))]
-            if reqs and slot.top not in reqs and slot.request not in reqs:
-                continue
-            peers = [pd for ps, pd in chosen if not reqs or ps.top in reqs or ps.request in reqs]
-            if c.get("matchAttribute"):
-                attr = str(c["matchAttribute"])
-                value = d.attribute(attr)
-                if value is None:
-                    return False
-                if any(pd.attribute(attr) != value for pd in peers):
-                    return False
-            if c.get("distinctAttribute"):
-                attr = str(c["distinctAttribute"])
-                value = d.attribute(attr)
-                if value is None:
-                    return False
-                if any(pd.attribute(attr) == value for pd in peers):
-                    return False
-        return True
-
-
-def _admin_flags(outcome: AllocationOutcome) -> list[bool]:
-    results = _as_list(_as_dict(_as_dict(outcome.allocation).get("devices")).get("results"))
-    return [bool(_as_dict(r).get("adminAccess")) for r in results]
-
-
-def _selector_exprs(selectors: Any) -> list[str]:
-    out = []
-    for sel in _as_list(selectors):
-        expr = _as_dict(_as_dict(sel).get("cel")).get("expression")
-        if isinstance(expr, str):
-            out.append(expr)
-    return out
-
-
-def _tolerates(tolerations: Any, taints: Sequence[Mapping[str, Any]]) -> bool:
-    for taint in taints:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        tolerated = False
-        for tol in _as_list(tolerations):
-            tol = _as_dict(tol)
-            if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-                continue
-            same_key = tol.get("key") == taint.get("key")
-            if tol.get("operator") == "Exists":
-                tolerated = tolerated or not tol.get("key") or same_key
-            else:
-                tolerated = tolerated or (
-                    same_key and str(tol.get("value", "")) == str(taint.get("value", ""))
-                )
-        if not tolerated:
-            return False
-    return True
-
-
-# ------------------------------------------------------------------------------------------- functions
+def _node_selector(devices: Sequence[Device], node: str | None) -> dict[str, Any] | None:
+    """Where the allocation can be used: the node for node-local devices, else the slices' selector."""
+    local = sorted({d.node_name for d in devices if d.node_name})
+    if local:
+        return node_selector_for(node or local[0])
+    for d in devices:
+        if d.node_selector is not None and not d.all_nodes:
+            return d.node_selector
+    return None
 
 
 def allocate(
@@ -650,113 +440,3 @@ def allocate(
 ) -> AllocationOutcome:
     """Allocate ``claim`` on ``node`` given the slices, classes and existing claims."""
     return Inventory(slices, classes, claims).allocate(claim, node, node_labels)
-
-
-@dataclass
-class ClaimFeasibility:
-    ref: str  # "namespace/name" (or the name given)
-    outcome: str  # "fits" | "does-not-fit" | "unknown"
-    needed: int  # devices requested (for All: devices matching; at least 1)
-    free: int  # free devices matching the claim's classes/selectors
-    total: int  # devices matching the claim's classes/selectors
-    reason: str = ""
-    node: str | None = None
-    devices: list[DeviceKey] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ref": self.ref,
-            "outcome": self.outcome,
-            "needed": self.needed,
-            "free": self.free,
-            "total": self.total,
-            "reason": self.reason,
-            "node": self.node,
-            "devices": ["/".join(k) for k in self.devices],
-        }
-
-
-def _ref(obj: Mapping[str, Any]) -> str:
-    md = _as_dict(obj.get("metadata"))
-    ns = md.get("namespace")
-    name = md.get("name") or md.get("generateName") or "<unnamed>"
-    return f"{ns}/{name}" if ns else str(name)
-
-
-def feasibility(
-    slices: Iterable[Mapping[str, Any]],
-    classes: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
-    live_claims: Iterable[Mapping[str, Any]],
-    new_claims: Sequence[Mapping[str, Any]],
-) -> list[ClaimFeasibility]:
-    """Do the claims of a change fit the free devices? One answer per claim, in order.
-
-    Claims are placed greedily in order (each on the first node where it fits); devices they take are
-    no longer free for the next ones. "unknown" whenever a CEL selector could not be evaluated and the
-    claim did not fit otherwise: never a false "does-not-fit" because of CEL.
-    """
-    inv = Inventory(slices, classes, live_claims)
-    taken: set[DeviceKey] = set()
-    out: list[ClaimFeasibility] = []
-    for claim in new_claims:
-        spec = claim_spec(claim)
-        needed, free, total, unknown_counts = _counts(inv, spec, taken)
-        outcome = inv.allocate(claim, None, None, taken)
-        if outcome.ok:
-            taken |= set(outcome.devices) - {
-                k for k, admin in zip(outcome.devices, _admin_flags(outcome), strict=True) if admin
-            }
-            out.append(
-                ClaimFeasibility(
-                    _ref(claim), "fits", needed, free, total, node=outcome.node, devices=outcome.devices
-                )
-            )
-            continue
-        if outcome.missing_class:
-            reason = outcome.reason or ""
-            out.append(ClaimFeasibility(_ref(claim), "does-not-fit", needed, free, total, reason=reason))
-            continue
-        if outcome.unknown or unknown_counts:
-            out.append(
-                ClaimFeasibility(
-                    _ref(claim),
-                    "unknown",
-                    needed,
-                    free,
-                    total,
-                    reason="a CEL selector could not be evaluated",
-                )
-            )
-            continue
-        reason = f"needs {needed} device(s), {free} free of {total} matching"
-        out.append(ClaimFeasibility(_ref(claim), "does-not-fit", needed, free, total, reason=reason))
-    return out
-
-
-def _counts(inv: Inventory, spec: Mapping[str, Any], taken: set[DeviceKey]) -> tuple[int, int, int, bool]:
-    """(needed, free, total, unknown) over the claim's requests (first alternative of each)."""
-    needed = 0
-    matching: set[DeviceKey] = set()
-    unknown = False
-    for req in normalise_requests(spec):
-        if "exactly" in req:
-            bodies = [_as_dict(req.get("exactly"))]
-        else:
-            bodies = [_as_dict(b) for b in _as_list(req.get("firstAvailable"))]
-        first = True
-        for body in bodies:
-            cls = str(body.get("deviceClassName", ""))
-            if cls not in inv.classes:
-                continue
-            matched, unk = inv.matching(cls, _selector_exprs(body.get("selectors")), inv.devices)
-            unknown = unknown or unk
-            matching |= {d.key for d in matched}
-            if first:
-                if (body.get("allocationMode") or "ExactCount") == "All":
-                    needed += max(1, len(matched))
-                else:
-                    needed += int(body.get("count") or 1)
-                first = False
-    used = inv.used | taken
-    free = len([k for k in matching if k not in used])
-    return needed, free, len(matching), unknown

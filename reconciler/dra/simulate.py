@@ -1,18 +1,17 @@
-"""Feasibility of a change's claims against the published devices (pure; feeds the ``capacity`` rule).
+"""Device totals per driver from the published slices and the allocated claims (pure).
 
-``simulate(slices, classes, live_claims, new_claims)`` answers, per new claim, "fits", "does-not-fit"
-(with free and needed device counts) or "unknown" (a CEL selector could not be evaluated: never a false
-denial), plus device totals per driver. ``new_claims`` are ResourceClaims or ResourceClaimTemplates (a
-template stands for one generated claim; pass it once per replica that will use it).
+``simulate(slices, classes, live_claims)`` counts devices, allocated devices, pools and nodes per
+driver. Whether new pods and claims fit is the placement model's question
+(:mod:`reconciler.dra.placement`, used by :mod:`reconciler.dra.capacity`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.dra.allocator import ClaimFeasibility, Inventory, allocated_devices, feasibility
+from reconciler.dra.devices import allocated_devices, read_slices
 
 __all__ = ["DriverTotals", "SimulationResult", "simulate"]
 
@@ -43,7 +42,6 @@ class DriverTotals:
 @dataclass
 class SimulationResult:
     drivers: dict[str, DriverTotals]
-    claims: list[ClaimFeasibility]
 
     @property
     def devices(self) -> int:
@@ -57,22 +55,10 @@ class SimulationResult:
     def free(self) -> int:
         return self.devices - self.allocated
 
-    @property
-    def fits(self) -> bool | None:
-        """True when every claim fits, False when one does not, None when only unknowns stand in the way."""
-        outcomes = {c.outcome for c in self.claims}
-        if "does-not-fit" in outcomes:
-            return False
-        if "unknown" in outcomes:
-            return None
-        return True
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "totals": {"devices": self.devices, "allocated": self.allocated, "free": self.free},
             "drivers": {k: v.to_dict() for k, v in sorted(self.drivers.items())},
-            "claims": [c.to_dict() for c in self.claims],
-            "fits": self.fits,
         }
 
 
@@ -80,16 +66,14 @@ def simulate(
     slices: Iterable[Mapping[str, Any]],
     classes: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
     live_claims: Iterable[Mapping[str, Any]],
-    new_claims: Sequence[Mapping[str, Any]],
+    new_claims: Iterable[Mapping[str, Any]] = (),
 ) -> SimulationResult:
-    slices = list(slices)
-    classes = classes if isinstance(classes, Mapping) else list(classes)
-    live = list(live_claims)
-    inv = Inventory(slices, classes, live)
-    used = allocated_devices(live)
+    """Totals per driver (``classes`` and ``new_claims`` are accepted for callers' convenience, unused)."""
+    del classes, new_claims
+    used = allocated_devices(list(live_claims))
     drivers: dict[str, DriverTotals] = {}
     pools: dict[str, set[str]] = {}
-    for d in inv.devices:
+    for d in read_slices(slices).devices:
         t = drivers.setdefault(d.driver, DriverTotals(d.driver))
         t.devices += 1
         if d.key in used:
@@ -100,5 +84,4 @@ def simulate(
     for drv, names in pools.items():
         drivers[drv].pools = len(names)
         drivers[drv].nodes.sort()
-    claims = feasibility(slices, classes, live, list(new_claims))
-    return SimulationResult(drivers=drivers, claims=claims)
+    return SimulationResult(drivers=drivers)

@@ -153,6 +153,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
             if f.waived is not None
         ],
         "skipped": skipped_dicts(result.skipped),
+        **({"capacity": result.capacity} if result.capacity is not None else {}),
         "rules": {
             r.id: {"title": r.title, "description": r.description, "severity": r.severity, "source": r.source}
             for r in _all_rules(result)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from reconciler.model.loader import SkippedFile
 
@@ -57,6 +57,8 @@ class CheckResult:
     engine: str = "embedded"
     # Manifest files the load passed over (hidden, outside the config's `paths`): reported, never failing.
     skipped: list[SkippedFile] = field(default_factory=list)
+    # With cluster data: the predicted placement of the change's pods and claims (`input.capacity`).
+    capacity: dict[str, Any] | None = None
 
     @property
     def denials(self) -> list[Finding]:

@@ -96,7 +96,23 @@ def test_change_needing_three_devices_where_two_are_free_reports_capacity(
     assert capacity[0]["severity"] == "warn" and code == 0
     assert capacity[0]["ref"] == "Deployment/ml/trainer"
     assert capacity[0]["path"].endswith("trainer.yaml") and capacity[0]["line"] == 11
-    assert "only 0 of 2" in capacity[0]["msg"]
+    assert capacity[0]["msg"].startswith(
+        "Deployment/ml/trainer: pod ml/trainer-2 (1 of 3) cannot be scheduled: "
+        "sim-node-0: claim gpu: needs 1, 0 of 2 matching devices free (2 held by pods placed before it)"
+    )
+    # Every pod and claim of the change has its predicted outcome in the report.
+    pods = {p["pod"]: (p["outcome"], p["node"]) for p in report["capacity"]["pods"]}
+    assert pods == {
+        "ml/trainer-0": ("fits", "sim-node-0"),
+        "ml/trainer-1": ("fits", "sim-node-0"),
+        "ml/trainer-2": ("does-not-fit", None),
+    }
+    claims = {c["claim"]: c["devices"] for c in report["capacity"]["claims"]}
+    assert claims == {
+        "ml/trainer-0-gpu": ["gpu.example.com/sim-node-0/gpu-0"],
+        "ml/trainer-1-gpu": ["gpu.example.com/sim-node-0/gpu-1"],
+        "ml/trainer-2-gpu": [],
+    }
 
     # With the param set it blocks; two replicas fit and pass.
     params = tmp_path / "params"
@@ -224,3 +240,24 @@ def test_unchanged_canary_on_no_node_warns_in_check_and_inventory(
         assert len(idle) == 1, warnings
         assert "nodeSelector dra-gitops.io/canary=true matches no node" in idle[0]
         assert "kubectl label node <node> dra-gitops.io/canary=true" in idle[0]
+
+
+def test_verbose_check_prints_the_predicted_placement(
+    gpu_sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    _, kubeconfig = gpu_sim
+    (tmp_path / "trainer.yaml").write_text(CHANGE % 3)
+    result = CliRunner().invoke(cli, ["check", str(tmp_path), "--kubeconfig", str(kubeconfig), "-v"])
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    start = lines.index("capacity (predicted placement):")
+    assert lines[start + 1 : start + 5] == [
+        "  pod ml/trainer-0: fits on sim-node-0",
+        "  pod ml/trainer-1: fits on sim-node-0",
+        "  pod ml/trainer-2: does-not-fit",
+        "    sim-node-0: claim gpu: needs 1, 0 of 2 matching devices free (2 held by pods placed before it)",
+    ]
+    assert "  claim ml/trainer-0-gpu: fits on sim-node-0 [gpu.example.com/sim-node-0/gpu-0]" in lines
+    assert any(
+        line.startswith("  note: pods are placed one at a time in the scheduler's order") for line in lines
+    )

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from reconciler.dra.allocator import CANNOT_ALLOCATE, Inventory
+from reconciler.dra.allocator import Inventory
+from reconciler.dra.placement import CLAIM_IN_USE, NodeInfo, Placement, PodClaim, PodInfo, pod_priority
 from reconciler.sim.controlplane.base import (
     CLAIM_FINALIZER,
     RESOURCE,
@@ -28,18 +29,11 @@ from reconciler.sim.controlplane.base import (
     controller_of,
     is_terminating,
     md,
-    node_ready,
-    node_selector_matches,
     now,
     pod_done,
-    pod_fits_node_selection,
     set_condition,
-    untolerated_taint,
 )
 
-NOT_AVAILABLE_ON_NODE = "resourceclaim not available on the node"
-AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_HELPFUL = "Preemption is not helpful for scheduling."
 
 
@@ -99,36 +93,41 @@ class Scheduler(Component):
         ]
         if not pending:
             return
-        pending.sort(key=lambda p: (md(p).get("creationTimestamp") or "", md(p).get("name")))
-        nodes = sorted(self.store.list("", "nodes"), key=lambda n: md(n)["name"])
+        priority_classes = self.store.list("scheduling.k8s.io", "priorityclasses")
+        # The scheduling queue: higher priority first, then the order pods were created in.
+        pending.sort(
+            key=lambda p: (
+                -pod_priority(p.get("spec") or {}, priority_classes),
+                md(p).get("creationTimestamp") or "",
+                md(p).get("name"),
+            )
+        )
+        nodes = [NodeInfo.from_node(n) for n in self.store.list("", "nodes")]
         claims = self.store.list(RESOURCE, "resourceclaims")
         inv = Inventory(
-            self.store.list(RESOURCE, "resourceslices"), self.store.list(RESOURCE, "deviceclasses"), claims
+            self.store.list(RESOURCE, "resourceslices"),
+            self.store.list(RESOURCE, "deviceclasses"),
+            claims,
+            self.store.list(RESOURCE, "devicetaintrules"),
         )
         claim_index = {(md(c)["namespace"], md(c)["name"]): c for c in claims}
         load = Counter(
-            (p.get("spec") or {}).get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")
+            str((p.get("spec") or {}).get("nodeName")) for p in pods if (p.get("spec") or {}).get("nodeName")
         )
+        placement = Placement(inv, nodes, load)
         for pod in pending:
             try:
-                self.schedule(pod, nodes, inv, claim_index, load)
+                self.schedule(pod, placement, claim_index)
             except Exception:  # noqa: BLE001
                 self.errors += 1
 
     # ------------------------------------------------------------------ one pod
 
-    def schedule(
-        self,
-        pod: Obj,
-        nodes: list[Obj],
-        inv: Inventory,
-        claim_index: dict[tuple[str, str], Obj],
-        load: Counter,
-    ) -> None:
+    def schedule(self, pod: Obj, placement: Placement, claim_index: dict[tuple[str, str], Obj]) -> None:
         ns, pname, puid = md(pod)["namespace"], md(pod)["name"], md(pod).get("uid")
         # PreEnqueue: every claim must exist, not be deleting, and (generated) be owned by the pod
-        claims: list[Obj] = []
-        for _, cname, generated in pod_claim_names(pod):
+        pod_claims: list[PodClaim] = []
+        for pcname, cname, generated in pod_claim_names(pod):
             if cname is None:
                 return
             claim = claim_index.get((ns, cname))
@@ -136,99 +135,38 @@ class Scheduler(Component):
                 return
             if generated and (controller_of(claim) or {}).get("uid") != puid:
                 return
-            claims.append(claim)
-        spec = pod.get("spec") or {}
-        to_allocate = [c for c in claims if not (c.get("status") or {}).get("allocation")]
-        allocated = [c for c in claims if (c.get("status") or {}).get("allocation")]
-        # PreFilter: reservedFor full, missing classes
-        for c in allocated:
-            reserved = (c.get("status") or {}).get("reservedFor") or []
-            if len(reserved) >= 256 and not any(r.get("uid") == puid for r in reserved):
-                self.unschedulable(
-                    pod, fit_error(len(nodes), [], "resourceclaim in use", "still not schedulable")
-                )
-                return
-        for c in to_allocate:
-            missing = inv.missing_class(_spec(c))
-            if missing is not None:
-                msg = f"request {missing[0]}: device class {missing[1]} does not exist"
-                self.unschedulable(pod, fit_error(len(nodes), [], msg, "no new claims to deallocate"))
-                return
-        reasons: list[str] = []
-        feasible: list[tuple[Obj, list[Any]]] = []
-        for node in nodes:
-            nname = md(node)["name"]
-            if (node.get("spec") or {}).get("unschedulable") and not _tolerates_unschedulable(spec):
-                reasons.append(UNSCHEDULABLE)
-                continue
-            taint = untolerated_taint(spec, node)
-            if taint is None and not node_ready(node):
-                taint = {"key": "node.kubernetes.io/not-ready", "value": ""}
-                if any(
-                    t.get("key") == "node.kubernetes.io/not-ready" and t.get("operator") == "Exists"
-                    for t in spec.get("tolerations") or []
-                ):
-                    taint = None
-            if taint is not None:
-                reasons.append(
-                    f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
-                )
-                continue
-            if spec.get("nodeName") and spec["nodeName"] != nname:
-                continue
-            if not pod_fits_node_selection(spec, node):
-                reasons.append(AFFINITY)
-                continue
-            if any(
-                not node_selector_matches(
-                    (c.get("status") or {}).get("allocation", {}).get("nodeSelector"), node
-                )
-                for c in allocated
-            ):
-                reasons.append(NOT_AVAILABLE_ON_NODE)
-                continue
-            if to_allocate:
-                outcomes = inv.allocate_many(to_allocate, nname, md(node).get("labels") or {})
-                if not all(o.ok for o in outcomes):
-                    reasons.append(CANNOT_ALLOCATE)
-                    continue
-                feasible.append((node, outcomes))
-            else:
-                feasible.append((node, []))
-        if not feasible:
-            self.unschedulable(
-                pod,
-                fit_error(
-                    len(nodes),
-                    reasons,
-                    None,
-                    "still not schedulable" if claims else "no new claims to deallocate",
-                ),
+            pod_claims.append(PodClaim(pcname, (ns, cname), claim))
+        num_nodes = len(placement.nodes)
+        result = placement.attempt(PodInfo(ns, pname, pod.get("spec") or {}, pod_claims, uid=puid))
+        if result.prefilter is not None:
+            post = (
+                "still not schedulable" if result.prefilter == CLAIM_IN_USE else "no new claims to deallocate"
             )
+            self.unschedulable(pod, fit_error(num_nodes, [], result.prefilter, post))
             return
-        node, outcomes = min(feasible, key=lambda f: (load[md(f[0])["name"]], md(f[0])["name"]))
-        nname = md(node)["name"]
+        if result.node is None:
+            post = "still not schedulable" if pod_claims else "no new claims to deallocate"
+            self.unschedulable(pod, fit_error(num_nodes, [r.reason for r in result.rejections], None, post))
+            return
+        nname = result.node
         # Reserve + PreBind: finalizer, allocation, reservedFor
         ref = {"resource": "pods", "name": pname, "uid": puid}
-        for claim, outcome in zip(to_allocate, outcomes, strict=True):
-            allocation = dict(outcome.allocation or {})
-            allocation["allocationTimestamp"] = now()
-            if not self._add_finalizer(claim):
-                return
-            ok = self.try_mutate(
-                RESOURCE, "resourceclaims", ns, md(claim)["name"], _allocate_fn(allocation, ref), status=True
-            )
+        for pc in pod_claims:
+            claim = claim_index[pc.key]
+            outcome = result.allocations.get(pc.key)
+            if outcome is not None and not (claim.get("status") or {}).get("allocation"):
+                allocation = dict(outcome.allocation or {})
+                allocation["allocationTimestamp"] = now()
+                if not self._add_finalizer(claim):
+                    return
+                fn = _allocate_fn(allocation, ref)
+            else:
+                fn = _reserve_fn(ref)
+            ok = self.try_mutate(RESOURCE, "resourceclaims", ns, pc.key[1], fn, status=True)
             if ok is None:
                 return
-            inv.used |= {k for k in outcome.devices}
-            claim_index[(ns, md(claim)["name"])] = ok
-            inv.claims.append(ok)
-        for claim in allocated:
-            ok = self.try_mutate(
-                RESOURCE, "resourceclaims", ns, md(claim)["name"], _reserve_fn(ref), status=True
-            )
-            if ok is not None:
-                claim_index[(ns, md(claim)["name"])] = ok
+            claim_index[pc.key] = ok
+        placement.commit(result)
 
         # Bind
         def bind(obj: Obj) -> None:
@@ -243,7 +181,6 @@ class Scheduler(Component):
             st.setdefault("phase", "Pending")
 
         self.try_mutate("", "pods", ns, pname, scheduled, status=True)
-        load[nname] += 1
         self.emit_event(
             pod,
             "Scheduled",
@@ -318,17 +255,6 @@ class Scheduler(Component):
                         obj["metadata"].pop("finalizers", None)
 
                 self.try_mutate(RESOURCE, "resourceclaims", ns, name, drop)
-
-
-def _spec(claim: Obj) -> dict[str, Any]:
-    return claim.get("spec") or {}
-
-
-def _tolerates_unschedulable(spec: dict[str, Any]) -> bool:
-    return any(
-        t.get("key") == "node.kubernetes.io/unschedulable" and t.get("operator") == "Exists"
-        for t in spec.get("tolerations") or []
-    )
 
 
 def _allocate_fn(allocation: dict[str, Any], ref: dict[str, Any]) -> Any:

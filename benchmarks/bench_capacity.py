@@ -1,0 +1,151 @@
+"""Speed of the capacity prediction that `check --cluster` runs (issue 10 target).
+
+    python benchmarks/bench_capacity.py [--pods 1000] [--nodes 100] [--devices 8]
+
+1,000 pods (a Deployment's replicas, one claim each from a template with a CEL-selected class) placed
+pod by pod, node by node over 100 nodes with 8 devices each (800 devices: the last 200 pods do not fit
+and get their node-by-node explanation): target < 2 s for `capacity_input`, the whole prediction.
+Prints one line per figure; exits 1 if the target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reconciler.dra.capacity import capacity_input  # noqa: E402
+from reconciler.model.objects import Manifest, ref_of  # noqa: E402
+from reconciler.model.plan import compute_plan  # noqa: E402
+
+TARGET = 2.0
+DRIVER = "gpu.example.com"
+
+
+def manifest(body: dict[str, Any], path: str = "", line: int = 0) -> Manifest:
+    return Manifest(body=body, ref=ref_of(body), path=path, line=line)
+
+
+def live_state(nodes: int, devices: int) -> list[Manifest]:
+    out = [
+        manifest(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": "gpu"},
+                "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+            }
+        )
+    ]
+    for n in range(nodes):
+        name = f"node-{n:03d}"
+        out.append(
+            manifest(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                    "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+                }
+            )
+        )
+        out.append(
+            manifest(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceSlice",
+                    "metadata": {"name": f"{name}-{DRIVER}"},
+                    "spec": {
+                        "driver": DRIVER,
+                        "nodeName": name,
+                        "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                        "devices": [
+                            {
+                                "name": f"gpu-{i}",
+                                "attributes": {"model": {"string": "A100"}, "index": {"int": i}},
+                                "capacity": {"memory": {"value": "80Gi"}},
+                            }
+                            for i in range(devices)
+                        ],
+                    },
+                }
+            )
+        )
+    return out
+
+
+def change(pods: int) -> list[Manifest]:
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "ml"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpu",
+                            "exactly": {
+                                "deviceClassName": "gpu",
+                                "selectors": [
+                                    {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "A100"'}}
+                                ],
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": "ml"},
+        "spec": {
+            "replicas": pods,
+            "selector": {"matchLabels": {"app": "trainer"}},
+            "template": {
+                "metadata": {"labels": {"app": "trainer"}},
+                "spec": {
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                    "containers": [
+                        {"name": "main", "image": "trainer:1", "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                },
+            },
+        },
+    }
+    return [manifest(template, "template.yaml", 1), manifest(deployment, "trainer.yaml", 1)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--devices", type=int, default=8)
+    args = parser.parse_args()
+    live = live_state(args.nodes, args.devices)
+    head = change(args.pods)
+    plan = compute_plan([], head)
+    started = time.perf_counter()
+    capacity = capacity_input(plan, head, live)
+    elapsed = time.perf_counter() - started
+    fits = sum(1 for p in capacity["pods"] if p["outcome"] == "fits")
+    expected_fits = min(args.pods, args.nodes * args.devices)
+    if fits != expected_fits:
+        print(f"capacity prediction wrong: {fits} pods fit, expected {expected_fits}", file=sys.stderr)
+        return 1
+    ok = elapsed < TARGET
+    print(
+        f"capacity prediction: {args.pods} pods over {args.nodes} nodes x {args.devices} devices "
+        f"({fits} fit): {elapsed:.2f} s (target < {TARGET:.0f} s) {'ok' if ok else 'MISSED'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Table-driven capacity cases: small YAML scenarios with the expected outcome of every pod.
+
+Each file in capacity_cases/ holds a list of cases; each case has nodes, slices, classes, claims
+(shared or pre-allocated), templates, pods (in creation order) and, per pod, `expect`
+(fits / does-not-fit / unknown) with optional `node`, `devices` ({pod claim: [device names]}) and
+`reason` (substrings of the explanation). The placement model (reconciler.dra.placement) answers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from capacity_scenario import (
+    allocation_status,
+    claim,
+    classes_of,
+    node,
+    pod_spec,
+    resource_slice,
+    taint_rule,
+    template,
+)
+
+from reconciler.dra.allocator import Inventory
+from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult
+
+CASES_DIR = Path(__file__).parent / "capacity_cases"
+
+
+def load_cases() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted(CASES_DIR.glob("*.yaml")):
+        for case in yaml.safe_load(path.read_text()):
+            out.append((f"{path.stem}/{case['name']}", case))
+    return out
+
+
+CASES = load_cases()
+
+
+def run_case(case: dict[str, Any]) -> dict[str, PodResult]:
+    slices = [resource_slice(s, i) for i, s in enumerate(case.get("slices") or [])]
+    claims = {}
+    for c in case.get("claims") or []:
+        body = claim(c)
+        status = allocation_status(c)
+        if status:
+            body["status"] = status
+        claims[c["name"]] = body
+    templates = {t["name"]: template(t) for t in case.get("templates") or []}
+    inv = Inventory(
+        slices,
+        classes_of(case),
+        list(claims.values()),
+        [taint_rule(r, i) for i, r in enumerate(case.get("taintRules") or [])],
+    )
+    nodes = [NodeInfo.from_node(node(n)) for n in case.get("nodes", ["n1"])]
+    pods = []
+    for seq, p in enumerate(case.get("pods") or []):
+        spec = pod_spec(p)
+        pod_claims = []
+        for pc in spec.get("resourceClaims", []):
+            if "resourceClaimTemplateName" in pc:
+                tmpl = templates.get(pc["resourceClaimTemplateName"])
+                generated = f"{p['name']}-{pc['name']}"
+                body = None
+                if tmpl is not None:
+                    body = {
+                        "kind": "ResourceClaim",
+                        "metadata": {"name": generated},
+                        "spec": tmpl["spec"]["spec"],
+                    }
+                pod_claims.append(PodClaim(pc["name"], ("default", generated), body))
+            else:
+                name = pc["resourceClaimName"]
+                pod_claims.append(PodClaim(pc["name"], ("default", name), claims.get(name)))
+        priority = int(p.get("priority", 0))
+        pods.append(PodInfo("default", p["name"], spec, pod_claims, priority, seq))
+    placement = Placement(inv, nodes, explain=True)
+    return {r.pod.name: r for r in placement.place(pods)}
+
+
+def test_the_suite_is_large_and_covers_every_feature() -> None:
+    assert len(CASES) >= 60
+    files = {name.partition("/")[0] for name, _ in CASES}
+    assert files >= {
+        "basics",
+        "placement",
+        "all_mode",
+        "first_available",
+        "constraints",
+        "taints",
+        "admin_access",
+        "partitionable",
+        "consumable",
+        "slices",
+    }
+
+
+@pytest.mark.parametrize("case", [c for _, c in CASES], ids=[n for n, _ in CASES])
+def test_case(case: dict[str, Any]) -> None:
+    results = run_case(case)
+    for p in case["pods"]:
+        r = results[p["name"]]
+        text = r.reason() if r.outcome == "does-not-fit" else (r.unknown or "")
+        where = f"pod {p['name']}: {r.outcome} on {r.node} ({text})"
+        assert r.outcome == p["expect"], where
+        if "node" in p:
+            assert r.node == p["node"], where
+        for pc_name, wanted in (p.get("devices") or {}).items():
+            key = next(pc.key for pc in r.pod.claims if pc.name == pc_name)
+            outcome = r.allocations[key]
+            got = [res["device"] for res in outcome.allocation["devices"]["results"]]
+            assert got == wanted, where
+        for fragment in [p["reason"]] if isinstance(p.get("reason"), str) else p.get("reason") or []:
+            assert fragment in text, where
+        if "requests" in p:  # result request names, e.g. "gpu/big"
+            key = next(pc.key for pc in r.pod.claims if pc.name == p["requests"]["claim"])
+            got = [res["request"] for res in r.allocations[key].allocation["devices"]["results"]]
+            assert got == p["requests"]["names"], where
