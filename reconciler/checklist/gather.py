@@ -211,9 +211,9 @@ def _in_scope(obj: Mapping[str, Any], namespaces: Sequence[str]) -> bool:
 def claim_facts(claims: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> list[ClaimFact]:
     users: dict[tuple[str, str], list[str]] = {}
     for pod in pods:
-        for _pc, claim, _template in pod_claim_refs(pod):
-            if claim:
-                users.setdefault((namespace_of(pod), claim), []).append(nsname(pod))
+        for _pc, claim_name, _template in pod_claim_refs(pod):
+            if claim_name:
+                users.setdefault((namespace_of(pod), claim_name), []).append(nsname(pod))
     out = []
     for claim in sorted(claims, key=nsname):
         alloc = dra.claim_allocation(dict(claim))

@@ -137,7 +137,8 @@ def attempt_record(state: StateFact) -> dict[str, Any] | None:
         return None
     records = [r for r in state.history if r.get("sha") == sha and r.get("operation") == "apply"]
     same = [r for r in records if r.get("outcome") == attempted.get("outcome")]
-    return (same or records or [None])[0]
+    found = same or records
+    return found[0] if found else None
 
 
 def good_record(state: StateFact) -> dict[str, Any] | None:
