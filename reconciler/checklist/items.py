@@ -8,6 +8,7 @@ item is checked, not checked or not applicable, and carries its evidence: number
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -165,7 +166,9 @@ def event_window_start(f: ChecklistFacts) -> datetime:
     at = _parse_iso((record or {}).get("at"))
     if at is None:
         return f.now - DEFAULT_EVENT_WINDOW
-    return at - timedelta(seconds=int(_duration(record or {})) + 1)
+    # `at` (when the record was written) is cut to the second, and so are event times: whole seconds back
+    # from it never miss an event of the attempt.
+    return at - timedelta(seconds=math.ceil(_duration(record or {})))
 
 
 # ---- before ------------------------------------------------------------------------------------------

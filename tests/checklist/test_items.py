@@ -544,7 +544,7 @@ def event(when: datetime | None, now: str, reason: str = "FailedScheduling") -> 
 
 
 def test_events_count_from_the_start_of_the_last_attempt() -> None:
-    # at 11:59:00 minus 6.1 s of timings (rounded down) and one second of slack
+    # at 11:59:00 minus 6.1 s of timings, rounded up to whole seconds
     assert event_window_start(good_facts()) == datetime(2026, 3, 1, 11, 58, 53, tzinfo=UTC)
     no_state = good_facts(state=StateFact(ref="x", found=False))
     assert event_window_start(no_state) == NOW - timedelta(minutes=15)
@@ -669,3 +669,17 @@ def test_the_verified_last_good_record_speaks_when_the_last_attempt_ran_no_exec(
         "verify-exec of aaaaaaaaaaaa (apply, 2026-03-01T11:59:00Z): 1/1 container(s) ok",
         "ml-team/notebook-1 [cuda] 'nvidia-smi -L': ok",
     )
+
+
+def test_a_record_without_a_readable_time_falls_back_to_the_default_window() -> None:
+    record = {**apply_record(GOOD), "at": "yesterday", "timings": {"apply": 2.0}}
+    assert event_window_start(good_facts(state=good_state(history=(record,)))) == NOW - timedelta(minutes=15)
+    whole = {**apply_record(GOOD), "timings": {"apply": 2.0, "note": "n/a"}}
+    assert event_window_start(good_facts(state=good_state(history=(whole,)))) == datetime(
+        2026, 3, 1, 11, 58, 58, tzinfo=UTC
+    )
+
+
+def test_an_unknown_item_id_is_a_key_error() -> None:
+    with pytest.raises(KeyError):
+        build_checklist(good_facts()).item("nothing")
