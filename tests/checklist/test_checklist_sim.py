@@ -350,3 +350,35 @@ def test_the_command_against_sim_serve_after_run_once(
         "  [ ] Last attempted revision applied and verified: no reconcile recorded for target default"
         in other.stdout
     )
+
+
+def test_the_command_against_demo_keep(tmp_path: Path) -> None:
+    """The issue's acceptance: after `demo --keep`, `checklist` prints every item with its evidence."""
+    workdir = tmp_path / "demo"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "demo", "--keep", "--plain", "--workdir", str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert process.stdout is not None
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            if line.startswith("Ctrl-C stops everything"):
+                break
+        assert any("every one ended as expected" in line for line in seen), "".join(seen)
+        done = _dra_gitops("checklist", "--kubeconfig", str(workdir / "kubeconfig"), "-o", "json", "-q")
+        assert done.returncode == 0, done.stdout + done.stderr
+        data = json.loads(done.stdout)
+        assert [(i["id"], i["status"]) for i in data["items"]] == [
+            (i, NOT_APPLICABLE if i == "devices-in-container" else CHECKED) for i in ITEM_IDS
+        ]
+        verified = next(i for i in data["items"] if i["id"] == "verified")
+        assert verified["evidence"][0].startswith(f"{data['lastGood'][:12]} applied and verified at")
+        assert any(" → gpu.example.com/sim-node-" in line for line in verified["evidence"][1:])
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
