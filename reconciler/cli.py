@@ -512,6 +512,7 @@ def _attach_optional_groups() -> None:
         return
     cli.add_command(sim)
     # The reconciler's commands register themselves on `cli` (run, status, rollback, retry, watch; demo).
+    import reconciler.cli_checklist  # noqa: F401
     import reconciler.cli_demo  # noqa: F401
     import reconciler.cli_reconcile  # noqa: F401
 

@@ -28,6 +28,8 @@ from reconciler.policy.inputdoc import Revision
 from reconciler.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
 
 Progress = Callable[[str], None]
+# Characters of a verify-exec's output an evidence record keeps.
+EXEC_OUTPUT = 500
 log = logging.getLogger("dra_gitops.reconcile")
 
 # Outcomes of a pass (metrics label them; `status` prints them).
@@ -540,6 +542,16 @@ def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> dict
             if e.get("claim")
         ],
     }
+    executed = data.get("exec") or []
+    if executed:
+        # What verify-exec saw in the containers (e.g. the devices `nvidia-smi -L` lists), kept short.
+        record["exec"] = [
+            {
+                **{k: x.get(k) for k in ("pod", "container", "command", "ok")},
+                "output": str(x.get("output") or "")[:EXEC_OUTPUT],
+            }
+            for x in executed[:RECORD_ITEMS]
+        ]
     if len(findings) > RECORD_ITEMS:
         record["decisionsOmitted"] = len(findings) - RECORD_ITEMS
     message = delivery.failure_message()

@@ -18,5 +18,14 @@ def test_cli_reference_is_current() -> None:
 
 def test_every_command_is_documented() -> None:
     text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
-    for command in ("check", "plan", "apply", "inventory", "diagnose", "policy test", "sim serve"):
+    for command in (
+        "check",
+        "plan",
+        "apply",
+        "inventory",
+        "diagnose",
+        "checklist",
+        "policy test",
+        "sim serve",
+    ):
         assert f"## `dra-gitops {command}`" in text
