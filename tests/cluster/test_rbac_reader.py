@@ -1,4 +1,4 @@
-"""deploy/rbac-reader.yaml is exactly enough for `inventory`, `check --cluster` and `diagnose`.
+"""deploy/reader/rbac-reader.yaml is exactly enough for `inventory`, `check --cluster` and `diagnose`.
 
 The three commands' read functions run against a simulated cluster with `client.request_log` on; every
 logged request is mapped to the (verb, apiGroup, resource[/subresource]) RBAC would check, and then:
@@ -24,7 +24,8 @@ from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 
 ROOT = Path(__file__).resolve().parents[2]
-RBAC = ROOT / "deploy" / "rbac-reader.yaml"
+RBAC = ROOT / "deploy" / "reader" / "rbac-reader.yaml"
+NAMESPACE = ROOT / "deploy" / "namespace" / "namespace.yaml"
 SHARED = ROOT.parent / "shared" / "dra" / "examples"
 Permission = tuple[str, str, str]  # (verb, apiGroup, resource[/subresource])
 
@@ -146,7 +147,7 @@ def permissions(log: RequestLog) -> set[Permission]:
 
 def test_rbac_file_shape() -> None:
     by_name, docs = load_role()
-    assert [d["kind"] for d in docs] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
     binding = by_name["ClusterRoleBinding/dra-reader"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -157,7 +158,8 @@ def test_rbac_file_shape() -> None:
         {"kind": "ServiceAccount", "name": "dra-reader", "namespace": "dra-gitops"}
     ]
     assert by_name["ServiceAccount/dra-reader"]["metadata"]["namespace"] == "dra-gitops"
-    assert "Namespace/dra-gitops" in by_name
+    (namespace,) = [d for d in yaml.safe_load_all(NAMESPACE.read_text()) if d]
+    assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "dra-gitops")
 
 
 def test_role_is_read_only() -> None:
