@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.sim.auth import UserInfo
-from reconciler.sim.store import AlreadyExists, Forbidden, Obj, ResourceType, Store
+from reconciler.sim.store import AlreadyExists, Forbidden, NotFound, Obj, ResourceType, Store
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
@@ -358,8 +358,6 @@ class Authorizer:
             else:
                 role = self.store.get_ref(RBAC_GROUP, "roles", namespace, str(ref.get("name") or ""))
             if role is None:
-                from reconciler.sim.store import NotFound
-
                 raise NotFound(f'{ref_plural}.{RBAC_GROUP} "{ref.get("name")}" not found', name=name)
             self._confirm(user, namespace, list(role.get("rules") or []), rtype, name)
 
