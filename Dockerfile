@@ -1,22 +1,40 @@
-# dra-gitops: slim, non-root, read-only-root-filesystem friendly.
-#   docker build -t dra-gitops . && docker run --rm -v "$PWD:/repo:ro" dra-gitops check /repo/manifests-example
-FROM python:3.11-slim AS build
+# dra-gitops: the in-cluster reconciler (deploy/ runs it), also usable for one-off commands.
+#   docker build -t dra-gitops:0.1.0 .
+#   docker run --rm dra-gitops:0.1.0 --help
+#   docker run --rm -v "$PWD:/repo:ro" dra-gitops:0.1.0 check /repo/manifests-example
+# Non-root (65532), nothing writable but /tmp: run it with a read-only root filesystem and an emptyDir
+# (or tmpfs) on /tmp, as deploy/base/deployment.yaml does.
+
+ARG PYTHON_IMAGE=python:3.11.15-slim-bookworm
+
+# ---- build: the wheels of dra-gitops and of its pinned dependencies ------------------------------------
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY reconciler ./reconciler
 COPY policies ./policies
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --wheel-dir /wheels .
 
-FROM python:3.11-slim
-# git: GitPython shells out to it to read repositories.
+# ---- runtime ------------------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE}
+# git: the Git source shells out to it; openssh-client: ssh:// and git@ remotes; gnupg: signed commits.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git ca-certificates \
+ && apt-get install -y --no-install-recommends git openssh-client gnupg ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --uid 65532 --create-home --home-dir /home/dra-gitops dra-gitops
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+ && groupadd --gid 65532 dra-gitops \
+ && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin dra-gitops
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links /wheels dra-gitops \
+ && python -c "import reconciler.cli"
 USER 65532:65532
-# Writable scratch space only under /tmp (mount an emptyDir there with readOnlyRootFilesystem: true).
-ENV HOME=/tmp PYTHONDONTWRITEBYTECODE=1 RUST_BACKTRACE=0
+# HOME on /tmp: git and gpg write their config and sockets there.
+ENV HOME=/tmp PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 RUST_BACKTRACE=0
+WORKDIR /tmp
+EXPOSE 8080
+# /healthz answers 200 while the controller runs (no curl in the image: Python's urllib does it).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4).status == 200 else 1)"]
 ENTRYPOINT ["dra-gitops"]
-CMD ["--help"]
+# The targets come from the mounted ConfigMap (deploy/base/config/targets.yaml); clones go to /tmp.
+CMD ["run", "--config=/etc/dra-gitops/config/targets.yaml", "--listen=0.0.0.0:8080", "--cache-dir=/tmp/cache"]

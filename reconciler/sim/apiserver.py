@@ -11,7 +11,7 @@ import json
 import threading
 from typing import Any
 
-from reconciler.sim import tables
+from reconciler.sim import rbac, tables
 from reconciler.sim.apibase import (
     DEPRECATION_WARNINGS,
     REASONS,
@@ -23,6 +23,8 @@ from reconciler.sim.apibase import (
     ok,
     status_body,
 )
+from reconciler.sim.audit import AuditLog
+from reconciler.sim.auth import Authenticator
 from reconciler.sim.deletes import Deletes
 from reconciler.sim.discovery import Discovery
 from reconciler.sim.resources import RESOURCE_GROUP, Served
@@ -74,6 +76,10 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
     ) -> None:
         super().__init__(store, served_versions=served_versions, token=token, kube_version=kube_version)
         self.faults = Faults()
+        self.authn = Authenticator(store, token)
+        self.authz = rbac.Authorizer(store)
+        store.add_admission(self.authz.admit)
+        self.audit: AuditLog | None = None  # set to record every request (tests, `sim serve --audit-log`)
 
     def route(self, path: str) -> Route:
         parts = [p for p in path.split("/") if p]
@@ -120,9 +126,20 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
     # ------------------------------------------------------------------ entry point
 
     def handle(self, req: Request) -> Response:
+        """Authenticate, serve as that user (RBAC unless privileged), audit."""
         try:
-            if self.token is not None and req.headers.get("authorization") != f"Bearer {self.token}":
-                raise ApiError(401, "Unauthorized")
+            user = self.authn.authenticate(req.headers.get("authorization"))
+        except ApiError as e:
+            return Response(e.code, json_bytes(status_body(e.code, e.message, e.reason, e.details)))
+        attrs = rbac.request_attributes(user, req.method, req.path, req.query)
+        with self.authz.acting_as(user, attrs) as scope:
+            resp = self._serve(req, attrs)
+        if self.audit is not None:
+            self.audit.record(attrs, resp.status, scope.checks)
+        return resp
+
+    def _serve(self, req: Request, attrs: rbac.Attributes) -> Response:
+        try:
             fault = self.faults.take(req.method, req.path)
             if fault is not None:
                 kind, value = fault
@@ -136,11 +153,15 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
                         code, json_bytes(status_body(code, msg, REASONS.get(code, ""))), headers=headers
                     )
                 self.stopping.wait(value)  # the client's read times out meanwhile
+            if not attrs.user.privileged and not self.authz.authorize(attrs).allowed:
+                raise ApiError(403, rbac.forbidden_message(attrs), details=rbac.forbidden_details(attrs))
             route = self.route(req.path)
             if route.served is None:
                 return self.discovery(req, route.discovery)
             if route.sub == "log":
                 return self.pod_log(req, route)
+            if route.sub == "token":
+                return self.authn.token_request(req, route.namespace, route.name)
             return self.resource(req, route)
         except ApiError as e:
             return Response(e.code, json_bytes(status_body(e.code, e.message, e.reason, e.details)))

@@ -74,7 +74,17 @@ def sim() -> None:
     default=None,
     help="Write a kubeconfig for the cluster here.",
 )
-@click.option("--token", default=None, help="Require this bearer token.")
+@click.option(
+    "--token",
+    default=None,
+    help="Require this bearer token (the admin's; ServiceAccount tokens from TokenRequest work either way).",
+)
+@click.option(
+    "--audit-log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Append every request (user, verb, resource, authorization decision) here as audit.k8s.io JSON lines.",
+)
 @click.option(
     "--kube-version", default=None, help="gitVersion to report (default follows --served-versions)."
 )
@@ -107,6 +117,7 @@ def serve(
     served_versions: str,
     kubeconfig_out: Path | None,
     token: str | None,
+    audit_log: Path | None,
     kube_version: str | None,
     no_control_plane: bool,
     crash_images: tuple[str, ...],
@@ -116,7 +127,11 @@ def serve(
     from reconciler.sim.server import SimCluster
 
     cluster = SimCluster(
-        port=port, served_versions=_versions(served_versions), token=token, kube_version=kube_version
+        port=port,
+        served_versions=_versions(served_versions),
+        token=token,
+        kube_version=kube_version,
+        audit=audit_log or False,
     )
     try:
         cluster.start()

@@ -139,14 +139,18 @@ class Discovery(ApiBase):
                 entry["categories"] = list(t.categories)
             resources.append(entry)
             for sub in t.subresources:
-                resources.append(
-                    {
-                        "name": f"{t.plural}/{sub}",
-                        "singularName": "",
-                        "namespaced": t.namespaced,
-                        "kind": t.kind,
-                        "verbs": ["get", "patch", "update"],
-                    }
-                )
+                entry = {
+                    "name": f"{t.plural}/{sub}",
+                    "singularName": "",
+                    "namespaced": t.namespaced,
+                    "kind": t.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+                if sub == "log":
+                    entry["verbs"] = ["get"]
+                elif sub == "token":  # TokenRequest, as a real server lists it
+                    entry.update(group="authentication.k8s.io", version="v1", kind="TokenRequest")
+                    entry["verbs"] = ["create"]
+                resources.append(entry)
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}

@@ -43,7 +43,7 @@ def builtin_types() -> list[ResourceType]:
         _t("", "v1", "nodes", "Node", False, STATUS, ("no",), gen=False),
         _t("", "v1", "configmaps", "ConfigMap", True, (), ("cm",), gen=False),
         _t("", "v1", "secrets", "Secret", True, (), gen=False),
-        _t("", "v1", "serviceaccounts", "ServiceAccount", True, (), ("sa",), gen=False),
+        _t("", "v1", "serviceaccounts", "ServiceAccount", True, ("token",), ("sa",), gen=False),
         _t("", "v1", "services", "Service", True, STATUS, ("svc",), gen=False),
         _t("", "v1", "events", "Event", True, (), ("ev",), gen=False),
         _t("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, STATUS, ("pvc",), gen=False),

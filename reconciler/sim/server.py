@@ -20,7 +20,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
+from reconciler.sim import rbac
 from reconciler.sim.apiserver import ApiServer, Request, Response
+from reconciler.sim.audit import AuditLog
 from reconciler.sim.store import AlreadyExists, Change, ResourceType, Store
 
 log = logging.getLogger(__name__)
@@ -150,11 +152,14 @@ class SimCluster:
         token: str | None = None,
         kube_version: str | None = None,
         store: Store | None = None,
+        audit: bool | Path = False,
     ) -> None:
         self.store = store if store is not None else Store()
         self.api = ApiServer(
             self.store, served_versions=tuple(served_versions), token=token, kube_version=kube_version
         )
+        if audit:
+            self.api.audit = AuditLog(audit if isinstance(audit, Path) else None)
         self.token = token
         self.port = port
         self.components: list[Component] = []
@@ -250,8 +255,10 @@ class SimCluster:
 
     # ------------------------------------------------------------------ kubeconfig
 
-    def kubeconfig(self, namespace: str = "default") -> dict[str, Any]:
-        user: dict[str, Any] = {"token": self.token} if self.token else {}
+    def kubeconfig(self, namespace: str = "default", *, token: str | None = None) -> dict[str, Any]:
+        """A kubeconfig for the admin (the sim's token, if any), or for whoever ``token`` belongs to."""
+        token = token or self.token
+        user: dict[str, Any] = {"token": token} if token else {}
         return {
             "apiVersion": "v1",
             "kind": "Config",
@@ -270,10 +277,10 @@ class SimCluster:
             "current-context": "dra-gitops-sim",
         }
 
-    def write_kubeconfig(self, path: str | Path) -> Path:
+    def write_kubeconfig(self, path: str | Path, *, token: str | None = None) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        p.write_text(yaml.safe_dump(self.kubeconfig(token=token), sort_keys=False))
         p.chmod(0o600)
         return p
 
@@ -283,6 +290,7 @@ class SimCluster:
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             if self.store.get_ref("", "namespaces", "", ns) is None:
                 self.store.create("", "namespaces", {"metadata": {"name": ns}})
+        rbac.bootstrap(self.store)  # cluster-admin, system:discovery, system:basic-user, ...
         # The two PriorityClasses every real cluster has (driver DaemonSets use system-node-critical).
         for name, value in (("system-node-critical", 2000001000), ("system-cluster-critical", 2000000000)):
             if self.store.get_ref("scheduling.k8s.io", "priorityclasses", "", name) is None:

@@ -164,6 +164,16 @@ class Store:
         for t in types:
             self.register_type(t)
 
+    def add_admission(self, admit: Admit) -> None:
+        """Run ``admit`` after the existing admission of every create and update (RBAC's escalation check)."""
+        first = self._admit
+
+        def chained(rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
+            first(rtype, obj, old)
+            admit(rtype, obj, old)
+
+        self._admit = chained
+
     # ------------------------------------------------------------------ types
 
     def register_type(self, rtype: ResourceType) -> None:

@@ -1,4 +1,4 @@
-"""deploy/rbac-reader.yaml is exactly enough for `inventory`, `check --cluster` and `diagnose`.
+"""deploy/reader/rbac-reader.yaml is exactly enough for `inventory`, `check --cluster` and `diagnose`.
 
 The three commands' read functions run against a simulated cluster with `client.request_log` on; every
 logged request is mapped to the (verb, apiGroup, resource[/subresource]) RBAC would check, and then:
@@ -20,11 +20,13 @@ from helpers import wait_for
 from reconciler.cluster.client import ClusterClient, RequestLog
 from reconciler.cluster.diagnose import diagnose
 from reconciler.cluster.inventory import collect_inventory
+from reconciler.sim.audit import AuditEvent
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 
 ROOT = Path(__file__).resolve().parents[2]
-RBAC = ROOT / "deploy" / "rbac-reader.yaml"
+RBAC = ROOT / "deploy" / "reader" / "rbac-reader.yaml"
+NAMESPACE = ROOT / "deploy" / "namespace" / "namespace.yaml"
 SHARED = ROOT.parent / "shared" / "dra" / "examples"
 Permission = tuple[str, str, str]  # (verb, apiGroup, resource[/subresource])
 
@@ -90,10 +92,20 @@ def granted(role: dict[str, Any]) -> set[Permission]:
     return out
 
 
+READER_USER = "system:serviceaccount:dra-gitops:dra-reader"
+
+
 @pytest.fixture(scope="module")
-def requests_made() -> Iterator[set[Permission]]:
-    """Run the three commands' reads against a cluster with a crashing driver, claims, and an exhausted pod."""
-    with SimCluster(served_versions=("v1", "v1alpha3")) as cluster:
+def audited() -> Iterator[list[AuditEvent]]:
+    """The sim's audit of the same reads made with a TokenRequest token of dra-reader (its RBAC enforced)."""
+    yield []
+
+
+@pytest.fixture(scope="module")
+def requests_made(audited: list[AuditEvent]) -> Iterator[set[Permission]]:
+    """Run the three commands' reads against a cluster with a crashing driver, claims, and an exhausted pod;
+    then again as dra-reader, with the sim's RBAC authorizer deciding and its audit log recording."""
+    with SimCluster(served_versions=("v1", "v1alpha3"), audit=True) as cluster:
         plane = install(cluster, nodes=1, devices_per_node=1, driver_preinstalled=False)
         client = ClusterClient.for_url(cluster.url)
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dra-example-driver"}})
@@ -136,6 +148,23 @@ def requests_made() -> Iterator[set[Permission]]:
         diagnose(client, f"inference/{some_pod}")
         claim = client.list_kind("resource.k8s.io", "ResourceClaim", "inference")[0]["metadata"]["name"]
         diagnose(client, f"claim/{claim}", namespace="inference")
+
+        client.request_log = None
+        for doc in [*yaml.safe_load_all(NAMESPACE.read_text()), *load_role()[1]]:
+            client.apply(doc)
+        answer = client.request(
+            "POST", "/api/v1/namespaces/dra-gitops/serviceaccounts/dra-reader/token", body={"spec": {}}
+        )
+        assert cluster.api.audit is not None
+        cluster.api.audit.clear()
+        with ClusterClient.for_url(cluster.url, token=answer["status"]["token"]) as reader:
+            collect_inventory(reader)
+            check_cluster_reads(reader)
+            diagnose(reader)
+            diagnose(reader, namespace="inference")
+            diagnose(reader, f"inference/{some_pod}")
+            diagnose(reader, f"claim/{claim}", namespace="inference")
+        audited.extend(cluster.api.audit.events)
         yield permissions(log)
         client.close()
 
@@ -146,7 +175,7 @@ def permissions(log: RequestLog) -> set[Permission]:
 
 def test_rbac_file_shape() -> None:
     by_name, docs = load_role()
-    assert [d["kind"] for d in docs] == ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
     binding = by_name["ClusterRoleBinding/dra-reader"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -157,7 +186,8 @@ def test_rbac_file_shape() -> None:
         {"kind": "ServiceAccount", "name": "dra-reader", "namespace": "dra-gitops"}
     ]
     assert by_name["ServiceAccount/dra-reader"]["metadata"]["namespace"] == "dra-gitops"
-    assert "Namespace/dra-gitops" in by_name
+    (namespace,) = [d for d in yaml.safe_load_all(NAMESPACE.read_text()) if d]
+    assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "dra-gitops")
 
 
 def test_role_is_read_only() -> None:
@@ -179,6 +209,23 @@ def test_every_rule_is_used(requests_made: set[Permission]) -> None:
     unused = sorted(granted(role) - requests_made - NOT_SIMULATED)
     assert unused == [], f"rules no command uses (remove them): {unused}"
     assert granted(role) >= NOT_SIMULATED
+
+
+def test_the_sims_rbac_allows_every_request_of_the_reader(
+    requests_made: set[Permission], audited: list[AuditEvent]
+) -> None:
+    """The same reads with dra-reader's own token: the sim's RBAC authorizer (kube-apiserver's rules)
+    refuses none, and they are the requests mapped above."""
+    mine = [e for e in audited if e.user == READER_USER]
+    assert len(mine) > 20
+    refused = [e.to_json() for e in mine if not e.allowed or e.code in (401, 403)]
+    assert refused == []
+    resource_requests = {
+        (e.request.verb, e.request.api_group, e.request.combined_resource)
+        for e in mine
+        if e.request.resource_request
+    }
+    assert resource_requests == requests_made
 
 
 def test_no_write_requests(requests_made: set[Permission]) -> None:
