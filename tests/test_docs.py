@@ -39,11 +39,13 @@ def test_targets_examples_in_the_docs_load() -> None:
         if not doc.exists():
             continue
         for line, block in _code_blocks(doc, "yaml"):
-            if block.lstrip().startswith("targets:"):
+            if re.search(r"^targets:", block, re.M):
                 targets = load_targets(block, f"{doc.name}:{line}")
                 assert targets, f"{doc.name}:{line}"
                 found += 1
     assert found >= 1
+    deployed = ROOT / "deploy" / "base" / "config" / "targets.yaml"
+    assert [t.name for t in load_targets(deployed.read_text(), str(deployed))] == ["gpu-cluster"]
 
 
 def test_example_policy_tests_pass() -> None:
@@ -68,3 +70,23 @@ def test_example_policy_passes_the_example_and_denies_a_big_request(tmp_path: Pa
         in denied.output
     )
     assert "asks for 8 devices; at most 4 per request" in denied.output
+
+
+def test_architecture_names_only_modules_that_exist() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text().replace("tests/test_docs.py", "")
+    package = ROOT / "reconciler"
+    known = {p.name for p in package.rglob("*.py")}
+    names = set(re.findall(r"[\w/]+\.py", text))
+    assert len(names) > 40
+    for name in sorted(names):
+        if "/" in name:
+            assert (package / name).is_file(), f"docs/architecture.md names {name}, which does not exist"
+        else:
+            assert name in known, f"docs/architecture.md names {name}, which does not exist"
+
+
+def test_readme_command_table_lists_every_command() -> None:
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([a-z]+)", table, re.M))
+    assert listed == set(cli.commands), sorted(set(cli.commands) ^ listed)

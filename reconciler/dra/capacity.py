@@ -229,7 +229,10 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
     results = placement.place(builder.pods)
     by_pod = {id(r.pod): r for r in results}
     # A driver the change installs has published nothing yet: its pods cannot be judged, not "0 free".
+    # A driver that already publishes slices is judged on them, even when its workload is in the change.
+    publishing = {as_dict(s.get("spec")).get("driver") or s.get("driverName") for s in slices}
     installing = {dra.workload_driver(m.body) for m in head if dra.is_driver_workload(m.body)} - {None}
+    installing -= publishing
 
     pods_out: list[dict[str, Any]] = []
     claims_out: list[dict[str, Any]] = []

@@ -261,3 +261,60 @@ def test_verbose_check_prints_the_predicted_placement(
     assert any(
         line.startswith("  note: pods are placed one at a time in the scheduler's order") for line in lines
     )
+
+
+DRIVER_DAEMONSET = """apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: plugin
+  namespace: gpu-system
+  annotations: {dra-gitops.io/driver: %s}
+spec:
+  selector: {matchLabels: {app: plugin}}
+  template:
+    metadata: {labels: {app: plugin}}
+    spec:
+      containers: [{name: plugin, image: "plugin:1"}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("driver", "outcome"),
+    [
+        # The repository holds the driver's workload, but the driver already publishes: judged on its devices.
+        ("gpu.example.com", "does-not-fit"),
+        # Another driver the change installs does not make these pods unknown.
+        ("other.example.com", "does-not-fit"),
+    ],
+)
+def test_a_driver_in_the_repository_that_already_publishes_is_judged_on_its_devices(
+    gpu_sim: tuple[SimCluster, Path], tmp_path: Path, driver: str, outcome: str
+) -> None:
+    _, kubeconfig = gpu_sim
+    change = tmp_path / "change"
+    change.mkdir()
+    (change / "trainer.yaml").write_text(CHANGE % 3)
+    (change / "driver.yaml").write_text(DRIVER_DAEMONSET % driver)
+    code, report = check(kubeconfig, change)
+    pods = {p["pod"]: p["outcome"] for p in report["capacity"]["pods"]}
+    assert pods["ml/trainer-2"] == outcome, report["capacity"]
+    assert [f["rule"] for f in report["findings"] if f["rule"] == "capacity"] == ["capacity"]
+
+
+def test_pods_of_a_driver_the_change_installs_are_unknown(
+    gpu_sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    _, kubeconfig = gpu_sim
+    change = tmp_path / "change"
+    change.mkdir()
+    other_class = {**CLASS, "metadata": {"name": "nic.example.com"}}
+    other_class["spec"] = {"selectors": [{"cel": {"expression": 'device.driver == "nic.example.com"'}}]}
+    (change / "class.yaml").write_text(yaml.safe_dump(other_class))
+    (change / "trainer.yaml").write_text(
+        (CHANGE % 1).replace("deviceClassName: gpu.example.com", "deviceClassName: nic.example.com")
+    )
+    (change / "driver.yaml").write_text(DRIVER_DAEMONSET % "nic.example.com")
+    code, report = check(kubeconfig, change)
+    (pod,) = report["capacity"]["pods"]
+    assert pod["outcome"] == "unknown" and "nic.example.com is installed by this change" in pod["unknown"]
+    assert [f for f in report["findings"] if f["rule"] == "capacity"] == []

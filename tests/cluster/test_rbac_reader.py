@@ -1,6 +1,7 @@
-"""deploy/reader/rbac-reader.yaml is exactly enough for `inventory`, `check --cluster` and `diagnose`.
+"""deploy/reader/rbac-reader.yaml is exactly enough for `inventory`, `check --cluster`, `diagnose`, `status`
+and `checklist`.
 
-The three commands' read functions run against a simulated cluster with `client.request_log` on; every
+The commands' read functions run against a simulated cluster with `client.request_log` on; every
 logged request is mapped to the (verb, apiGroup, resource[/subresource]) RBAC would check, and then:
 (a) every request is allowed by the ClusterRole, (b) every rule of the ClusterRole is used by some request,
 (c) the role grants no write verb. Discovery (/api, /apis, /version and group/version listings) are
@@ -45,6 +46,15 @@ def check_cluster_reads(client: ClusterClient) -> None:
     collect_facts(client)
 
 
+def state_reads(client: ClusterClient) -> None:
+    """What `status` and `checklist` read besides the above (the state ConfigMap in dra-gitops)."""
+    from reconciler.checklist.gather import gather_facts
+    from reconciler.state import StateStore
+
+    StateStore(client, "default").load()
+    gather_facts(client, "default", "dra-gitops")
+
+
 def is_discovery(path: str) -> bool:
     parts = [p for p in path.split("/") if p]
     if path in ("/api", "/apis", "/version") or path.startswith("/openapi"):
@@ -81,9 +91,9 @@ def load_role() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return {f"{d['kind']}/{d['metadata']['name']}": d for d in docs}, docs
 
 
-def granted(role: dict[str, Any]) -> set[Permission]:
+def granted(*roles: dict[str, Any]) -> set[Permission]:
     out: set[Permission] = set()
-    for rule in role["rules"]:
+    for rule in [r for role in roles for r in role["rules"]]:
         assert "nonResourceURLs" not in rule and "resourceNames" not in rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
@@ -148,6 +158,7 @@ def requests_made(audited: list[AuditEvent]) -> Iterator[set[Permission]]:
         diagnose(client, f"inference/{some_pod}")
         claim = client.list_kind("resource.k8s.io", "ResourceClaim", "inference")[0]["metadata"]["name"]
         diagnose(client, f"claim/{claim}", namespace="inference")
+        state_reads(client)
 
         client.request_log = None
         for doc in [*yaml.safe_load_all(NAMESPACE.read_text()), *load_role()[1]]:
@@ -164,6 +175,7 @@ def requests_made(audited: list[AuditEvent]) -> Iterator[set[Permission]]:
             diagnose(reader, namespace="inference")
             diagnose(reader, f"inference/{some_pod}")
             diagnose(reader, f"claim/{claim}", namespace="inference")
+            state_reads(reader)
         audited.extend(cluster.api.audit.events)
         yield permissions(log)
         client.close()
@@ -175,7 +187,16 @@ def permissions(log: RequestLog) -> set[Permission]:
 
 def test_rbac_file_shape() -> None:
     by_name, docs = load_role()
-    assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    assert [d["kind"] for d in docs] == [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ]
+    assert by_name["Role/dra-reader"]["metadata"]["namespace"] == "dra-gitops"
+    assert by_name["RoleBinding/dra-reader"]["roleRef"]["kind"] == "Role"
+    assert by_name["RoleBinding/dra-reader"]["subjects"] == binding_subjects()
     binding = by_name["ClusterRoleBinding/dra-reader"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -190,25 +211,33 @@ def test_rbac_file_shape() -> None:
     assert (namespace["kind"], namespace["metadata"]["name"]) == ("Namespace", "dra-gitops")
 
 
+def binding_subjects() -> list[dict[str, str]]:
+    return [{"kind": "ServiceAccount", "name": "dra-reader", "namespace": "dra-gitops"}]
+
+
+def roles() -> tuple[dict[str, Any], dict[str, Any]]:
+    by_name = load_role()[0]
+    return by_name["ClusterRole/dra-reader"], by_name["Role/dra-reader"]
+
+
 def test_role_is_read_only() -> None:
-    role = load_role()[0]["ClusterRole/dra-reader"]
-    verbs = {v for v, _, _ in granted(role)}
+    verbs = {v for v, _, _ in granted(*roles())}
     assert verbs <= {"get", "list", "watch"} and not verbs & WRITE_VERBS
-    assert not any(r == "secrets" for _, _, r in granted(role))
+    assert not any(r == "secrets" for _, _, r in granted(*roles()))
+    # ConfigMaps (the state) only in the reconciler's namespace, not cluster-wide.
+    assert not any(r == "configmaps" for _, _, r in granted(roles()[0]))
 
 
 def test_every_request_is_allowed(requests_made: set[Permission]) -> None:
-    role = load_role()[0]["ClusterRole/dra-reader"]
     assert requests_made, "no resource requests were logged"
-    denied = sorted(requests_made - granted(role))
+    denied = sorted(requests_made - granted(*roles()))
     assert denied == [], f"requests the dra-reader role does not allow: {denied}"
 
 
 def test_every_rule_is_used(requests_made: set[Permission]) -> None:
-    role = load_role()[0]["ClusterRole/dra-reader"]
-    unused = sorted(granted(role) - requests_made - NOT_SIMULATED)
+    unused = sorted(granted(*roles()) - requests_made - NOT_SIMULATED)
     assert unused == [], f"rules no command uses (remove them): {unused}"
-    assert granted(role) >= NOT_SIMULATED
+    assert granted(*roles()) >= NOT_SIMULATED
 
 
 def test_the_sims_rbac_allows_every_request_of_the_reader(
