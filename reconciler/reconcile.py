@@ -288,7 +288,13 @@ class Reconciler:
                 reason, f"{_short(sha)}: {record.get('message') or delivery.outcome}", warning=True
             )
             result = PassResult(
-                target, delivery.outcome, sha, records=[record], delivery=delivery, violations=violations
+                target,
+                delivery.outcome,
+                sha,
+                message=str(record.get("message") or ""),
+                records=[record],
+                delivery=delivery,
+                violations=violations,
             )
             return self._finish(state, result)
         if delivery.cancelled:

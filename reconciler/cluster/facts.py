@@ -28,6 +28,7 @@ LIVE_KINDS: tuple[tuple[str, str], ...] = (
     (DRA_GROUP, "ResourceClaim"),
     (DRA_GROUP, "ResourceSlice"),
     (DRA_GROUP, "DeviceTaintRule"),
+    ("scheduling.k8s.io", "PriorityClass"),  # the capacity prediction's pod order
 )
 
 

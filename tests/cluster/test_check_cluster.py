@@ -318,3 +318,27 @@ def test_pods_of_a_driver_the_change_installs_are_unknown(
     (pod,) = report["capacity"]["pods"]
     assert pod["outcome"] == "unknown" and "nic.example.com is installed by this change" in pod["unknown"]
     assert [f for f in report["findings"] if f["rule"] == "capacity"] == []
+
+
+def test_live_priority_classes_order_the_prediction(gpu_sim: tuple[SimCluster, Path], tmp_path: Path) -> None:
+    """Only the cluster knows class `urgent`: its pod is placed first and a lower one is the one left out."""
+    sim, kubeconfig = gpu_sim
+    with ClusterClient.for_url(sim.url) as client:
+        client.apply(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": "urgent"},
+                "value": 100000,
+            }
+        )
+    change = tmp_path / "change"
+    change.mkdir()
+    (change / "trainer.yaml").write_text(CHANGE % 2)
+    urgent = (CHANGE % 1).split("---\n", 1)[1]
+    urgent = urgent.replace("name: trainer", "name: urgent").replace("app: trainer", "app: urgent")
+    urgent = urgent.replace("      resourceClaims:", "      priorityClassName: urgent\n      resourceClaims:")
+    (change / "urgent.yaml").write_text(urgent)
+    _, report = check(kubeconfig, change)
+    pods = {p["pod"]: p["outcome"] for p in report["capacity"]["pods"]}
+    assert pods == {"ml/urgent-0": "fits", "ml/trainer-0": "fits", "ml/trainer-1": "does-not-fit"}, pods

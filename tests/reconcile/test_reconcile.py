@@ -204,6 +204,9 @@ def test_a_denied_commit_writes_nothing_and_retry_tries_it_again(
     result = reconciler.reconcile()
     assert result.outcome == "denied"
     assert ("driver-canary", "deny") in result.violations
+    # The pass says why (what `run --once` prints and the logs carry), with the file and line.
+    assert result.message.startswith("10-driver/kubelet-plugin.yaml:")
+    assert "driver-canary: DaemonSet/gpu-system/gpu-example-kubelet-plugin changes" in result.message
     state = StateStore(client, TARGET).load()
     assert state.last_attempted == {"sha": denied, "outcome": "denied", "at": state.last_attempted["at"]}
     assert "driver-canary" in state.history[0]["message"]
