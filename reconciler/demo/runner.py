@@ -24,7 +24,7 @@ from typing import Any
 
 from reconciler.demo.story import APPLIED, DENIED, ROLLED_BACK, STORY, Step
 from reconciler.demo.terminal import Narrator
-from reconciler.errors import DraGitopsError, EnvironmentProblem
+from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 
 TARGET = "default"
 DRIVER = "gpu.example.com"
@@ -239,6 +239,11 @@ def run_demo(options: DemoOptions, narrator: Narrator, wait_forever: Any = None)
     if not EXAMPLE.is_dir():
         raise EnvironmentProblem(
             "the example manifests are missing from this installation", where=str(EXAMPLE)
+        )
+    if options.workdir is not None and options.workdir.exists() and any(options.workdir.iterdir()):
+        raise UserError(
+            "the demo's --workdir must be empty or new (the demo creates its repositories there)",
+            where=str(options.workdir),
         )
     root = options.workdir or Path(tempfile.mkdtemp(prefix="dra-gitops-demo-"))
     root.mkdir(parents=True, exist_ok=True)

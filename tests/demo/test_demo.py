@@ -133,6 +133,18 @@ def test_workdir_is_kept(tmp_path: Path) -> None:
     assert log[0] == STORY[-1].message and log[-1] == STORY[0].message
     assert sum(1 for subject in log if subject.startswith("Revert ")) == 3
 
+    # A second run into the same directory is refused with a clear message, and touches nothing.
+    again = subprocess.run(
+        [sys.executable, "-m", "reconciler", "demo", "--workdir", str(workdir), "--plain"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode == 1
+    assert f"{workdir}: the demo's --workdir must be empty or new" in again.stderr
+    assert (workdir / "kubeconfig").is_file()
+
 
 def test_edit_replaces_exactly_one_line_and_keeps_indentation(tmp_path: Path) -> None:
     file = tmp_path / "a.yaml"
