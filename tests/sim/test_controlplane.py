@@ -282,7 +282,13 @@ def test_missing_device_class_leaves_pod_pending_with_scheduler_message(sim: Sim
         lambda: (x := cond(kube.pod("ml", "notebook"), "PodScheduled")) and x["status"] == "False" and x
     )
     assert c["message"] == expected
-    assert any(e["reason"] == "FailedScheduling" and e["message"] == expected for e in kube.events("ml"))
+    # The Event is recorded after the status write (the scheduler's recorder is asynchronous too).
+    wait_for(
+        lambda: any(
+            e["reason"] == "FailedScheduling" and e["message"] == expected for e in kube.events("ml")
+        ),
+        what="the FailedScheduling event",
+    )
     # creating the class lets it schedule (the retry happens on the DeviceClass event)
     kube.apply(
         [
