@@ -4,6 +4,8 @@ attempt's dry-run and the rollback target. Pure: facts in, (id, title, status, e
 
 from __future__ import annotations
 
+from typing import Any
+
 from reconciler.checklist.common import (
     CHECKED,
     DRA_GROUP,
@@ -206,6 +208,13 @@ def capacity_item(f: ChecklistFacts) -> Built:
     return make_item("capacity", title, status_of(bool(problems)), summary, problems + details)
 
 
+def _where(decision: dict[str, Any]) -> str:
+    """`path:line ` of a policy decision, when it has one."""
+    if not decision.get("path"):
+        return ""
+    return f"{decision['path']}:{decision.get('line') or 1} "
+
+
 def dry_run_item(f: ChecklistFacts) -> Built:
     title = "Server-side dry-run of the last attempted revision passed"
     state = f.state
@@ -220,15 +229,18 @@ def dry_run_item(f: ChecklistFacts) -> Built:
     message = record.get("message") or outcome
     decisions = record.get("decisions") or []
     findings = [
-        f"{d.get('severity')} {d.get('rule')} {d.get('ref') or ''}: {d.get('msg')}".replace("  ", " ")
+        f"{d.get('severity')} {d.get('rule')} {_where(d)}{d.get('ref') or ''}: {d.get('msg')}".replace(
+            "  ", " "
+        )
         for d in decisions
     ]
     if outcome == "denied":
+        denials = sum(1 for d in decisions if d.get("severity") == "deny")
         return make_item(
             "dry-run",
             title,
             NOT_CHECKED,
-            f"{short(sha)}: denied by policy before the dry-run: {message}",
+            f"{short(sha)}: denied by policy before the dry-run ({denials} denial(s)); nothing was written",
             findings,
         )
     if outcome == "unverified":

@@ -176,7 +176,7 @@ def test_after_a_rolled_back_commit_the_attempt_items_are_unchecked_with_the_rea
     # Its dry-run passed (the capacity rule only warns) and the rollback target took the cluster back.
     assert checklist.item("dry-run").status == CHECKED
     assert f"{bad[:12]}: 0 to create, 1 to update" in text(checklist, "dry-run")
-    assert "warn capacity Deployment/ml-team/trainer" in text(checklist, "dry-run")
+    assert "warn capacity 40-workloads/trainer.yaml:2 Deployment/ml-team/trainer" in text(checklist, "dry-run")
     assert checklist.item("rollback-target").status == CHECKED
     assert f"lastGood {good[:12]}, rollback verified at" in text(checklist, "rollback-target")
     assert f"{bad[:12]} (verify-failed) was rolled back to it" in text(checklist, "rollback-target")
@@ -210,11 +210,16 @@ def test_a_denied_commit_leaves_the_dry_run_unchecked(
     checklist = checklist_of(client)
     dry_run = checklist.item("dry-run")
     assert dry_run.status == NOT_CHECKED
-    assert dry_run.evidence[0].startswith(
-        f"{denied[:12]}: denied by policy before the dry-run: 10-driver/kubelet-plugin.yaml:1 driver-canary: "
-        "DaemonSet/gpu-system/gpu-example-kubelet-plugin changes the driver's pod template"
+    assert dry_run.evidence[0] == (
+        f"{denied[:12]}: denied by policy before the dry-run (1 denial(s)); nothing was written"
     )
-    assert any(line.startswith("deny driver-canary ") for line in dry_run.evidence[1:]), dry_run.evidence
+    assert any(
+        line.startswith(
+            "deny driver-canary 10-driver/kubelet-plugin.yaml:1 DaemonSet/gpu-system/gpu-example-kubelet-plugin: "
+            "DaemonSet/gpu-system/gpu-example-kubelet-plugin changes the driver's pod template"
+        )
+        for line in dry_run.evidence[1:]
+    ), dry_run.evidence
     assert checklist.item("verified").evidence[0].startswith(f"{denied[:12]} denied:")
     # Nothing was written: the live items still hold.
     for item_id in (

@@ -404,9 +404,10 @@ def test_a_denied_attempt_never_reached_the_dry_run() -> None:
     assert status(checklist, "dry-run") == NOT_CHECKED
     text = evidence(checklist, "dry-run")
     assert text.startswith(
-        "bbbbbbbbbbbb: denied by policy before the dry-run: Deployment/ml-team/x claim-refs: no such class"
+        "bbbbbbbbbbbb: denied by policy before the dry-run (1 denial(s)); nothing was written"
     )
     assert "deny claim-refs Deployment/ml-team/x: no such class" in text
+    assert text.count("no such class") == 1  # the finding once, not again in the summary
     assert status(checklist, "verified") == NOT_CHECKED
     assert evidence(checklist, "verified").startswith("bbbbbbbbbbbb denied: Deployment/ml-team/x claim-refs")
     # The cluster stayed on the last good revision: it is still the rollback target.
