@@ -13,98 +13,62 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from reconciler.check import CheckOptions, DesiredState
 from reconciler.cluster import applyset, drift
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
 from reconciler.errors import DraGitopsError, EnvironmentProblem
+from reconciler.evidence import count_violations, drift_text, evidence_record
 from reconciler.model.loader import LoadResult
 from reconciler.model.objects import ObjRef
 from reconciler.pipeline import DeliverHooks, DeliverOptions, Delivery, deliver, deliver_drift
 from reconciler.policy.inputdoc import Revision
+from reconciler.reconcile_types import (
+    APPLIED,
+    DENIED,
+    DRIFT_CORRECTED,
+    DRY_RUN_FAILED,
+    HELD,
+    INTERRUPTED,
+    ROLLBACK_FAILED,
+    ROLLED_BACK,
+    SOURCE_ERROR,
+    UNCHANGED,
+    UNVERIFIED,
+    Cancelled,
+    PassResult,
+    ReconcileOptions,
+    RevisionSource,
+    SourceHead,
+)
 from reconciler.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
 
+__all__ = [
+    "APPLIED",
+    "DENIED",
+    "DRIFT_CORRECTED",
+    "DRY_RUN_FAILED",
+    "HELD",
+    "INTERRUPTED",
+    "ROLLBACK_FAILED",
+    "ROLLED_BACK",
+    "SOURCE_ERROR",
+    "UNCHANGED",
+    "UNVERIFIED",
+    "Cancelled",
+    "PassResult",
+    "Progress",
+    "ReconcileOptions",
+    "Reconciler",
+    "RevisionSource",
+    "SourceHead",
+    "empty_state",
+]
+
 Progress = Callable[[str], None]
-# Characters of a verify-exec's output an evidence record keeps.
-EXEC_OUTPUT = 500
 log = logging.getLogger("dra_gitops.reconcile")
-
-# Outcomes of a pass (metrics label them; `status` prints them).
-APPLIED = "applied"
-UNCHANGED = "unchanged"
-DRIFT_CORRECTED = "drift-corrected"
-DENIED = "denied"
-DRY_RUN_FAILED = "dry-run-failed"
-ROLLED_BACK = "rolled-back"
-ROLLBACK_FAILED = "rollback-failed"
-HELD = "held"  # the head failed before: not retried until a new commit or `retry`
-UNVERIFIED = "unverified"  # signature verification refused the commit
-INTERRUPTED = "interrupted"
-SOURCE_ERROR = "source-error"
-
-
-@dataclass(frozen=True)
-class SourceHead:
-    sha: str
-    ref: str = ""
-    forced: bool = False
-    previous: str | None = None
-
-
-class RevisionSource(Protocol):
-    """Where revisions come from (a Git remote in production; anything with shas in tests)."""
-
-    def head(self, previous: str | None = None) -> SourceHead:
-        """The sha to deliver now; `previous` (the sha last attempted) tells a force-push apart."""
-        ...
-
-    def desired(self, sha: str) -> DesiredState: ...
-
-    def verify(self, sha: str) -> tuple[bool, str]: ...
-
-    def revert(self, sha: str, branch: str) -> str: ...
-
-
-@dataclass
-class ReconcileOptions:
-    target: str = applyset.DEFAULT_TARGET
-    state_namespace: str = applyset.DEFAULT_NAMESPACE
-    grace: float = 60.0
-    stage_timeout: float = 300.0
-    verify_timeout: float = 300.0
-    git_revert_branch: str | None = None
-    identity: str = ""
-
-
-@dataclass
-class PassResult:
-    target: str
-    outcome: str
-    sha: str | None
-    seconds: float = 0.0
-    message: str = ""
-    records: list[dict[str, Any]] = field(default_factory=list)
-    delivery: Delivery | None = None
-    rollback: Delivery | None = None
-    drift: drift.DriftReport | None = None
-    violations: dict[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> count
-
-    @property
-    def exit_code(self) -> int:
-        if self.outcome == ROLLBACK_FAILED:
-            return 5
-        if self.outcome == SOURCE_ERROR:
-            return 4
-        if self.outcome in (APPLIED, UNCHANGED, DRIFT_CORRECTED, HELD):
-            return 0
-        return 1
-
-
-class Cancelled(DraGitopsError):
-    """The controller is shutting down; the pass stopped between two stages."""
 
 
 def empty_state(sha: str | None = None) -> DesiredState:
@@ -267,7 +231,7 @@ class Reconciler:
         if head.forced:
             record["forcePush"] = {"previous": head.previous}
         state.retry = None
-        violations = _violations(delivery)
+        violations = count_violations(delivery)
         if delivery.outcome == APPLIED:
             state.last_good = sha
             state.last_attempted = {"sha": sha, "outcome": APPLIED, "at": record["at"]}
@@ -453,12 +417,12 @@ class Reconciler:
         result.delivery = corrected
         if corrected.outcome == APPLIED:
             result.outcome = DRIFT_CORRECTED
-            self.events.emit("DriftCorrected", f"{_short(sha)}: {_drift_text(refs)} put back as in Git")
+            self.events.emit("DriftCorrected", f"{_short(sha)}: {drift_text(refs)} put back as in Git")
         else:
             result.outcome = corrected.outcome
             result.message = str(record.get("message") or "")
             self.events.emit(
-                "DriftCorrectionFailed", f"{_short(sha)}: {_drift_text(refs)}: {result.message}", warning=True
+                "DriftCorrectionFailed", f"{_short(sha)}: {drift_text(refs)}: {result.message}", warning=True
             )
         return self._finish(state, result)
 
@@ -509,58 +473,3 @@ class Reconciler:
         return self._finish(
             state, PassResult(self.options.target, outcome, sha, records=[record], rollback=delivery)
         )
-
-
-def _drift_text(refs: dict[str, list[str]]) -> str:
-    parts = [f"{len(v)} {k}" for k, v in refs.items() if v]
-    return ", ".join(parts)
-
-
-def _violations(delivery: Delivery) -> dict[tuple[str, str], int]:
-    counts: dict[tuple[str, str], int] = {}
-    if delivery.check is None:
-        return counts
-    for finding in delivery.check.result.findings:
-        key = (finding.rule, finding.severity)
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> dict[str, Any]:
-    """One bounded history entry: decisions, diff summary, timings, claim → device → node, outcome."""
-    data = delivery.to_json()
-    findings = data.get("findings") or []
-    evidence = data.get("evidence") or []
-    record: dict[str, Any] = {
-        "sha": sha,
-        "operation": operation,
-        "outcome": delivery.outcome,
-        "at": now_iso(),
-        "diff": {"summary": delivery.plan_line(), **delivery.counts()},
-        "decisions": [
-            {k: f.get(k) for k in ("rule", "severity", "ref", "msg", "path", "line")}
-            for f in findings[:RECORD_ITEMS]
-        ],
-        "timings": data.get("timings") or {},
-        "devices": [
-            {"claim": e.get("claim"), "pod": e.get("pod"), "devices": e.get("devices"), "node": e.get("node")}
-            for e in evidence[:RECORD_ITEMS]
-            if e.get("claim")
-        ],
-    }
-    executed = data.get("exec") or []
-    if executed:
-        # What verify-exec saw in the containers (e.g. the devices `nvidia-smi -L` lists), kept short.
-        record["exec"] = [
-            {
-                **{k: x.get(k) for k in ("pod", "container", "command", "ok")},
-                "output": str(x.get("output") or "")[:EXEC_OUTPUT],
-            }
-            for x in executed[:RECORD_ITEMS]
-        ]
-    if len(findings) > RECORD_ITEMS:
-        record["decisionsOmitted"] = len(findings) - RECORD_ITEMS
-    message = delivery.failure_message()
-    if message:
-        record["message"] = message
-    return record

@@ -1,7 +1,7 @@
 """What the operational checklist is judged from: plain values read from the cluster and the state.
 
 PURE: dataclasses only. `reconciler/checklist/gather.py` fills them from a live cluster; tests build them
-by hand. History records are kept as the dicts the state ConfigMap holds (`reconcile.evidence_record`).
+by hand. History records are kept as the dicts the state ConfigMap holds (`evidence.evidence_record`).
 """
 
 from __future__ import annotations

@@ -6,118 +6,58 @@ sees every API write (and vice versa) through :meth:`Store.subscribe`.
 Stored objects are never mutated in place: each write stores a fresh dict. That lets internal readers
 (the HTTP layer, watch streams) share references without copying, while the public methods hand out
 deep copies that callers may edit freely.
+
+Its parts: :mod:`reconciler.sim.storebase` (types, errors, copies), :mod:`reconciler.sim.history`
+(watch history and fan-out, the lock), :mod:`reconciler.sim.collector` (deletion, owner references, GC).
 """
 
 from __future__ import annotations
 
 import builtins
 import secrets
-import threading
-import time
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
-from reconciler.sim import graceful, selectors
+from reconciler.sim import selectors
+from reconciler.sim.collector import Collector
+from reconciler.sim.storebase import (
+    NOT_FOUND_NS,
+    Admit,
+    AlreadyExists,
+    Change,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    Key,
+    NotFound,
+    Obj,
+    ObjList,
+    ResourceType,
+    StoreError,
+    clone,
+    now,
+)
 
-Obj = dict[str, Any]
-ObjList = list[Obj]  # spelled out here because Store.list shadows the builtin inside the class
-Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
-
-
-@dataclass(frozen=True)
-class ResourceType:
-    """One kind the server knows (for resource.k8s.io, ``version`` is the storage version v1)."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-    subresources: tuple[str, ...] = ()
-    singular: str = ""
-    short_names: tuple[str, ...] = ()
-    has_generation: bool = True
-    verbs: tuple[str, ...] = (
-        "create",
-        "delete",
-        "deletecollection",
-        "get",
-        "list",
-        "patch",
-        "update",
-        "watch",
-    )
-    categories: tuple[str, ...] = field(default=())
-
-    @property
-    def group_resource(self) -> str:
-        """``resourceclaims.resource.k8s.io`` as real error messages spell it (core: just the plural)."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-class StoreError(Exception):
-    """Base of the store's errors; ``message`` is what the API server puts into the Status."""
-
-    reason = "InternalError"
-    code = 500
-
-    def __init__(self, message: str, *, causes: list[dict[str, str]] | None = None, name: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.causes = causes or []
-        self.name_hint = name  # the object's name, for the Status details
-
-
-class NotFound(StoreError):
-    reason = "NotFound"
-    code = 404
-
-
-class AlreadyExists(StoreError):
-    reason = "AlreadyExists"
-    code = 409
-
-
-class Conflict(StoreError):
-    reason = "Conflict"
-    code = 409
-
-
-class Invalid(StoreError):
-    reason = "Invalid"
-    code = 422
-
-
-class Forbidden(StoreError):
-    reason = "Forbidden"
-    code = 403
-
-
-class Gone(StoreError):
-    reason = "Expired"
-    code = 410
-
-
-def clone(o: Any) -> Any:
-    """Deep copy of JSON-like data, several times faster than copy.deepcopy."""
-    t = type(o)
-    if t is dict:
-        return {k: clone(v) for k, v in o.items()}
-    if t is list:
-        return [clone(v) for v in o]
-    return o
-
-
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+__all__ = [
+    "NOT_FOUND_NS",
+    "Admit",
+    "AlreadyExists",
+    "Change",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "Key",
+    "NotFound",
+    "Obj",
+    "ObjList",
+    "ResourceType",
+    "Store",
+    "StoreError",
+    "clone",
+    "now",
+]
 
 
 def _gen_suffix() -> str:
@@ -126,32 +66,13 @@ def _gen_suffix() -> str:
     return "".join(secrets.choice(alphabet) for _ in range(5))
 
 
-# (resourceVersion, "ADDED"|"MODIFIED"|"DELETED", type, stored object)
-Change = tuple[int, str, ResourceType, Obj]
-Admit = Callable[[ResourceType, Obj, "Obj | None"], None]
-NOT_FOUND_NS = "namespaces"
-
-
-class Store:
+class Store(Collector):
     """Thread-safe object store. See the module docstring for the sharing rules."""
 
-    HISTORY = 100_000  # watch events kept for resuming from an older resourceVersion
-
     def __init__(self, types: list[ResourceType] | None = None, admit: Admit | None = None) -> None:
-        self._lock = threading.RLock()
+        super().__init__()
         # What `GET pods/NAME/log` answers: lines the simulated kubelet and driver write per container.
         self._logs: dict[tuple[str, str, str], list[str]] = {}
-        self._notify_lock = threading.RLock()
-        self._local = threading.local()
-        self._types: dict[tuple[str, str], ResourceType] = {}
-        self._objects: dict[tuple[str, str], dict[Key, Obj]] = {}
-        self._uids: dict[str, tuple[ResourceType, Key]] = {}
-        self._dependents: dict[str, set[str]] = {}  # owner uid -> dependent uids
-        self._rv = 0
-        self._history: deque[Change] = deque(maxlen=self.HISTORY)
-        self._pending: deque[Change] = deque()
-        self._subscribers: dict[int, Callable[[Change], None]] = {}
-        self._next_sub = 0
         if admit is None:
             from reconciler.sim.validation import admit as default_admit
 
@@ -353,66 +274,6 @@ class Store:
                     return list(lines)
             return []
 
-    def subscribe(self, callback: Callable[[str, ResourceType, dict], None]) -> Callable[[], None]:
-        """Call ``callback(event, type, obj_copy)`` after every committed change, outside the lock.
-
-        Callbacks run on the writing thread, in commit order; they should be quick (hand work to a
-        queue) but may write to the store themselves.
-        """
-
-        def raw(change: Change) -> None:
-            callback(change[1], change[2], clone(change[3]))
-
-        return self.subscribe_raw(raw)
-
-    def subscribe_raw(self, callback: Callable[[Change], None]) -> Callable[[], None]:
-        """Like :meth:`subscribe` but passes the stored object itself (do not mutate it)."""
-        with self._lock:
-            sub_id = self._next_sub
-            self._next_sub += 1
-            self._subscribers[sub_id] = callback
-
-        def unsubscribe() -> None:
-            with self._lock:
-                self._subscribers.pop(sub_id, None)
-
-        return unsubscribe
-
-    def watch_from(self, callback: Callable[[Change], None], since: int | None) -> Callable[[], None]:
-        """Subscribe and atomically replay the history after ``since`` (410 Gone if already dropped).
-
-        The replay and live deliveries may overlap; consumers skip changes whose rv they have seen.
-        """
-        with self._lock:
-            if since is not None and since < self._rv:
-                oldest = self._history[0][0] if self._history else self._rv + 1
-                if since + 1 < oldest:
-                    raise Gone(f"too old resource version: {since} ({oldest - 1})")
-                for change in self._history:
-                    if change[0] > since:
-                        callback(change)
-            return self.subscribe_raw(callback)
-
-    # ------------------------------------------------------------------ internal writes
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """The store lock, tracking nesting so notifications are sent only after the outermost write."""
-        with self._lock:
-            depth = getattr(self._local, "depth", 0)
-            self._local.depth = depth + 1
-            try:
-                yield
-            finally:
-                self._local.depth = depth
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Hold the lock across several internal calls; notifications go out when it ends."""
-        with self._locked():
-            yield
-        self._drain()
-
     def conflict(self, rtype: ResourceType, name: str) -> Conflict:
         return Conflict(
             f'Operation cannot be fulfilled on {rtype.group_resource} "{name}": the object has been '
@@ -542,210 +403,6 @@ class Store:
             return new
         self._commit(rtype, key, new, "MODIFIED")
         return new
-
-    def _delete_locked(
-        self,
-        rtype: ResourceType,
-        key: Key,
-        old: Obj,
-        propagation: str,
-        dry_run: bool,
-        grace_period: int | None = None,
-    ) -> Obj:
-        md = old["metadata"]
-        finalizers = list(md.get("finalizers") or [])
-        uid = md["uid"]
-        if rtype.group == "" and rtype.plural == NOT_FOUND_NS:
-            return self._delete_namespace(rtype, key, old, dry_run)
-        grace = graceful.grace_period(rtype.group, rtype.plural, old, grace_period)
-        if grace > 0:
-            return self._delete_gracefully(rtype, key, old, grace, dry_run)
-        if propagation == "Orphan" and not dry_run:
-            for dep_uid in list(self._dependents.get(uid, ())):
-                self._orphan(dep_uid, uid)
-        if propagation == "Foreground" and self._dependents.get(uid) and not dry_run:
-            finalizers.append("foregroundDeletion")
-        if finalizers:
-            pending = md.get("deletionTimestamp") and not md.get("deletionGracePeriodSeconds")
-            if pending and finalizers == md.get("finalizers"):
-                return old  # already being deleted
-            new = dict(old)
-            new["metadata"] = nmd = dict(md)
-            nmd["finalizers"] = finalizers
-            nmd.setdefault("deletionTimestamp", now())
-            nmd["deletionGracePeriodSeconds"] = 0  # a graceful deletion ends here: its finalizers remain
-            if rtype.has_generation:
-                nmd["generation"] = md.get("generation", 0) + 1
-            if dry_run:
-                return new
-            self._commit(rtype, key, new, "MODIFIED")
-            if "foregroundDeletion" in finalizers:
-                for dep_uid in list(self._dependents.get(uid, ())):
-                    self._delete_by_uid(dep_uid, "Foreground")
-                self._finish_foreground(uid)
-            return self._objects[(rtype.group, rtype.plural)].get(key, new)
-        if dry_run:
-            return old
-        return self._remove(rtype, key, old)
-
-    def _delete_gracefully(self, rtype: ResourceType, key: Key, old: Obj, grace: int, dry_run: bool) -> Obj:
-        new = graceful.mark_terminating(old, grace, has_generation=rtype.has_generation)
-        if new is None or dry_run:
-            return new or old
-        self._commit(rtype, key, new, "MODIFIED")
-        return new
-
-    def _delete_namespace(self, rtype: ResourceType, key: Key, old: Obj, dry_run: bool) -> Obj:
-        if dry_run:
-            return old
-        name = key[1]
-        if not old["metadata"].get("deletionTimestamp"):
-            new = clone(old)
-            new["metadata"]["deletionTimestamp"] = now()
-            new["metadata"]["deletionGracePeriodSeconds"] = 0
-            new.setdefault("status", {})["phase"] = "Terminating"
-            self._commit(rtype, key, new, "MODIFIED")
-        for (group, plural), objs in list(self._objects.items()):
-            t = self._types.get((group, plural))
-            if t is None or not t.namespaced:
-                continue
-            for okey, obj in list(objs.items()):
-                if okey[0] == name:
-                    self._delete_locked(t, okey, obj, "Background", False)
-        current = self._objects[("", NOT_FOUND_NS)].get(key)
-        if current is None:  # removed as its last object went
-            return old
-        return self._maybe_finish_namespace(name) or current
-
-    def _maybe_finish_namespace(self, name: str) -> Obj | None:
-        nst = self._types[("", NOT_FOUND_NS)]
-        nsobj = self._objects[("", NOT_FOUND_NS)].get(("", name))
-        if nsobj is None or not nsobj["metadata"].get("deletionTimestamp"):
-            return None
-        for (group, plural), objs in self._objects.items():
-            t = self._types.get((group, plural))
-            if t is not None and t.namespaced and any(k[0] == name for k in objs):
-                return None
-        return self._remove(nst, ("", name), nsobj)
-
-    def _remove(self, rtype: ResourceType, key: Key, obj: Obj) -> Obj:
-        """Drop the object for good, then collect its dependents (background GC)."""
-        objs = self._objects[(rtype.group, rtype.plural)]
-        if key not in objs:
-            return obj
-        del objs[key]
-        obj = dict(obj)
-        obj["metadata"] = md = dict(obj["metadata"])
-        uid = md["uid"]
-        self._rv += 1
-        md["resourceVersion"] = str(self._rv)
-        self._uids.pop(uid, None)
-        self._index_owners(uid, md, None)
-        self._record(rtype, obj, "DELETED")
-        for dep_uid in list(self._dependents.get(uid, ())):
-            entry = self._uids.get(dep_uid)
-            if entry is None:
-                continue
-            dep = self._objects[(entry[0].group, entry[0].plural)].get(entry[1])
-            refs = (dep or {}).get("metadata", {}).get("ownerReferences") or []
-            if all(r.get("uid") not in self._uids for r in refs):
-                self._delete_by_uid(dep_uid, "Background")
-        self._dependents.pop(uid, None)
-        for ref in md.get("ownerReferences") or []:
-            self._finish_foreground(ref.get("uid", ""))
-        if rtype.namespaced:
-            self._maybe_finish_namespace(key[0])
-        return obj
-
-    def _delete_by_uid(self, uid: str, propagation: str) -> None:
-        entry = self._uids.get(uid)
-        if entry is None:
-            return
-        rtype, key = entry
-        obj = self._objects[(rtype.group, rtype.plural)].get(key)
-        if obj is not None and not obj["metadata"].get("deletionTimestamp"):
-            self._delete_locked(rtype, key, obj, propagation, False)
-
-    def _orphan(self, dep_uid: str, owner_uid: str) -> None:
-        entry = self._uids.get(dep_uid)
-        if entry is None:
-            return
-        rtype, key = entry
-        old = self._objects[(rtype.group, rtype.plural)][key]
-        new = clone(old)
-        refs = [r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
-        if refs:
-            new["metadata"]["ownerReferences"] = refs
-        else:
-            new["metadata"].pop("ownerReferences", None)
-        self._commit(rtype, key, new, "MODIFIED")
-
-    def _finish_foreground(self, owner_uid: str) -> None:
-        entry = self._uids.get(owner_uid)
-        if entry is None or self._dependents.get(owner_uid):
-            return
-        rtype, key = entry
-        owner = self._objects[(rtype.group, rtype.plural)].get(key)
-        if owner is None or "foregroundDeletion" not in (owner["metadata"].get("finalizers") or []):
-            return
-        new = clone(owner)
-        fins = [f for f in new["metadata"]["finalizers"] if f != "foregroundDeletion"]
-        new["metadata"]["finalizers"] = fins
-        if fins:
-            self._commit(rtype, key, new, "MODIFIED")
-        else:
-            del new["metadata"]["finalizers"]
-            self._remove(rtype, key, new)
-
-    def _index_owners(self, uid: str, md: Obj, new_md: Obj | None) -> None:
-        for ref in md.get("ownerReferences") or []:
-            deps = self._dependents.get(ref.get("uid", ""))
-            if deps is not None:
-                deps.discard(uid)
-        if new_md is not None:
-            for ref in new_md.get("ownerReferences") or []:
-                self._dependents.setdefault(ref.get("uid", ""), set()).add(uid)
-
-    def _commit(self, rtype: ResourceType, key: Key, obj: Obj, event: str) -> None:
-        objs = self._objects[(rtype.group, rtype.plural)]
-        old = objs.get(key)
-        self._rv += 1
-        md = obj["metadata"]
-        md["resourceVersion"] = str(self._rv)
-        uid = md["uid"]
-        self._index_owners(uid, old["metadata"] if old is not None else {}, md)
-        objs[key] = obj
-        self._uids[uid] = (rtype, key)
-        self._record(rtype, obj, event)
-
-    def _record(self, rtype: ResourceType, obj: Obj, event: str) -> None:
-        change: Change = (self._rv, event, rtype, obj)
-        self._history.append(change)
-        if self._subscribers:
-            self._pending.append(change)
-
-    def _drain(self) -> None:
-        """Deliver pending changes in commit order, unless this thread is inside a write or a delivery."""
-        if getattr(self._local, "depth", 0) or getattr(self._local, "draining", False):
-            return
-        self._local.draining = True
-        try:
-            with self._notify_lock:
-                while True:
-                    with self._lock:
-                        if not self._pending:
-                            return
-                        change = self._pending.popleft()
-                        subs = list(self._subscribers.values())
-                    for cb in subs:
-                        try:
-                            cb(change)
-                        except Exception:  # noqa: BLE001 - one broken subscriber must not stop the others
-                            import logging
-
-                            logging.getLogger(__name__).exception("store subscriber failed")
-        finally:
-            self._local.draining = False
 
 
 def _spec_changed(old: Obj, new: Obj) -> bool:

@@ -1,0 +1,206 @@
+"""Commands that deliver one revision by hand: `plan` (server-side dry-run) and `apply`.
+
+Parse, call, print, return an exit code; the work is in `pipeline` and `cluster/apply.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from reconciler.cli import (
+    cli,
+    connect,
+    handle_errors,
+    kube_options,
+    output_option,
+    policy_options,
+    progress_printer,
+    verbosity_options,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def source_options(func: F) -> F:
+    """PATH arguments or --repo/--rev/--path: where the desired state comes from."""
+    func = click.option(
+        "--path", "subdir", default="", help="Subdirectory of the repository holding the manifests."
+    )(func)
+    func = click.option(
+        "--rev", default="HEAD", show_default=True, help="Revision to deliver (with --repo)."
+    )(func)
+    func = click.option(
+        "--repo",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Git repository to read the revision from.",
+    )(func)
+    return click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(func)
+
+
+def target_options(func: F) -> F:
+    func = click.option(
+        "--target",
+        default="default",
+        show_default=True,
+        help="Name of this delivery target (ApplySet and state).",
+    )(func)
+    return click.option(
+        "--state-namespace",
+        default="dra-gitops",
+        show_default=True,
+        help="Namespace of the ApplySet parent and state ConfigMap.",
+    )(func)
+
+
+def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) -> Any:
+    from reconciler.check import load_directories, load_git_revisions
+    from reconciler.model.loader import DEFAULT_LIMITS
+
+    if repo is not None and paths:
+        raise click.UsageError("give either PATH arguments or --repo, not both")
+    if repo is not None:
+        return load_git_revisions(repo, [rev], subdir, DEFAULT_LIMITS)[0]
+    if not paths:
+        raise click.UsageError("give at least one PATH, or --repo (with --rev)")
+    return load_directories(list(paths), DEFAULT_LIMITS)
+
+
+@cli.command("plan")
+@source_options
+@kube_options
+@target_options
+@click.option("--exit-code", is_flag=True, help="Exit 3 when the plan has changes.")
+@click.option("--no-diff", is_flag=True, help="Only the summary, no per-object diff.")
+@verbosity_options
+@handle_errors
+def plan_command(
+    paths: tuple[Path, ...],
+    repo: Path | None,
+    rev: str,
+    subdir: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    target: str,
+    state_namespace: str,
+    exit_code: bool,
+    no_diff: bool,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Server-side dry-run of the whole change, stage by stage: a diff per object, nothing written.
+
+    Objects whose Namespace or CRD the same change creates are shown as deferred: the server cannot judge
+    them before their Namespace or CRD exists, and `apply` dry-runs them right after that stage.
+    """
+    from reconciler.cluster import applyset
+    from reconciler.cluster.apply import dry_run, render_dry_run
+    from reconciler.model.plan import compute_plan
+    from reconciler.pipeline import stale_manifests
+
+    desired = _desired(paths, repo, rev, subdir)
+    head = desired.manifests.manifests
+    with connect(kubeconfig, kube_context) as client:
+        set_id = applyset.applyset_id(target, state_namespace)
+        plan = compute_plan(stale_manifests(client, set_id, head), head)
+        progress_printer(quiet)(f"dry-run of {len(plan.changes)} change(s) against {client.host}")
+        result = dry_run(client, plan, applyset_id=set_id)
+    click.echo(render_dry_run(result, show_diff=not no_diff), nl=False)
+    if desired.skipped:
+        from reconciler.policy.report import skipped_lines
+
+        click.echo("\n".join(["skipped (not checked, not applied):", *skipped_lines(desired.skipped)]))
+    if not result.ok:
+        return 1
+    pending = any(r.op in ("create", "update", "delete") for r in result.results)
+    return 3 if exit_code and pending else 0
+
+
+@cli.command("apply")
+@source_options
+@kube_options
+@target_options
+@policy_options
+@click.option(
+    "--stage-timeout", type=float, default=300.0, show_default=True, help="Seconds each stage may take."
+)
+@click.option(
+    "--verify-timeout", type=float, default=300.0, show_default=True, help="Seconds verification may take."
+)
+@click.option(
+    "--grace",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds a FailedScheduling 'cannot allocate all claims' may persist before verification fails.",
+)
+@click.option("--no-prune", is_flag=True, help="Keep objects the revision no longer has.")
+@click.option(
+    "--base",
+    "base_rev",
+    help="With --repo: the revision the cluster runs now; policies judge the change from it "
+    "(driver-canary needs it to see a driver update).",
+)
+@output_option(("text", "json"))
+@verbosity_options
+@handle_errors
+def apply_command(
+    paths: tuple[Path, ...],
+    repo: Path | None,
+    rev: str,
+    subdir: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    target: str,
+    state_namespace: str,
+    policy_dirs: tuple[Path, ...],
+    opa_url: str | None,
+    opa_token: str | None,
+    stage_timeout: float,
+    verify_timeout: float,
+    grace: float,
+    no_prune: bool,
+    base_rev: str | None,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Check, dry-run, apply stage by stage and verify one revision.
+
+    Every claim of every workload must end allocated, reserved for its pod, on the pod's node, and the pod
+    Ready; a terminal DRA signal (missing class, exhaustion past --grace, prepare failure, crashing
+    driver) fails fast with a diagnosis. Exit 0 applied and verified, 1 denied/rejected/failed, 4 cluster
+    problems. (Rollback to the last good revision comes with the reconcile loop.)
+    """
+    from reconciler.check import CheckOptions
+    from reconciler.pipeline import DeliverOptions, deliver
+
+    if base_rev and repo is None:
+        raise click.UsageError("--base needs --repo")
+    base = None
+    if repo is not None and base_rev:
+        from reconciler.check import load_git_revisions
+        from reconciler.model.loader import DEFAULT_LIMITS
+
+        desired, base = load_git_revisions(repo, [rev, base_rev], subdir, DEFAULT_LIMITS)
+    else:
+        desired = _desired(paths, repo, rev, subdir)
+    progress = progress_printer(quiet)
+    check_options = CheckOptions(
+        policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress
+    )
+    options = DeliverOptions(
+        target=target,
+        namespace=state_namespace,
+        stage_timeout=stage_timeout,
+        verify_timeout=verify_timeout,
+        grace=grace,
+        prune=not no_prune,
+    )
+    with connect(kubeconfig, kube_context) as client:
+        delivery = deliver(client, desired, check_options, options, progress, base)
+    click.echo(delivery.render_json() if output == "json" else delivery.render_text(), nl=False)
+    return delivery.exit_code

@@ -1,0 +1,88 @@
+"""The values of a reconcile pass: its outcomes, options and result, and the source it reads revisions from.
+
+:mod:`reconciler.reconcile` re-exports every name, so callers keep importing them from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reconciler.check import DesiredState
+from reconciler.cluster import applyset, drift
+from reconciler.errors import DraGitopsError
+from reconciler.pipeline import Delivery
+
+# Outcomes of a pass (metrics label them; `status` prints them).
+APPLIED = "applied"
+UNCHANGED = "unchanged"
+DRIFT_CORRECTED = "drift-corrected"
+DENIED = "denied"
+DRY_RUN_FAILED = "dry-run-failed"
+ROLLED_BACK = "rolled-back"
+ROLLBACK_FAILED = "rollback-failed"
+HELD = "held"  # the head failed before: not retried until a new commit or `retry`
+UNVERIFIED = "unverified"  # signature verification refused the commit
+INTERRUPTED = "interrupted"
+SOURCE_ERROR = "source-error"
+
+
+@dataclass(frozen=True)
+class SourceHead:
+    sha: str
+    ref: str = ""
+    forced: bool = False
+    previous: str | None = None
+
+
+class RevisionSource(Protocol):
+    """Where revisions come from (a Git remote in production; anything with shas in tests)."""
+
+    def head(self, previous: str | None = None) -> SourceHead:
+        """The sha to deliver now; `previous` (the sha last attempted) tells a force-push apart."""
+        ...
+
+    def desired(self, sha: str) -> DesiredState: ...
+
+    def verify(self, sha: str) -> tuple[bool, str]: ...
+
+    def revert(self, sha: str, branch: str) -> str: ...
+
+
+@dataclass
+class ReconcileOptions:
+    target: str = applyset.DEFAULT_TARGET
+    state_namespace: str = applyset.DEFAULT_NAMESPACE
+    grace: float = 60.0
+    stage_timeout: float = 300.0
+    verify_timeout: float = 300.0
+    git_revert_branch: str | None = None
+    identity: str = ""
+
+
+@dataclass
+class PassResult:
+    target: str
+    outcome: str
+    sha: str | None
+    seconds: float = 0.0
+    message: str = ""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    delivery: Delivery | None = None
+    rollback: Delivery | None = None
+    drift: drift.DriftReport | None = None
+    violations: dict[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> count
+
+    @property
+    def exit_code(self) -> int:
+        if self.outcome == ROLLBACK_FAILED:
+            return 5
+        if self.outcome == SOURCE_ERROR:
+            return 4
+        if self.outcome in (APPLIED, UNCHANGED, DRIFT_CORRECTED, HELD):
+            return 0
+        return 1
+
+
+class Cancelled(DraGitopsError):
+    """The controller is shutting down; the pass stopped between two stages."""
