@@ -176,7 +176,9 @@ def test_after_a_rolled_back_commit_the_attempt_items_are_unchecked_with_the_rea
     # Its dry-run passed (the capacity rule only warns) and the rollback target took the cluster back.
     assert checklist.item("dry-run").status == CHECKED
     assert f"{bad[:12]}: 0 to create, 1 to update" in text(checklist, "dry-run")
-    assert "warn capacity 40-workloads/trainer.yaml:1 Deployment/ml-team/trainer" in text(checklist, "dry-run")
+    assert "warn capacity 40-workloads/trainer.yaml:1 Deployment/ml-team/trainer" in text(
+        checklist, "dry-run"
+    )
     assert checklist.item("rollback-target").status == CHECKED
     assert f"lastGood {good[:12]}, rollback verified at" in text(checklist, "rollback-target")
     assert f"{bad[:12]} (verify-failed) was rolled back to it" in text(checklist, "rollback-target")
