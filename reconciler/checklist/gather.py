@@ -28,11 +28,10 @@ from reconciler.cluster.canary import idle_canary_reason
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.health import health_of
-from reconciler.cluster.inventory import (
+from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
+from reconciler.cluster.objects import (
     DRA_GROUP,
     deprecated_versions,
-    list_driver_pods,
-    list_driver_workloads,
     meta,
     name_of,
     namespace_of,

@@ -17,13 +17,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cluster.inventory import (
+from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
+from reconciler.cluster.objects import (
     DRA_GROUP,
     _dict,
     _list,
     driver_pods_of,
-    list_driver_pods,
-    list_driver_workloads,
     meta,
     name_of,
     namespace_of,

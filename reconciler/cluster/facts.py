@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.inventory import deprecated_versions, require_dra
+from reconciler.cluster.objects import deprecated_versions, require_dra
 from reconciler.model.dra import DRA_GROUP
 from reconciler.model.objects import Manifest, ref_of
 from reconciler.policy.inputdoc import ClusterFacts

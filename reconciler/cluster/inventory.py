@@ -2,231 +2,48 @@
 
 `collect_inventory(client)` reads the cluster once (discovery, nodes, driver workloads and their pods,
 DeviceClasses / ResourceClasses, ResourceSlices, ResourceClaims, DeviceTaintRules) and returns an
-`Inventory`; `render_inventory(inventory, fmt)` is pure and prints it as text, JSON or Markdown.
-A cluster that does not serve resource.k8s.io at all is an `EnvironmentProblem` (exit 4) whose message
-says which Kubernetes versions serve which DRA API and with which flags.
+`Inventory`; `render_inventory(inventory, fmt)` (inventory_render.py) is pure and prints it as text, JSON or
+Markdown. A cluster that does not serve resource.k8s.io at all is an `EnvironmentProblem` (exit 4) whose
+message says which Kubernetes versions serve which DRA API and with which flags.
 
-The small pure helpers at the top (pod health, node readiness, deprecated versions, driver pods) are shared
-with `diagnose.py` and `verify.py`.
+The small pure helpers on objects (pod health, node readiness, deprecated versions, driver pods) live in
+`objects.py`; `list_driver_workloads` / `list_driver_pods` here are shared with `diagnose.py` and `verify.py`.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cluster.canary import idle_canary_reason
-from reconciler.cluster.health import condition
-from reconciler.cluster.rollout import RolloutContext, current_pods
+from reconciler.cluster.objects import (
+    APPS,
+    DRA_GROUP,
+    DRIVER_WORKLOAD_KINDS,
+    _dict,
+    _list,
+    age_seconds,
+    condition,
+    deprecated_versions,
+    driver_pods_of,
+    meta,
+    name_of,
+    namespace_of,
+    node_ready,
+    nsname,
+    pod_health,
+    require_dra,
+    selector_string,
+    workload_selector,
+)
 from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
-from reconciler.errors import EnvironmentProblem
 from reconciler.model import dra
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
-
-DRA_GROUP = dra.DRA_GROUP
-APPS = "apps"
-DRIVER_WORKLOAD_KINDS = ("DaemonSet", "Deployment", "StatefulSet")
-
-NOT_SERVED_EXPLANATION = (
-    "the cluster does not serve the Dynamic Resource Allocation API (no resource.k8s.io group in discovery). "
-    "Which Kubernetes versions serve it: "
-    "1.34 and later serve resource.k8s.io/v1 by default (nothing to enable); "
-    "1.32/1.33 need the feature gate DynamicResourceAllocation=true on kube-apiserver, kube-scheduler, "
-    "kube-controller-manager and kubelet plus --runtime-config=resource.k8s.io/v1beta1=true "
-    "(1.33 also offers v1beta2=true); "
-    "1.31 needs the gate plus --runtime-config=resource.k8s.io/v1alpha3=true; "
-    "1.27-1.30 need the gate plus --runtime-config=resource.k8s.io/v1alpha2=true (classic DRA); "
-    "1.26 needs the gate plus --runtime-config=resource.k8s.io/v1alpha1=true. "
-    "Upgrade to Kubernetes >= 1.34 or enable the API with those flags."
-)
-
-
-# ---- pure helpers shared with diagnose.py and verify.py ------------------------------------------------
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _dict(obj.get("metadata"))
-
-
-def name_of(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("name") or "")
-
-
-def namespace_of(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("namespace") or "")
-
-
-def nsname(obj: Mapping[str, Any]) -> str:
-    ns = namespace_of(obj)
-    return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
-
-
-def node_ready(node: Mapping[str, Any]) -> bool:
-    cond = condition(node, "Ready")
-    return cond is not None and cond.get("status") == "True"
-
-
-def pod_phase(pod: Mapping[str, Any]) -> str:
-    return str(_dict(pod.get("status")).get("phase") or "Pending")
-
-
-def pod_ready(pod: Mapping[str, Any]) -> bool:
-    cond = condition(pod, "Ready")
-    return pod_phase(pod) == "Running" and cond is not None and cond.get("status") == "True"
-
-
-@dataclass(frozen=True)
-class PodHealth:
-    phase: str
-    ready: bool
-    restarts: int
-    crash_loop: bool
-    waiting: str  # reason of a waiting container ("" when none)
-
-    def describe(self) -> str:
-        parts = [self.phase, "ready" if self.ready else "not ready", f"{self.restarts} restart(s)"]
-        if self.crash_loop:
-            parts.append("CrashLoopBackOff")
-        elif self.waiting:
-            parts.append(self.waiting)
-        return ", ".join(parts)
-
-
-def pod_health(pod: Mapping[str, Any]) -> PodHealth:
-    status = _dict(pod.get("status"))
-    restarts = 0
-    crash = False
-    waiting = ""
-    for cs in _list(status.get("initContainerStatuses")) + _list(status.get("containerStatuses")):
-        cs = _dict(cs)
-        count = cs.get("restartCount")
-        restarts += count if isinstance(count, int) else 0
-        reason = str(_dict(_dict(cs.get("state")).get("waiting")).get("reason") or "")
-        if reason == "CrashLoopBackOff":
-            crash = True
-        if reason and not waiting:
-            waiting = reason
-    return PodHealth(pod_phase(pod), pod_ready(pod), restarts, crash, waiting)
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def age_seconds(obj: Mapping[str, Any], now: datetime) -> float | None:
-    created = parse_time(meta(obj).get("creationTimestamp"))
-    return None if created is None else max(0.0, (now - created).total_seconds())
-
-
-def format_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(seconds)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    if s < 172800:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
-def kube_minor(server_version: str) -> int | None:
-    """The minor version of a gitVersion such as "v1.36.2" or "v1.33.1-gke.100"; None when unknown."""
-    m = re.match(r"v?(\d+)\.(\d+)", server_version or "")
-    return int(m.group(2)) if m and m.group(1) == "1" else None
-
-
-def deprecated_versions(served: Sequence[str], server_version: str) -> dict[str, str]:
-    """Served resource.k8s.io versions that are deprecated on this server, with the reason."""
-    minor = kube_minor(server_version)
-    out: dict[str, str] = {}
-    for version in served:
-        if version.startswith("v1alpha") and "v1" in served:
-            out[version] = "alpha API; resource.k8s.io/v1 is served"
-        elif version == "v1beta1" and (("v1" in served) or (minor is not None and minor >= 35)):
-            out[version] = "deprecated in v1.35+, unavailable in v1.38+; use resource.k8s.io/v1"
-        elif version == "v1beta2" and minor is not None and minor >= 36:
-            out[version] = "deprecated in v1.36+, unavailable in v1.39+; use resource.k8s.io/v1"
-    return out
-
-
-def require_dra(served: Sequence[str], server_version: str) -> None:
-    if not served:
-        raise EnvironmentProblem(
-            f"Kubernetes {server_version}: {NOT_SERVED_EXPLANATION}", where="resource.k8s.io"
-        )
-
-
-def selector_string(match_labels: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in sorted(match_labels.items()))
-
-
-def workload_selector(workload: Mapping[str, Any]) -> dict[str, str]:
-    """matchLabels of a workload's selector, else its pod template's labels."""
-    spec = _dict(workload.get("spec"))
-    labels = _dict(_dict(spec.get("selector")).get("matchLabels"))
-    if not labels:
-        labels = _dict(_dict(_dict(spec.get("template")).get("metadata")).get("labels"))
-    return {str(k): str(v) for k, v in labels.items()}
-
-
-def labels_match(selector: Mapping[str, str], labels: Mapping[str, Any]) -> bool:
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-
-
-def owned_by(pod: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
-    uid = meta(workload).get("uid")
-    return bool(uid) and any(_dict(r).get("uid") == uid for r in _list(meta(pod).get("ownerReferences")))
-
-
-def driver_pods_of(
-    workloads: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    current: RolloutContext | None = None,
-) -> list[tuple[dict[str, Any], str | None, dict[str, Any]]]:
-    """(workload, driver name, pod) for every pod of a driver workload (selected by labels).
-
-    With `current` (a rollout context), only the pods of each workload's current template: what fail-fast
-    signals and diagnoses judge. Without it, every pod (the inventory lists what runs).
-    """
-    pods = list(pods)
-    out: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = []
-    for wl in workloads:
-        wl = dict(wl)
-        if not dra.is_driver_workload(wl):
-            continue
-        driver = dra.workload_driver(wl)
-        if current is not None:
-            out.extend((wl, driver, pod) for pod in current_pods(wl, pods, current))
-            continue
-        selector = workload_selector(wl)
-        for pod in pods:
-            if namespace_of(pod) != namespace_of(wl):
-                continue
-            if labels_match(selector, _dict(meta(pod).get("labels"))):
-                out.append((wl, driver, dict(pod)))
-    return out
 
 
 # ---- the inventory -----------------------------------------------------------------------------------
@@ -553,167 +370,6 @@ def collect_inventory(client: ClusterClient, *, now: datetime | None = None) -> 
     )
 
 
-# ---- rendering (pure) --------------------------------------------------------------------------------
-
-
-def render_inventory(inv: Inventory, fmt: str = "text") -> str:
-    if fmt == "json":
-        return json.dumps(inv.to_json(), indent=2, sort_keys=True)
-    if fmt == "markdown":
-        return _markdown(inv)
-    if fmt == "text":
-        return _text(inv)
-    raise ValueError(f"unknown inventory format {fmt!r} (text, json, markdown)")
-
-
-def _served_line(inv: Inventory) -> str:
-    parts = []
-    for v in inv.served_versions:
-        tags = []
-        if v == inv.preferred_version:
-            tags.append("preferred")
-        if v in inv.deprecated_versions:
-            tags.append("deprecated")
-        parts.append(f"{v} ({', '.join(tags)})" if tags else v)
-    return ", ".join(parts)
-
-
-def _text(inv: Inventory) -> str:
-    lines = [
-        f"Kubernetes {inv.server_version}",
-        f"resource.k8s.io: {_served_line(inv)}",
-        "",
-        f"Nodes ({len(inv.nodes)}):",
-    ]
-    for n in inv.nodes:
-        lines.append(
-            f"  {n.name}  {'Ready' if n.ready else 'NotReady'}" + ("" if n.ready else f"  {n.message}")
-        )
-    lines.append(f"Driver pods ({len(inv.driver_pods)}):")
-    for p in inv.driver_pods:
-        state = "CrashLoopBackOff" if p.crash_loop else ("Ready" if p.ready else p.phase)
-        lines.append(
-            f"  {p.namespace}/{p.name}  driver {p.driver or '?'}  node {p.node or '-'}  {state}  restarts {p.restarts}"
-        )
-    lines.append(f"Device classes ({len(inv.classes)}):")
-    for c in inv.classes:
-        lines.append(f"  {c.name}  ({c.kind} {c.api_version})  driver {c.driver or '?'}")
-    lines.append(f"ResourceSlices ({len(inv.slices)}):")
-    for s in inv.slices:
-        lines.append(
-            f"  {s.driver or '?'}  pool {s.pool or '-'}  node {s.node or '-'}  {s.devices} device(s)  {s.name}"
-        )
-    lines.append("Devices per driver:")
-    for name, d in sorted(inv.drivers.items()):
-        lines.append(
-            f"  {name}: {d.devices} device(s), {d.allocated} allocated, {d.free} free; "
-            f"{d.slices} slice(s), {d.pools} pool(s); pods {d.healthy_pods}/{d.pods} healthy"
-        )
-    lines.append(
-        f"Claims: {inv.claims} ({inv.allocated_claims} allocated, {len(inv.pending_claims)} pending)"
-    )
-    for pc in inv.pending_claims:
-        lines.append(
-            f"  pending {pc.namespace}/{pc.name}  age {format_age(pc.age_seconds)}  classes {', '.join(pc.classes) or '-'}"
-        )
-    if inv.taint_rules:
-        lines.append(f"DeviceTaintRules: {', '.join(inv.taint_rules)}")
-    if inv.warnings:
-        lines.append("Warnings:")
-        lines.extend(f"  ! {w}" for w in inv.warnings)
-    return "\n".join(lines) + "\n"
-
-
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
-    return out
-
-
-def _markdown(inv: Inventory) -> str:
-    lines = [
-        "## DRA inventory",
-        "",
-        f"* Kubernetes **{inv.server_version}**",
-        f"* resource.k8s.io: {_served_line(inv)}",
-        f"* Devices: {inv.devices} total, {inv.allocated_devices} allocated, "
-        f"{inv.devices - inv.allocated_devices} free",
-        f"* Claims: {inv.claims} ({inv.allocated_claims} allocated, {len(inv.pending_claims)} pending)",
-        "",
-        "### Nodes",
-        "",
-        *_md_table(
-            ["node", "ready", "message"],
-            [(n.name, "yes" if n.ready else "**no**", n.message) for n in inv.nodes],
-        ),
-        "",
-        "### Drivers",
-        "",
-        *_md_table(
-            ["driver", "devices", "allocated", "free", "slices", "pools", "classes", "pods healthy"],
-            [
-                (
-                    k,
-                    d.devices,
-                    d.allocated,
-                    d.free,
-                    d.slices,
-                    d.pools,
-                    ", ".join(d.classes),
-                    f"{d.healthy_pods}/{d.pods}",
-                )
-                for k, d in sorted(inv.drivers.items())
-            ],
-        ),
-        "",
-        "### Driver pods",
-        "",
-        *_md_table(
-            ["pod", "driver", "node", "phase", "ready", "restarts", "crash loop"],
-            [
-                (
-                    f"{p.namespace}/{p.name}",
-                    p.driver or "?",
-                    p.node or "-",
-                    p.phase,
-                    p.ready,
-                    p.restarts,
-                    p.crash_loop,
-                )
-                for p in inv.driver_pods
-            ],
-        ),
-        "",
-        "### Device classes",
-        "",
-        *_md_table(
-            ["class", "kind", "apiVersion", "driver"],
-            [(c.name, c.kind, c.api_version, c.driver or "?") for c in inv.classes],
-        ),
-        "",
-        "### ResourceSlices",
-        "",
-        *_md_table(
-            ["driver", "pool", "node", "devices", "slice"],
-            [(s.driver or "?", s.pool or "-", s.node or "-", s.devices, s.name) for s in inv.slices],
-        ),
-        "",
-        "### Pending claims",
-        "",
-        *_md_table(
-            ["claim", "age", "classes"],
-            [
-                (f"{c.namespace}/{c.name}", format_age(c.age_seconds), ", ".join(c.classes))
-                for c in inv.pending_claims
-            ],
-        ),
-    ]
-    if inv.warnings:
-        lines += ["", "### Warnings", "", *[f"* {w}" for w in inv.warnings]]
-    return "\n".join(lines) + "\n"
-
-
 __all__ = [
     "ClassInfo",
     "DriverPod",
@@ -721,13 +377,9 @@ __all__ = [
     "Inventory",
     "NodeInfo",
     "PendingClaim",
-    "PodHealth",
     "SliceInfo",
     "build_inventory",
     "collect_inventory",
-    "deprecated_versions",
     "list_driver_pods",
     "list_driver_workloads",
-    "pod_health",
-    "render_inventory",
 ]

@@ -33,15 +33,14 @@ from reconciler.cluster.diagnose import (
     render_diagnoses,
 )
 from reconciler.cluster.health import health_of, pod_failure
-from reconciler.cluster.inventory import (
+from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
+from reconciler.cluster.objects import (
     DRA_GROUP,
     _dict,
     _list,
     condition,
     driver_pods_of,
     labels_match,
-    list_driver_pods,
-    list_driver_workloads,
     meta,
     name_of,
     namespace_of,

@@ -13,15 +13,9 @@ import yaml
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.inventory import (
-    NOT_SERVED_EXPLANATION,
-    Inventory,
-    build_inventory,
-    collect_inventory,
-    deprecated_versions,
-    pod_health,
-    render_inventory,
-)
+from reconciler.cluster.inventory import Inventory, build_inventory, collect_inventory
+from reconciler.cluster.inventory_render import render_inventory
+from reconciler.cluster.objects import NOT_SERVED_EXPLANATION, deprecated_versions, pod_health
 from reconciler.errors import EnvironmentProblem
 from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
