@@ -3,7 +3,8 @@
 The change's pods (a Pod, or one pod per replica of a workload; a DaemonSet one per node it runs on)
 join the pods already waiting in the cluster, and the placement model (:mod:`reconciler.dra.placement`,
 the one the simulated scheduler uses) places them one at a time in the scheduler's order against the
-published devices minus what allocated claims hold. The answer is per pod and per claim: "fits" (node
+published devices minus what allocated claims hold (a claim whose pods are being deleted is releasing its
+devices: the scheduler hands them to the next pod within the pods' grace period). The answer is per pod and per claim: "fits" (node
 and devices), "does-not-fit" (why, node by node) or "unknown" (what the model could not decide). The
 `capacity` Rego rule turns the pods that do not fit into warnings or, with a param, denials; "unknown"
 never becomes a finding.
@@ -30,7 +31,7 @@ from reconciler.model import dra
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan
 
-__all__ = ["ORDER_NOTE", "capacity_input", "render_capacity"]
+__all__ = ["ORDER_NOTE", "capacity_input", "releasing_claims", "render_capacity"]
 
 ORDER_NOTE = (
     "pods are placed one at a time in the scheduler's order (priority, then creation); the real "
@@ -57,6 +58,54 @@ def _replicas(body: dict[str, Any]) -> int:
         value = spec.get("replicas")
         return int(value) if isinstance(value, int) else 1
     return 1
+
+
+def _pod_done(pod: dict[str, Any] | None) -> bool:
+    """A pod whose claims the resourceclaim controller releases: deleted, being deleted, or finished."""
+    if pod is None:
+        return True
+    if as_dict(pod.get("metadata")).get("deletionTimestamp"):
+        return True
+    return as_dict(pod.get("status")).get("phase") in ("Succeeded", "Failed")
+
+
+def releasing_claims(live: Sequence[Manifest]) -> set[tuple[str, str]]:
+    """Allocated claims that will give their devices back without anyone acting.
+
+    A claim generated for a pod that is being deleted or has finished, and a claim being deleted whose
+    every reserving pod is gone or going. An owner pod missing from the live list is not taken as gone
+    (it may have been created between the LISTs) unless the claim itself is being deleted.
+    """
+    pods = {(m.ref.namespace, m.ref.name): m.body for m in live if m.kind == "Pod"}
+    out: set[tuple[str, str]] = set()
+    for m in live:
+        if m.kind != "ResourceClaim" or not dra.is_dra_group(m.api_version):
+            continue
+        status = as_dict(m.body.get("status"))
+        if not status.get("allocation"):
+            continue
+        meta = as_dict(m.body.get("metadata"))
+        ns = m.ref.namespace
+        owner = next(
+            (
+                as_dict(o)
+                for o in as_list(meta.get("ownerReferences"))
+                if as_dict(o).get("kind") == "Pod" and as_dict(o).get("controller")
+            ),
+            None,
+        )
+        if owner is not None:
+            pod = pods.get((ns, str(owner.get("name"))))
+            if pod is not None and _pod_done(pod):
+                out.add((ns, m.ref.name))
+                continue
+        if meta.get("deletionTimestamp"):
+            users = [as_dict(r) for r in as_list(status.get("reservedFor"))]
+            if all(
+                _pod_done(pods.get((ns, str(r.get("name"))))) for r in users if r.get("resource") == "pods"
+            ):
+                out.add((ns, m.ref.name))
+    return out
 
 
 def _daemon_nodes(pod_spec: dict[str, Any], nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
@@ -212,7 +261,10 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
     }
     slices = [m.body for m in live if m.kind == "ResourceSlice"]
     taint_rules = [m.body for m in live if m.kind == "DeviceTaintRule"]
-    live_claims = [m.body for m in live if m.kind == "ResourceClaim"]
+    releasing = releasing_claims(live)
+    live_claims = [
+        m.body for m in live if m.kind == "ResourceClaim" and (m.ref.namespace, m.ref.name) not in releasing
+    ]
     nodes = [NodeInfo.from_node(m.body) for m in live if m.kind == "Node"]
     load = Counter(
         str(as_dict(m.body.get("spec")).get("nodeName"))
@@ -223,7 +275,14 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
     builder.waiting_pods()
     builder.change_pods(nodes)
     if not builder.pods and not builder.new_claims:
-        return {"pods": [], "claims": [], "failures": [], "totals": {}, "note": ORDER_NOTE}
+        return {
+            "pods": [],
+            "claims": [],
+            "failures": [],
+            "releasing": [],
+            "totals": {},
+            "note": ORDER_NOTE,
+        }
     inv = Inventory(slices, classes, live_claims, taint_rules)
     placement = Placement(inv, nodes, load, explain=True)
     results = placement.place(builder.pods)
@@ -314,6 +373,7 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
         "pods": pods_out,
         "claims": claims_out,
         "failures": failure_list,
+        "releasing": [f"{ns}/{name}" for ns, name in sorted(releasing)],
         "totals": totals,
         "note": ORDER_NOTE,
     }
@@ -377,5 +437,8 @@ def render_capacity(capacity: dict[str, Any] | None) -> str:
         lines.append(f"  claim {claim['claim']}: {claim['outcome']}{where}{devices}")
         if claim.get("pod") is None and claim.get("reason"):
             lines.append(f"    {claim['reason']}")
+    releasing = capacity.get("releasing") or []
+    if releasing:
+        lines.append(f"  counted as free (their pods are being deleted or finished): {', '.join(releasing)}")
     lines.append(f"  note: {capacity.get('note') or ORDER_NOTE}")
     return "\n".join(lines) + "\n"
