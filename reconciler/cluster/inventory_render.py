@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
 
 from reconciler.cluster.inventory import Inventory
 from reconciler.cluster.objects import format_age
+from reconciler.markdown import md_table
 
 
 def render_inventory(inv: Inventory, fmt: str = "text") -> str:
@@ -78,13 +77,6 @@ def _text(inv: Inventory) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in rows:
-        out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
-    return out
-
-
 def _markdown(inv: Inventory) -> str:
     lines = [
         "## DRA inventory",
@@ -97,14 +89,14 @@ def _markdown(inv: Inventory) -> str:
         "",
         "### Nodes",
         "",
-        *_md_table(
+        *md_table(
             ["node", "ready", "message"],
             [(n.name, "yes" if n.ready else "**no**", n.message) for n in inv.nodes],
         ),
         "",
         "### Drivers",
         "",
-        *_md_table(
+        *md_table(
             ["driver", "devices", "allocated", "free", "slices", "pools", "classes", "pods healthy"],
             [
                 (
@@ -123,7 +115,7 @@ def _markdown(inv: Inventory) -> str:
         "",
         "### Driver pods",
         "",
-        *_md_table(
+        *md_table(
             ["pod", "driver", "node", "phase", "ready", "restarts", "crash loop"],
             [
                 (
@@ -141,21 +133,21 @@ def _markdown(inv: Inventory) -> str:
         "",
         "### Device classes",
         "",
-        *_md_table(
+        *md_table(
             ["class", "kind", "apiVersion", "driver"],
             [(c.name, c.kind, c.api_version, c.driver or "?") for c in inv.classes],
         ),
         "",
         "### ResourceSlices",
         "",
-        *_md_table(
+        *md_table(
             ["driver", "pool", "node", "devices", "slice"],
             [(s.driver or "?", s.pool or "-", s.node or "-", s.devices, s.name) for s in inv.slices],
         ),
         "",
         "### Pending claims",
         "",
-        *_md_table(
+        *md_table(
             ["claim", "age", "classes"],
             [
                 (f"{c.namespace}/{c.name}", format_age(c.age_seconds), ", ".join(c.classes))

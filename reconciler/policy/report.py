@@ -11,9 +11,9 @@ be diffed, cached and asserted on.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 
+from reconciler.markdown import md_code, md_text
 from reconciler.policy.report_ci import render_codeclimate, render_github, render_junit, render_sarif
 from reconciler.policy.report_common import (
     FORMATS,
@@ -165,29 +165,9 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
 # --------------------------------------------------------------------------------------------------------
 # markdown
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~#])")
-
-
-def _md_text(s: str) -> str:
-    """Plain text for a table cell: markdown/HTML specials escaped, pipes escaped, newlines as <br>."""
-    s = s.replace("&", "&amp;")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    return "<br>".join(s.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
-
-
-def _md_code(s: str) -> str:
-    """A code span for a table cell; pipes stay escaped (GFM splits cells before parsing code spans)."""
-    s = " ".join(s.splitlines()).replace("|", "\\|")
-    if not s:
-        return ""
-    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if longest else ""
-    return f"{fence}{pad}{s}{pad}{fence}"
-
 
 def _md_where(f: Finding) -> str:
-    return _md_code(f.where)
+    return md_code(f.where)
 
 
 def render_markdown(result: CheckResult, options: RenderOptions) -> str:
@@ -195,12 +175,12 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
     v = verdict(result, options.fail_on_warn)
     ch = result.changes
     out = [
-        f"## {_md_text(options.title)}",
+        f"## {md_text(options.title)}",
         "",
         f"**{v}** — {summary_line(result)}.",
         "",
-        f"Engine `{_md_text(result.engine)}`; changes: {ch.create} create, {ch.update} update, "
-        f"{ch.delete} delete; {TOOL_NAME} {_md_text(options.tool_version)}.",
+        f"Engine `{md_text(result.engine)}`; changes: {ch.create} create, {ch.update} update, "
+        f"{ch.delete} delete; {TOOL_NAME} {md_text(options.tool_version)}.",
         "",
     ]
     rules = _all_rules(result)
@@ -210,7 +190,7 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
             denied = sum(1 for f in result.denials if f.rule == r.id)
             warned = sum(1 for f in result.warnings if f.rule == r.id)
             skipped = sum(1 for f in result.waived if f.rule == r.id)
-            out.append(f"| {_md_code(r.id)} | {_md_text(r.title)} | {denied} | {warned} | {skipped} |")
+            out.append(f"| {md_code(r.id)} | {md_text(r.title)} | {denied} | {warned} | {skipped} |")
     else:
         out.append("_No rules ran._")
     out += ["", "### Violations", ""]
@@ -220,7 +200,7 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
         for f in active:
             sev = "deny" if f.severity == "deny" else "warn"
             out.append(
-                f"| {sev} | {_md_where(f)} | {_md_code(f.rule)} | {_md_code(f.ref)} | {_md_text(f.msg)} |"
+                f"| {sev} | {_md_where(f)} | {md_code(f.rule)} | {md_code(f.ref)} | {md_text(f.msg)} |"
             )
     else:
         out.append("No violations.")
@@ -230,8 +210,8 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
         out += ["| Location | Rule | Object | Reason | Message |", "|---|---|---|---|---|"]
         for f in waived:
             out.append(
-                f"| {_md_where(f)} | {_md_code(f.rule)} | {_md_code(f.ref)} | "
-                f"{_md_text(f.waived or '')} | {_md_text(f.msg)} |"
+                f"| {_md_where(f)} | {md_code(f.rule)} | {md_code(f.ref)} | "
+                f"{md_text(f.waived or '')} | {md_text(f.msg)} |"
             )
     if result.skipped:
         out += [
@@ -242,7 +222,7 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
             "",
         ]
         out += ["| File | Reason |", "|---|---|"]
-        out += [f"| {_md_code(s.path)} | {_md_text(s.reason)} |" for s in result.skipped]
+        out += [f"| {md_code(s.path)} | {md_text(s.reason)} |" for s in result.skipped]
     return "\n".join(out) + "\n"
 
 
