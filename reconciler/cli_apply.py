@@ -75,6 +75,7 @@ def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) 
 @target_options
 @click.option("--exit-code", is_flag=True, help="Exit 3 when the plan has changes.")
 @click.option("--no-diff", is_flag=True, help="Only the summary, no per-object diff.")
+@output_option(("text", "json", "markdown"))
 @verbosity_options
 @handle_errors
 def plan_command(
@@ -88,6 +89,7 @@ def plan_command(
     state_namespace: str,
     exit_code: bool,
     no_diff: bool,
+    output: str,
     verbose: int,
     quiet: bool,
 ) -> int:
@@ -95,9 +97,13 @@ def plan_command(
 
     Objects whose Namespace or CRD the same change creates are shown as deferred: the server cannot judge
     them before their Namespace or CRD exists, and `apply` dry-runs them right after that stage.
+    `-o markdown` is made for a pull-request comment or a CI job summary, `-o json` for scripts.
+    Exit 0 when the server accepts every object, 1 when it rejects one, 3 with --exit-code when there are
+    changes, 4 when the cluster cannot be reached.
     """
     from reconciler.cluster import applyset
-    from reconciler.cluster.apply import dry_run, render_dry_run
+    from reconciler.cluster.apply import dry_run
+    from reconciler.cluster.dryrun_render import render_plan
     from reconciler.model.plan import compute_plan
     from reconciler.pipeline import stale_manifests
 
@@ -108,15 +114,13 @@ def plan_command(
         plan = compute_plan(stale_manifests(client, set_id, head), head)
         progress_printer(quiet)(f"dry-run of {len(plan.changes)} change(s) against {client.host}")
         result = dry_run(client, plan, applyset_id=set_id)
-    click.echo(render_dry_run(result, show_diff=not no_diff), nl=False)
-    if desired.skipped:
-        from reconciler.policy.report import skipped_lines
-
-        click.echo("\n".join(["skipped (not checked, not applied):", *skipped_lines(desired.skipped)]))
+    text = render_plan(
+        result, output, show_diff=not no_diff, revision=desired.revision.sha, skipped=desired.skipped
+    )
+    click.echo(text, nl=False)
     if not result.ok:
         return 1
-    pending = any(r.op in ("create", "update", "delete") for r in result.results)
-    return 3 if exit_code and pending else 0
+    return 3 if exit_code and result.changes_pending else 0
 
 
 @cli.command("apply")

@@ -27,11 +27,14 @@ from reconciler.cluster.changeset import (
     work_items,
 )
 from reconciler.cluster.client import ClusterClient, Invalid
+from reconciler.cluster.dryrun_render import render_dry_run
 from reconciler.errors import DraGitopsError
 from reconciler.model.plan import Plan
 
 # Where an object in a namespace the plan creates is dry-run for its schema (every cluster has it).
 PROBE_NAMESPACE = "default"
+
+__all__ = ["check_item", "dry_run", "render_dry_run"]
 
 # ---- one object ---------------------------------------------------------------------------------------
 
@@ -147,37 +150,3 @@ def dry_run(
             future.result()
     results = [item.result for item in items]
     return DryRunResult(results, _summary(results), ok=not any(r.error for r in results))
-
-
-def render_dry_run(result: DryRunResult, show_diff: bool = True) -> str:
-    """Text for humans: one line per object (and its diff), then one summary line per stage."""
-    signs = {"create": "+", "update": "~", "delete": "-", "unchanged": "=", "deferred": "?"}
-    lines: list[str] = []
-    for obj in result.results:
-        if obj.error:
-            lines.append(f"! error {obj.ref}  {obj.path}:{obj.line}: {obj.error}")
-            continue
-        if obj.op == "unchanged":
-            continue
-        note = f"  (checked after creation: {obj.deferred_reason})" if obj.op == "deferred" else ""
-        lines.append(f"{signs[obj.op]} {obj.op} {obj.ref}  {obj.path}:{obj.line}{note}")
-        if show_diff and obj.diff:
-            lines.extend("    " + line for line in obj.diff.rstrip("\n").split("\n"))
-        elif show_diff and obj.op == "update":
-            lines.append("    (labels or field ownership only)")
-    for label, counts in result.summary.items():
-        extra = f", {counts['unchanged']} unchanged" if counts.get("unchanged") else ""
-        deferred = (
-            f" ({counts['deferred']} checked after their namespace or CRD)" if counts.get("deferred") else ""
-        )
-        lines.append(
-            f"stage {label}: {counts['create']} create, {counts['update']} update, {counts['delete']} delete{extra}{deferred}"
-        )
-    total = result.counts()
-    errors = sum(1 for r in result.results if r.error)
-    verdict = "dry-run ok" if result.ok else f"dry-run failed: {errors} object(s) rejected"
-    lines.append(
-        f"{verdict}: {total['create']} create, {total['update']} update, {total['delete']} delete, "
-        f"{total['unchanged']} unchanged"
-    )
-    return "\n".join(lines) + "\n"

@@ -289,6 +289,9 @@ def test_github_push_mode_deploys_verifies_tags_and_rolls_back_a_failed_deploy(
     assert runs["plan"].outputs == {"last-good": "", "changes": "true"}
     assert codes(ws, "plan") == [("check", 0), ("plan", 3)]
     assert logged(ws, "plan")[0].argv[:2] == ["check", "."]
+    plan_summary = (ws.scratch / "plan.summary.md").read_text()  # the reviewers' view of the dry-run
+    assert plan_summary.startswith(f"## dra-gitops plan of {good[:12]}\n")
+    assert "**dry-run ok** — 12 to create" in plan_summary and "```diff" in plan_summary
     assert codes(ws, "deploy") == [("apply", 0)] and "--base" not in logged(ws, "deploy")[0].argv
     assert codes(ws, "verify") == [("diagnose", 0), ("inventory", 0)]
     assert json.loads((remote.work / "dra-gitops-apply.json").read_text())["outcome"] == "applied"
