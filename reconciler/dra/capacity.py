@@ -30,6 +30,7 @@ from reconciler.dra.simulate import simulate
 from reconciler.model import dra
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan
+from reconciler.model.rollouts import rollout_surge
 
 __all__ = ["ORDER_NOTE", "capacity_input", "releasing_claims", "render_capacity"]
 
@@ -45,6 +46,7 @@ class _Source:
 
     manifest: Manifest | None  # the object of the change (None: a pod already waiting in the cluster)
     pods: int  # how many pods that object adds
+    rollout: str = ""  # set when the pods are a rollout's first new-template pods: why they need devices
 
 
 def _replicas(body: dict[str, Any]) -> int:
@@ -233,10 +235,16 @@ class _Builder:
                     self.add(ns, f"{name}-{node.name}", _pinned(pod_spec, node.name), source, {})
                 continue
             count = _replicas(new.body)
+            rollout = ""
             if running is not None:
-                # Only pods added by the change need new devices (rolling-update surge aside).
+                # Only pods added by the change need new devices, and the pods a rollout starts before
+                # any old pod gives its devices back.
                 count = max(0, count - _replicas(running.body))
-            source = _Source(new, count)
+                old = change.old.body if change.old is not None else None
+                surge = rollout_surge(new.body, old, running.body)
+                if surge is not None and surge[0] > count:
+                    count, rollout = surge
+            source = _Source(new, count, rollout)
             for index in range(count):
                 pod_name = name if new.kind == "Pod" else f"{name}-{index}"
                 self.add(ns, pod_name, pod_spec, source, {})
@@ -297,11 +305,22 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
     claims_out: list[dict[str, Any]] = []
     claimed: set[tuple[str, str]] = set()
     failures: dict[tuple[str, str], dict[str, Any]] = {}
+    # A rollout stalls only when none of its first new pods fits; once one runs, an old pod goes.
+    rolling_on = {
+        id(source)
+        for pod, source in zip(builder.pods, builder.sources, strict=True)
+        if source.rollout and by_pod[id(pod)].outcome == "fits"
+    }
     for pod, source in zip(builder.pods, builder.sources, strict=True):
         result = by_pod[id(pod)]
         outcome, reason, unknown = result.outcome, "", result.unknown
+        if outcome == "does-not-fit" and id(source) in rolling_on:
+            outcome = "unknown"
+            unknown = "waits for the devices of the old pods the rollout replaces"
         if outcome != "fits":
             reason = result.reason() if outcome == "does-not-fit" else f"unknown: {unknown}"
+        if outcome == "does-not-fit" and source.rollout:
+            reason = f"{reason}; {source.rollout}"
         if outcome == "does-not-fit" and installing:
             drivers = {
                 dra.class_driver(dict(classes.get(c) or {}))

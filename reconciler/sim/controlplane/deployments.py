@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from reconciler.model.rollouts import deployment_budget
 from reconciler.sim.controlplane.base import (
     Obj,
     controller_of,
@@ -16,7 +17,7 @@ from reconciler.sim.controlplane.base import (
     set_condition,
     template_hash,
 )
-from reconciler.sim.controlplane.workload import WorkloadController, _active, _int_or_percent, _num
+from reconciler.sim.controlplane.workload import WorkloadController, _active, _num
 
 REVISION = "deployment.kubernetes.io/revision"
 
@@ -60,13 +61,9 @@ class DeploymentControl(WorkloadController):
             ]
             or [0]
         )
-        strategy = spec.get("strategy") or {}
-        recreate = strategy.get("type") == "Recreate"
-        ru = strategy.get("rollingUpdate") or {}
-        max_surge = _int_or_percent(ru.get("maxSurge", "25%"), desired, True)
-        max_unavail = _int_or_percent(ru.get("maxUnavailable", "25%"), desired, False)
-        if max_surge == 0 and max_unavail == 0:
-            max_unavail = 1
+        rolling = deployment_budget(d)  # None: Recreate
+        recreate = rolling is None
+        max_surge, max_unavail = rolling or (0, 0)
         old_total = sum(int((rs.get("spec") or {}).get("replicas") or 0) for rs in old)
         old_pods = sum(int((rs.get("status") or {}).get("replicas") or 0) for rs in old)
         if new_rs is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 from reconciler.sim.controlplane.base import (
@@ -15,15 +14,6 @@ from reconciler.sim.controlplane.base import (
     owner_ref,
     pod_done,
 )
-
-
-def _int_or_percent(value: Any, total: int, round_up: bool) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, str) and value.endswith("%"):
-        frac = int(value[:-1]) * total / 100
-        return math.ceil(frac) if round_up else math.floor(frac)
-    return int(value)
 
 
 def _num(spec: dict[str, Any], key: str, default: int) -> int:
