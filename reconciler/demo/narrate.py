@@ -48,8 +48,12 @@ def _rolled_back(step: Step, result: Any, record: dict[str, Any]) -> tuple[bool,
     lines = [
         f"rolled back to {str(record.get('rolledBackTo') or '(nothing)')[:12]} and verified",
         f"applied: {(record.get('diff') or {}).get('summary', '')}",
-        f"verification failed: {_first_line(result.message).removeprefix('verification failed: ')}",
     ]
+    # What the policies foresaw (a warning does not stop a delivery unless capacity_deny is set).
+    for decision in record.get("decisions") or []:
+        if decision.get("severity") == "warn":
+            lines.append(f"warned before applying: {decision.get('rule')}: {decision.get('msg')}")
+    lines.append(f"verification failed: {_first_line(result.message).removeprefix('verification failed: ')}")
     for diagnosis in diagnoses[:3]:
         lines.append(f"diagnosis {diagnosis.mode}: {diagnosis.summary}")
     lines.append(f"rollback: {(rollback.get('diff') or {}).get('summary', '')}")
