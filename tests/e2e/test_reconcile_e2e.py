@@ -168,3 +168,56 @@ def test_crash_looping_canary_is_rolled_back_and_ends_healthy(
         )
 
     wait_for(f"the canary healthy on the old template ({cluster.health()})", canary_healthy, timeout=120)
+
+
+def check_cluster(cluster: E2ECluster, work: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", "check", str(work), "--cluster", "-q", "-o", "json",
+         "--kubeconfig", cluster.kubeconfig],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, explain(done)
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_a_rollout_with_every_device_in_use_is_foreseen_and_rolled_back(
+    fresh_example: E2ECluster, remote: GitRemote, tmp_path: Path
+) -> None:
+    # The trainers and the notebook hold every device; a new pod template under the default strategy
+    # (maxSurge 1, maxUnavailable 0 for a few replicas) starts a new pod before deleting an old one.
+    cluster = fresh_example
+    full = NODE_COUNT * DEVICES_PER_NODE - 1  # with the notebook's shared GPU: every device
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=full))
+    good = remote.commit_and_push(f"{full} trainers: every device in use")
+    done = reconcile_once(cluster, remote, tmp_path / "cache")
+    assert done.returncode == 0 and "applied" in done.stdout, f"{explain(done)}\n{cluster.health()}"
+
+    def new_args(doc: dict[str, Any]) -> None:
+        doc["spec"]["template"]["spec"]["containers"][0]["args"] = ["--epochs=30"]
+
+    edit(remote, "40-workloads/trainer.yaml", new_args)
+    report = check_cluster(cluster, remote.work)
+    warned = [f for f in report["findings"] if f["rule"] == "capacity"]
+    assert (
+        len(warned) == 1 and "rolling update to a new pod template with maxUnavailable 0" in warned[0]["msg"]
+    ), report["findings"]
+    bad = remote.commit_and_push("trainer: 30 epochs")
+    done = reconcile_once(cluster, remote, tmp_path / "cache")
+    assert done.returncode == 1 and "rolled-back" in done.stdout, f"{explain(done)}\n{cluster.health()}"
+    state = status(cluster)
+    assert state["lastGood"] == good and state["lastAttempted"]["sha"] == bad
+
+    def room(doc: dict[str, Any]) -> None:
+        doc["spec"]["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+        }
+
+    edit(remote, "40-workloads/trainer.yaml", room)
+    report = check_cluster(cluster, remote.work)
+    assert [f for f in report["findings"] if f["rule"] == "capacity"] == []
+    fixed = remote.commit_and_push("trainer: roll one pod at a time")
+    done = reconcile_once(cluster, remote, tmp_path / "cache")
+    assert done.returncode == 0 and "applied" in done.stdout, f"{explain(done)}\n{cluster.health()}"
+    assert status(cluster)["lastGood"] == fixed
