@@ -1,0 +1,241 @@
+"""The failure modes of one claim in scope, checked in order: missing-class, node-failure,
+prepare-failure, exhaustion, else pending (nothing conclusive yet; nothing when it is healthy). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reconciler.cluster.diagnose_evidence import _is_int, claim_status_line, class_counts, event_line
+from reconciler.cluster.diagnose_scope import _ClassifierBase, _Subject
+from reconciler.cluster.diagnose_types import FAILED_PREPARE, FAILED_SCHEDULING, Diagnosis
+from reconciler.cluster.objects import _dict, _list, node_ready, nsname, pod_health, pod_phase, pod_ready
+from reconciler.dra.allocator import CANNOT_ALLOCATE, claim_spec
+from reconciler.model import dra
+
+_MISSING_CLASS_RE = re.compile(r"device class (?P<cls>[A-Za-z0-9.\-]+) does not exist")
+
+
+class _ClaimModes(_ClassifierBase):
+    """`subject(s)`: the diagnoses of one claim in scope."""
+
+    def subject(self, s: _Subject) -> None:
+        source = s.spec_source
+        evidence: list[str] = []
+        events: list[dict[str, Any]] = []
+        for pod in s.pods:
+            events += self.pod_events(pod)
+        if s.claim is not None:
+            evidence.append(claim_status_line(s.claim))
+        elif s.name is not None:
+            evidence.append(f"claim {s.namespace}/{s.name}: does not exist")
+        else:
+            pod = s.pods[0]
+            evidence.append(
+                f"pod {nsname(pod)}: claim from template {s.template_name} not created yet (no status.resourceClaimStatuses entry)"
+            )
+        for pod in s.pods:
+            h = pod_health(pod)
+            node = _dict(pod.get("spec")).get("nodeName")
+            evidence.append(f"pod {nsname(pod)}: {h.describe()}, node {node or '(not scheduled)'}")
+        ev_lines = [event_line(e) for e in events if e.get("type") != "Normal"]
+        # 1. missing class (the object, or the scheduler's event)
+        requested = dra.requested_classes(source) if source is not None else []
+        missing = [c for c in requested if c not in self.class_by_name]
+        for e in events:
+            m = _MISSING_CLASS_RE.search(str(e.get("message") or ""))
+            if m and m.group("cls") not in self.class_by_name and m.group("cls") not in missing:
+                missing.append(m.group("cls"))
+        if missing:
+            holder = (
+                f"ResourceClaimTemplate {s.namespace}/{s.template_name}"
+                if s.claim is None and s.template_name
+                else s.ref
+            )
+            self.add(
+                Diagnosis(
+                    "missing-class",
+                    s.ref,
+                    f"{holder} requests DeviceClass {', '.join(missing)}, which does not exist",
+                    evidence=[
+                        *evidence,
+                        *ev_lines,
+                        f"DeviceClasses in the cluster: {', '.join(sorted(self.class_by_name)) or 'none'}",
+                    ],
+                    recovery=[
+                        f"create DeviceClass {', '.join(missing)} (apply the commit stage that defines it, or install the "
+                        "driver chart that ships it)",
+                        f"or fix deviceClassName in the claim/template to one of: {', '.join(sorted(self.class_by_name)) or '(none)'}",
+                    ],
+                )
+            )
+            return
+        if source is None:
+            if s.name is None and s.template_name and (s.namespace, s.template_name) not in self.templates:
+                summary = f"ResourceClaimTemplate {s.namespace}/{s.template_name} does not exist, so no claim is generated"
+                recovery = [
+                    f"create ResourceClaimTemplate {s.namespace}/{s.template_name} or fix the pod's resourceClaims"
+                ]
+            elif s.name is not None and s.claim is None:
+                summary = f"ResourceClaim {s.namespace}/{s.name} does not exist; the pod waits for it"
+                recovery = [f"create ResourceClaim {s.namespace}/{s.name} or fix the pod's resourceClaims"]
+            else:
+                summary = "the claim has not been created yet"
+                recovery = ["wait: kube-controller-manager creates the claim from the template"]
+            self.add(Diagnosis("pending", s.ref, summary, [*evidence, *ev_lines], recovery))
+            return
+        alloc: dict[str, Any] = (
+            dra.claim_allocation(s.claim) if s.claim is not None else {"allocated": False, "node": None}
+        )
+        found = False
+        # 2. node failure
+        nodes_of_claim = [alloc["node"]] if alloc.get("node") else []
+        for pod in s.pods:
+            n = _dict(pod.get("spec")).get("nodeName")
+            if n and n not in nodes_of_claim:
+                nodes_of_claim.append(n)
+        for node_name in nodes_of_claim:
+            node = self.nodes.get(node_name)
+            if node is not None and node_ready(node):
+                continue
+            ready = _dict(
+                next(
+                    (
+                        c
+                        for c in _list(_dict(_dict(node).get("status")).get("conditions"))
+                        if _dict(c).get("type") == "Ready"
+                    ),
+                    {},
+                )
+            )
+            state = (
+                "does not exist"
+                if node is None
+                else f"is NotReady ({ready.get('reason') or '?'}: {ready.get('message') or ''})"
+            )
+            self.add(
+                Diagnosis(
+                    "node-failure",
+                    s.ref,
+                    f"{s.ref} is allocated on node {node_name}, which {state}",
+                    evidence=[*evidence, f"node {node_name} {state}", *ev_lines],
+                    recovery=[
+                        f"drain and repair or replace node {node_name} (kubectl drain {node_name} --ignore-daemonsets)",
+                        "the claim is released when its pods are deleted; their controllers then recreate them "
+                        "on a healthy node with free devices",
+                    ],
+                    numbers={"node": node_name},
+                )
+            )
+            found = True
+        # 3. prepare failure
+        prepare = [e for e in events if e.get("reason") == FAILED_PREPARE]
+        if prepare:
+            node = _dict(prepare[-1].get("source")).get("host") or (alloc.get("node") if alloc else None)
+            drivers = (
+                sorted({d["driver"] for d in alloc.get("devices", []) if d.get("driver")}) if alloc else []
+            )
+            self.add(
+                Diagnosis(
+                    "prepare-failure",
+                    s.ref,
+                    f"kubelet could not prepare the devices of {s.ref} on node {node or '?'}: "
+                    f"{str(prepare[-1].get('message') or '').strip()}",
+                    evidence=[*evidence, *[event_line(e) for e in prepare]]
+                    + self.driver_evidence(drivers[0] if len(drivers) == 1 else None, node),
+                    recovery=[
+                        f"check the driver's kubelet-plugin pod on node {node or '?'} (Ready, registered with kubelet, logs)",
+                        "restart the plugin pod if it lost its registration socket; then delete the stuck pod so it is retried",
+                    ],
+                )
+            )
+            found = True
+        # 4. exhaustion
+        if not alloc.get("allocated") and source is not None:
+            counts = class_counts(self.inv, claim_spec(source))
+            cannot = [
+                e
+                for e in events
+                if e.get("reason") == FAILED_SCHEDULING and CANNOT_ALLOCATE in str(e.get("message") or "")
+            ]
+            short = {
+                c: n
+                for c, n in counts.items()
+                if _is_int(n["free"]) and _is_int(n["total"]) and n["total"] > 0 and n["free"] < n["needed"]
+            }
+            unknown = {c: n for c, n in counts.items() if not _is_int(n["free"])}
+            if short or (cannot and unknown):
+                classes = short or unknown
+                cls, first = next(iter(classes.items()))
+                numbers: dict[str, Any] = {k: first[k] for k in ("needed", "free", "total")}
+                numbers["class"] = cls
+                if len(counts) > 1:
+                    numbers["classes"] = counts
+                drivers = sorted({dra.class_driver(self.class_by_name[c]) or c for c in classes})
+                per = "; ".join(
+                    f"class {c}: needs {n['needed']}, {n['free']} free of {n['total']}"
+                    for c, n in classes.items()
+                )
+                waiting = [
+                    nsname(c)
+                    for c in self.snap.claims
+                    if not dra.claim_allocation(c)["allocated"]
+                    and set(dra.requested_classes(c)) & set(classes)
+                ]
+                self.add(
+                    Diagnosis(
+                        "exhaustion",
+                        s.ref,
+                        f"all devices matching {s.ref} are allocated ({per})",
+                        evidence=[
+                            *evidence,
+                            *ev_lines,
+                            f"pending claims waiting for {', '.join(classes)}: {len(waiting)}",
+                        ],
+                        recovery=[
+                            f"free devices by deleting or scaling down workloads that hold {', '.join(classes)} devices "
+                            "(kubectl get resourceclaims -A shows which are allocated,reserved)",
+                            f"add nodes with {', '.join(drivers)} devices",
+                            "or lower the request's count / the number of replicas",
+                        ],
+                        numbers=numbers,
+                    )
+                )
+                found = True
+        if found:
+            return
+        if alloc.get("allocated") and all(pod_ready(p) or pod_phase(p) == "Succeeded" for p in s.pods):
+            return  # healthy
+        cannot = [e for e in events if e.get("reason") == FAILED_SCHEDULING]
+        if alloc.get("allocated"):
+            summary = f"{s.ref} is allocated; its pod is not Ready yet"
+        elif cannot:
+            summary = f"{s.ref} is not allocated: {str(cannot[-1].get('message') or '').strip()}"
+        elif not s.pods:
+            summary = (
+                f"{s.ref} is not allocated: no pod uses it yet (allocation happens when a pod is scheduled)"
+            )
+        else:
+            summary = f"{s.ref} is not allocated yet"
+        counts = class_counts(self.inv, claim_spec(source))
+        numbers = {c: {k: v for k, v in n.items() if k != "unknown"} for c, n in counts.items()}
+        self.add(
+            Diagnosis(
+                "pending",
+                s.ref,
+                summary,
+                [
+                    *evidence,
+                    *ev_lines,
+                    *[
+                        f"class {c}: needs {n['needed']}, {n['free']} free of {n['total']}"
+                        for c, n in counts.items()
+                    ],
+                ],
+                [
+                    "nothing conclusive yet: wait, or run `dra-gitops diagnose` again; check events with kubectl describe pod"
+                ],
+                numbers={"classes": numbers} if numbers else {},
+            )
+        )
