@@ -6,128 +6,32 @@ and answers "which version of this kind does the cluster serve, what is its plur
 Every API error becomes an `ApiError` whose message starts with the object ref and carries the server's
 message; temporary errors (429, 5xx, timeouts, refused connections) are retried with backoff and then
 raised as `TemporaryError` (exit 4).
+
+The client is built in layers, each its own module; this module re-exports their names:
+
+* :mod:`reconciler.cluster.client_errors` `ApiError` and its subclasses, error answers → errors
+* :mod:`reconciler.cluster.transport`     `ApiTransport`: rate limit (`RateLimiter`), retries, one request
+* :mod:`reconciler.cluster.discovery`     `DiscoveryClient`: `ResourceInfo`, `GroupInfo`, the discovery cache
+* this module                             `ClusterClient`: construction, get/list/apply/delete/logs/exec
 """
 
 from __future__ import annotations
 
 import builtins
-import json
-import random
 import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import DraGitopsError, EnvironmentProblem, TemporaryError, UserError
-from reconciler.model.objects import CLUSTER_SCOPED_KINDS, api_group
+from reconciler.cluster.client_errors import ApiError, Conflict, Forbidden, Invalid, NotFound, object_where
+from reconciler.cluster.discovery import DiscoveryClient, GroupInfo, ResourceInfo
+from reconciler.cluster.transport import RateLimiter, RequestLog
+from reconciler.errors import EnvironmentProblem, TemporaryError
+from reconciler.model.objects import CLUSTER_SCOPED_KINDS
 
 FIELD_MANAGER = "dra-gitops"
-RequestLog = list[tuple[str, str, tuple[tuple[str, Any], ...]]]
-_TEMPORARY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
-class ApiError(DraGitopsError):
-    """The API server refused a request. `status` and `reason` are the server's."""
-
-    def __init__(
-        self, message: str, *, where: str | None, status: int, reason: str, body: dict[str, Any]
-    ) -> None:
-        super().__init__(message, where=where)
-        self.status = status
-        self.reason = reason
-        self.body = body
-
-
-class NotFound(ApiError):
-    pass
-
-
-class Conflict(ApiError):
-    pass
-
-
-class Invalid(ApiError, UserError):
-    """422/400: the object itself is wrong (validation, unknown field, immutable field)."""
-
-
-class Forbidden(ApiError, EnvironmentProblem):
-    """401/403: our credentials may not do this."""
-
-
-@dataclass(frozen=True)
-class ResourceInfo:
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool
-    verbs: tuple[str, ...]
-    subresources: tuple[str, ...] = ()
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        parts = [prefix]
-        if self.namespaced and namespace:
-            parts.append(f"namespaces/{namespace}")
-        parts.append(self.plural)
-        if name:
-            parts.append(name)
-        if subresource:
-            parts.append(subresource)
-        return "/".join(parts)
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    name: str
-    versions: tuple[str, ...]
-    preferred: str
-
-
-def object_where(kind: str, namespace: str | None, name: str | None) -> str:
-    if name is None:
-        return f"{kind}/{namespace}" if namespace else kind
-    return f"{kind}/{namespace}/{name}" if namespace else f"{kind}/{name}"
-
-
-def _status_message(body: dict[str, Any], fallback: str) -> str:
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or fallback)
-
-
-class RateLimiter:
-    """Token bucket shared by all threads of one client (client-go's QPS/burst idea)."""
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self.qps = qps
-        self.burst = burst
-        self._tokens = float(burst)
-        self._last = time.monotonic()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        if self.qps <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-            self._last = now
-            if self._tokens >= 1:
-                self._tokens -= 1
-                return
-            wait = (1 - self._tokens) / self.qps
-            self._tokens = 0
-        time.sleep(wait)
-
-
-class ClusterClient:
+class ClusterClient(DiscoveryClient):
     """A connection to one cluster for one pass: discovery cache, reads, apply, delete, logs, exec."""
 
     def __init__(
@@ -209,208 +113,6 @@ class ClusterClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # ---- transport ----------------------------------------------------------------------------------
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, Any]] = (),
-        body: Any = None,
-        content_type: str = "application/json",
-        where: str | None = None,
-        timeout: float | None = None,
-        raw: bool = False,
-    ) -> Any:
-        """Send one request; JSON answer (or text with raw=True). Retries temporary failures."""
-        attempt = 0
-        while True:
-            try:
-                return self._send(method, path, query, body, content_type, where, timeout, raw)
-            except TemporaryError as exc:
-                attempt += 1
-                if attempt > self.retries:
-                    raise
-                time.sleep(min(exc.delay, 5.0) * (1 + random.random() * 0.2))
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        query: Sequence[tuple[str, Any]],
-        body: Any,
-        content_type: str,
-        where: str | None,
-        timeout: float | None,
-        raw: bool,
-    ) -> Any:
-        import urllib3
-
-        self._limiter.acquire()
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        # The generated REST layer JSON-encodes dict bodies for JSON content types itself; an apply patch
-        # (YAML content type) must arrive as text, and JSON is valid YAML.
-        payload = body
-        if body is not None and not isinstance(body, str) and "yaml" in content_type:
-            payload = json.dumps(body, separators=(",", ":"))
-        request = self.api.param_serialize(
-            method,
-            path,
-            query_params=list(query),
-            header_params=headers,
-            body=payload,
-            auth_settings=["BearerToken"],
-        )
-        self.requests_sent += 1
-        if self.request_log is not None:
-            self.request_log.append((method, path, tuple(query)))
-        if method in ("POST", "PUT", "PATCH", "DELETE") and not any(k == "dryRun" for k, _ in query):
-            self.writes_sent += 1
-        try:
-            response = self.api.call_api(*request, _request_timeout=timeout or self.timeout)
-            data = response.read()
-        except (urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError) as exc:
-            raise TemporaryError(
-                f"{method} {path} timed out or was cut off: {exc}", where=where or self.host
-            ) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TemporaryError(f"cannot reach the API server at {self.host}: {exc}", where=where) from None
-        except Exception as exc:  # the client wraps transport errors in ApiException(status=0)
-            if getattr(exc, "status", None) == 0:
-                raise TemporaryError(
-                    f"cannot reach the API server at {self.host}: {exc}", where=where
-                ) from None
-            raise
-        status = response.status
-        if 200 <= status < 300:
-            if raw:
-                return data.decode("utf-8", "replace")
-            return json.loads(data) if data else {}
-        try:
-            parsed = json.loads(data) if data else {}
-        except ValueError:
-            parsed = {"message": data.decode("utf-8", "replace")[:500]}
-        message = _status_message(parsed, f"HTTP {status}")
-        reason = str(parsed.get("reason") or "") if isinstance(parsed, dict) else ""
-        # Server-side apply reports a manifest that does not fit the schema as an internal error; retrying
-        # cannot help, so it is the user's error like a 422.
-        if status in _TEMPORARY_STATUS and "failed to create typed patch object" not in message:
-            retry_after = response.getheader("Retry-After")
-            delay = float(retry_after) if retry_after and retry_after.isdigit() else self.backoff
-            raise TemporaryError(f"{message} (HTTP {status})", where=where or path, delay=delay)
-        error_class: type[ApiError] = ApiError
-        if status == 404:
-            error_class = NotFound
-        elif status == 409:
-            error_class = Conflict
-        elif status in (400, 422, 500):
-            error_class = Invalid
-        elif status in (401, 403):
-            error_class = Forbidden
-        raise error_class(message, where=where or path, status=status, reason=reason, body=parsed)
-
-    # ---- discovery ----------------------------------------------------------------------------------
-
-    def version(self) -> dict[str, Any]:
-        if self._version is None:
-            self._version = dict(self.request("GET", "/version", where=self.host))
-        return self._version
-
-    def server_version(self) -> str:
-        return str(self.version().get("gitVersion", "unknown"))
-
-    def groups(self) -> dict[str, GroupInfo]:
-        with self._lock:
-            if self._groups is None:
-                groups: dict[str, GroupInfo] = {}
-                core = self.request("GET", "/api", where=self.host)
-                core_versions = tuple(core.get("versions") or ["v1"])
-                groups[""] = GroupInfo("", core_versions, core_versions[0])
-                for group in self.request("GET", "/apis", where=self.host).get("groups") or []:
-                    versions = tuple(v["version"] for v in group.get("versions") or [])
-                    preferred = (group.get("preferredVersion") or {}).get("version") or (
-                        versions[0] if versions else ""
-                    )
-                    groups[group["name"]] = GroupInfo(group["name"], versions, preferred)
-                self._groups = groups
-            return self._groups
-
-    def served_versions(self, group: str) -> list[str]:
-        info = self.groups().get(group)
-        return list(info.versions) if info else []
-
-    def resources(self, group: str, version: str) -> list[ResourceInfo]:
-        key = f"{group}/{version}"
-        with self._lock:
-            cached = self._resources.get(key)
-        if cached is not None:
-            return cached
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        try:
-            listing = self.request("GET", path, where=key)
-        except NotFound:
-            listing = {"resources": []}
-        found: list[ResourceInfo] = []
-        subresources: dict[str, list[str]] = {}
-        for item in listing.get("resources") or []:
-            name = str(item.get("name", ""))
-            if "/" in name:
-                parent, sub = name.split("/", 1)
-                subresources.setdefault(parent, []).append(sub)
-        for item in listing.get("resources") or []:
-            name = str(item.get("name", ""))
-            if "/" in name:
-                continue
-            found.append(
-                ResourceInfo(
-                    group=group,
-                    version=version,
-                    kind=str(item.get("kind", "")),
-                    plural=name,
-                    namespaced=bool(item.get("namespaced")),
-                    verbs=tuple(item.get("verbs") or ()),
-                    subresources=tuple(subresources.get(name, ())),
-                )
-            )
-        with self._lock:
-            self._resources[key] = found
-        return found
-
-    def resource_for(self, api_version: str, kind: str, *, where: str | None = None) -> ResourceInfo:
-        """The served resource for an apiVersion and kind; UserError-like `Invalid` when not served."""
-        group = api_group(api_version)
-        version = api_version.rsplit("/", 1)[-1]
-        for info in self.resources(group, version):
-            if info.kind == kind:
-                return info
-        served = self.served_versions(group)
-        hint = f"; the cluster serves {group or 'core'} {', '.join(served)}" if served else ""
-        raise NotFound(
-            f"{api_version} {kind} is not served by the cluster{hint}",
-            where=where or kind,
-            status=404,
-            reason="NotServed",
-            body={},
-        )
-
-    def find_kind(self, group: str, kind: str) -> ResourceInfo | None:
-        """The resource for a kind in its group's preferred version (any served version if needed)."""
-        info = self.groups().get(group)
-        if info is None:
-            return None
-        for version in (info.preferred, *[v for v in info.versions if v != info.preferred]):
-            for resource in self.resources(group, version):
-                if resource.kind == kind:
-                    return resource
-        return None
-
-    def invalidate(self) -> None:
-        """Forget discovery (after CRDs were created)."""
-        with self._lock:
-            self._groups = None
-            self._resources = {}
 
     # ---- reads ----------------------------------------------------------------------------------------
 

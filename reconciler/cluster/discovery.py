@@ -1,0 +1,162 @@
+"""Discovery for the cluster client: the groups, versions and resources the cluster serves.
+
+Discovery is read once per client (one reconcile pass) and answers "which version of this kind does the
+cluster serve, what is its plural, is it namespaced".
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.cluster.client_errors import NotFound
+from reconciler.cluster.transport import ApiTransport
+from reconciler.model.objects import api_group
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts = [prefix]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+        if subresource:
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    name: str
+    versions: tuple[str, ...]
+    preferred: str
+
+
+class DiscoveryClient(ApiTransport):
+    """The discovery cache of a cluster client (base of `ClusterClient`, whose constructor sets these
+    attributes)."""
+
+    _lock: threading.Lock
+    _groups: dict[str, GroupInfo] | None
+    _resources: dict[str, list[ResourceInfo]]
+    _version: dict[str, Any] | None
+
+    # ---- discovery ----------------------------------------------------------------------------------
+
+    def version(self) -> dict[str, Any]:
+        if self._version is None:
+            self._version = dict(self.request("GET", "/version", where=self.host))
+        return self._version
+
+    def server_version(self) -> str:
+        return str(self.version().get("gitVersion", "unknown"))
+
+    def groups(self) -> dict[str, GroupInfo]:
+        with self._lock:
+            if self._groups is None:
+                groups: dict[str, GroupInfo] = {}
+                core = self.request("GET", "/api", where=self.host)
+                core_versions = tuple(core.get("versions") or ["v1"])
+                groups[""] = GroupInfo("", core_versions, core_versions[0])
+                for group in self.request("GET", "/apis", where=self.host).get("groups") or []:
+                    versions = tuple(v["version"] for v in group.get("versions") or [])
+                    preferred = (group.get("preferredVersion") or {}).get("version") or (
+                        versions[0] if versions else ""
+                    )
+                    groups[group["name"]] = GroupInfo(group["name"], versions, preferred)
+                self._groups = groups
+            return self._groups
+
+    def served_versions(self, group: str) -> list[str]:
+        info = self.groups().get(group)
+        return list(info.versions) if info else []
+
+    def resources(self, group: str, version: str) -> list[ResourceInfo]:
+        key = f"{group}/{version}"
+        with self._lock:
+            cached = self._resources.get(key)
+        if cached is not None:
+            return cached
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            listing = self.request("GET", path, where=key)
+        except NotFound:
+            listing = {"resources": []}
+        found: list[ResourceInfo] = []
+        subresources: dict[str, list[str]] = {}
+        for item in listing.get("resources") or []:
+            name = str(item.get("name", ""))
+            if "/" in name:
+                parent, sub = name.split("/", 1)
+                subresources.setdefault(parent, []).append(sub)
+        for item in listing.get("resources") or []:
+            name = str(item.get("name", ""))
+            if "/" in name:
+                continue
+            found.append(
+                ResourceInfo(
+                    group=group,
+                    version=version,
+                    kind=str(item.get("kind", "")),
+                    plural=name,
+                    namespaced=bool(item.get("namespaced")),
+                    verbs=tuple(item.get("verbs") or ()),
+                    subresources=tuple(subresources.get(name, ())),
+                )
+            )
+        with self._lock:
+            self._resources[key] = found
+        return found
+
+    def resource_for(self, api_version: str, kind: str, *, where: str | None = None) -> ResourceInfo:
+        """The served resource for an apiVersion and kind; UserError-like `Invalid` when not served."""
+        group = api_group(api_version)
+        version = api_version.rsplit("/", 1)[-1]
+        for info in self.resources(group, version):
+            if info.kind == kind:
+                return info
+        served = self.served_versions(group)
+        hint = f"; the cluster serves {group or 'core'} {', '.join(served)}" if served else ""
+        raise NotFound(
+            f"{api_version} {kind} is not served by the cluster{hint}",
+            where=where or kind,
+            status=404,
+            reason="NotServed",
+            body={},
+        )
+
+    def find_kind(self, group: str, kind: str) -> ResourceInfo | None:
+        """The resource for a kind in its group's preferred version (any served version if needed)."""
+        info = self.groups().get(group)
+        if info is None:
+            return None
+        for version in (info.preferred, *[v for v in info.versions if v != info.preferred]):
+            for resource in self.resources(group, version):
+                if resource.kind == kind:
+                    return resource
+        return None
+
+    def invalidate(self) -> None:
+        """Forget discovery (after CRDs were created)."""
+        with self._lock:
+            self._groups = None
+            self._resources = {}
