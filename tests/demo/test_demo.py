@@ -63,7 +63,9 @@ def test_the_story_plays_to_the_end_and_leaves_nothing(tmp_path: Path) -> None:
     assert verdicts[6].startswith("✓ rolled back to ")
     assert "diagnosis exhaustion: " in out
     # the capacity rule foresaw it: the fourth trainer has no device left
-    assert "warned before applying: capacity: Deployment/ml-team/trainer: pod ml-team/trainer-1 (1 of 2)" in out
+    assert (
+        "warned before applying: capacity: Deployment/ml-team/trainer: pod ml-team/trainer-1 (1 of 2)" in out
+    )
     fix = out.split("[7/7]")[1].split("target:")[0]
     assert fix.count("claim ml-team/") == 4  # the notebook's shared GPU and three trainers: all 4 devices
     # It ends with status's history: newest first, the rollback recorded.
