@@ -23,6 +23,7 @@ from reconciler.cluster import applyset
 from reconciler.cluster.apply import strip_server_fields
 from reconciler.cluster.client import ClusterClient, NotFound, ResourceInfo
 from reconciler.errors import DraGitopsError
+from reconciler.model.compare import covers
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 
 Fingerprints = dict[ObjRef, str]
@@ -57,28 +58,6 @@ def fingerprint(live: dict[str, Any]) -> str:
         return f"rv:{meta.get('resourceVersion')}"
     material = json.dumps([meta.get("labels"), meta.get("annotations")], sort_keys=True).encode()
     return f"gen:{generation}:{hashlib.sha1(material, usedforsecurity=False).hexdigest()}"
-
-
-def covers(live: Any, desired: Any) -> bool:
-    """Every value `desired` sets is set to the same value in `live` (extra live fields are defaults)."""
-    if isinstance(desired, dict):
-        if not isinstance(live, dict):
-            return not desired
-        for key, value in desired.items():
-            if key not in live:
-                if value in (None, {}, [], ""):
-                    continue  # an empty value the server drops
-                return False
-            if not covers(live[key], value):
-                return False
-        return True
-    if isinstance(desired, list):
-        if not isinstance(live, list) or len(live) != len(desired):
-            return not desired and not live
-        return all(covers(a, b) for a, b in zip(live, desired, strict=True))
-    if isinstance(desired, bool) or isinstance(live, bool):
-        return live is desired  # True == 1 in Python; not in Kubernetes
-    return bool(live == desired)
 
 
 def _resources(

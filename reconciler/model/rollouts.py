@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from reconciler.model.compare import covers
+
 __all__ = ["deployment_budget", "int_or_percent", "rollout_surge", "template_changed"]
 
 
@@ -44,25 +46,6 @@ def deployment_budget(body: dict[str, Any]) -> tuple[int, int] | None:
     return surge, unavailable
 
 
-def _within(desired: Any, live: Any) -> bool:
-    """Whether every field `desired` sets has that value in `live` (which the server has defaulted)."""
-    if isinstance(desired, dict):
-        if live is None:
-            return all(_within(v, None) for v in desired.values())
-        return isinstance(live, dict) and all(_within(v, live.get(k)) for k, v in desired.items())
-    if isinstance(desired, list):
-        if live is None:
-            return not desired
-        return (
-            isinstance(live, list)
-            and len(desired) == len(live)
-            and all(_within(d, v) for d, v in zip(desired, live, strict=True))
-        )
-    if desired is None:
-        return True
-    return live is not None and str(desired) == str(live)
-
-
 def _template(body: dict[str, Any] | None) -> Any:
     spec = (body or {}).get("spec")
     return spec.get("template") if isinstance(spec, dict) else None
@@ -79,7 +62,7 @@ def template_changed(new: dict[str, Any], old: dict[str, Any] | None, live: dict
         return _template(new) != _template(old)
     if live is None:
         return False
-    return not _within(_template(new), _template(live))
+    return not covers(_template(live), _template(new))
 
 
 def rollout_surge(
