@@ -23,6 +23,7 @@ from reconciler.model.dra_readers import (
     _str,
 )
 from reconciler.model.objects import api_group
+from reconciler.model.server_defaults import without_container_defaults, without_volume_defaults
 
 DRIVER_ANNOTATION = "dra-gitops.io/driver"
 CANARY_ANNOTATION = "dra-gitops.io/canary-for"
@@ -205,18 +206,24 @@ def canary_for(body: dict[str, Any]) -> str | None:
 
 
 def driver_template_digest(body: dict[str, Any]) -> str | None:
-    """sha256 of what a driver pod runs (containers and volumes), so canary and main can be compared."""
+    """sha256 of what a driver pod runs (containers and volumes), so canary and main can be compared.
+
+    Server defaults are left out, so a live workload digests like its manifest.
+    """
     if not is_driver_workload(body):
         return None
     spec = _dict(pod_spec_of(body))
 
     def containers(field: str) -> list[dict[str, Any]]:
-        return [{k: c[k] for k in _DIGEST_CONTAINER_FIELDS if k in c} for c in _dicts(spec.get(field))]
+        return [
+            without_container_defaults({k: c[k] for k in _DIGEST_CONTAINER_FIELDS if k in c})
+            for c in _dicts(spec.get(field))
+        ]
 
     material = {
         "containers": containers("containers"),
         "initContainers": containers("initContainers"),
-        "volumes": _list(spec.get("volumes")),
+        "volumes": [without_volume_defaults(v) for v in _list(spec.get("volumes"))],
     }
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -51,10 +51,16 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+# List-map keys the schema gives a default: an applied item without one is keyed with the default, as the
+# server keys the defaulted live item (a container port applied without protocol is the live TCP port).
+KEY_DEFAULTS = {"protocol": "TCP"}
+
+
 def _item_key(item: Any, keys: tuple[str, ...]) -> str | None:
     if not isinstance(item, dict) or not any(k in item for k in keys):
         return None
-    return "k:" + _compact({k: item[k] for k in keys if k in item})
+    key = {k: item[k] if k in item else KEY_DEFAULTS[k] for k in keys if k in item or k in KEY_DEFAULTS}
+    return "k:" + _compact(key)
 
 
 # ---------------------------------------------------------------------- field sets

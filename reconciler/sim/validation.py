@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from reconciler.sim.podspec_defaults import default_pod_spec
 from reconciler.sim.store import Invalid, Obj, ResourceType
 
 DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -436,16 +437,15 @@ def admit(rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
         causes.extend(check_pod_spec(spec, "spec"))
         if old is None:
             obj.setdefault("status", {}).setdefault("phase", "Pending")
+            default_pod_spec(spec, pod=True)
             if isinstance(spec, dict):
-                spec.setdefault("schedulerName", "default-scheduler")
-                spec.setdefault("restartPolicy", "Always")
-                spec.setdefault("terminationGracePeriodSeconds", 30)
                 default_toleration_seconds(spec)
     elif key == ("", "nodes"):
         if old is None:
             taint_new_node(obj)
     elif key in POD_TEMPLATE_PATHS:
         _default_workload(key[1], spec)
+        default_pod_spec(_dig(obj, POD_TEMPLATE_PATHS[key]), pod=False)
         causes.extend(check_pod_spec(_dig(obj, POD_TEMPLATE_PATHS[key]), POD_TEMPLATE_PATHS[key]))
     elif key == ("resource.k8s.io", "resourceclaims"):
         default_claim_spec(spec)
