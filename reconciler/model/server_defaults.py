@@ -9,20 +9,25 @@ change when those appear, or a live canary would never match the manifest of its
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["without_container_defaults", "without_volume_defaults"]
+__all__ = ["DEFAULT_MODE", "ref_sources", "without_container_defaults", "without_volume_defaults"]
 
-DEFAULT_MODE = 420
+DEFAULT_MODE = 420  # 0644, the defaultMode of configMap, secret, projected and downwardAPI volumes
 _MODE_VOLUMES = ("configMap", "secret", "projected", "downwardAPI")
 
 
-def _field_refs(items: Any) -> None:
+def ref_sources(items: Any) -> Iterator[dict[str, Any]]:
+    """The mappings holding fieldRef/resourceFieldRef: env items' valueFrom, downwardAPI items."""
     for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict):
-            continue
-        value_from = item.get("valueFrom")
-        source: dict[str, Any] = value_from if isinstance(value_from, dict) else item
+        if isinstance(item, dict):
+            value_from = item.get("valueFrom")
+            yield value_from if isinstance(value_from, dict) else item
+
+
+def _field_refs(items: Any) -> None:
+    for source in ref_sources(items):
         field_ref = source.get("fieldRef")
         if isinstance(field_ref, dict) and field_ref.get("apiVersion") == "v1":
             del field_ref["apiVersion"]

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.model.server_defaults import DEFAULT_MODE, ref_sources
+
 __all__ = ["default_pod_spec"]
 
-DEFAULT_MODE = 420  # 0644, the defaultMode of configMap, secret, projected and downwardAPI volumes
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 
 
@@ -28,11 +29,7 @@ def _image_pull_policy(image: Any) -> str:
 
 def _field_refs(items: Any) -> None:
     """env / downwardAPI items: fieldRef.apiVersion v1, resourceFieldRef.divisor 0."""
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict):
-            continue
-        value_from = item.get("valueFrom")
-        source: dict[str, Any] = value_from if isinstance(value_from, dict) else item
+    for source in ref_sources(items):
         if isinstance(source.get("fieldRef"), dict):
             source["fieldRef"].setdefault("apiVersion", "v1")
         if isinstance(source.get("resourceFieldRef"), dict):
