@@ -167,6 +167,7 @@ class Controller:
             retry_period=options.retry_period,
             on_acquired=lambda name: self._lease_changed(name, True),
             on_lost=lambda name: self._lease_changed(name, False),
+            on_requested=lambda name: self.trigger({name}, "requested by another replica"),
         )
         self.workers = {t.name: _Worker(self, t) for t in self.targets}
         self.server = ControllerServer(
@@ -185,10 +186,16 @@ class Controller:
     # ---- triggers -----------------------------------------------------------------------------------
 
     def trigger(self, names: set[str] | None, reason: str) -> None:
+        """Start a pass of each named target now: here when this replica holds its Lease, else on the
+        replica that does (a webhook reaches whichever replica the Service picked)."""
         for name, worker in self.workers.items():
-            if names is None or name in names:
+            if names is not None and name not in names:
+                continue
+            if self.leases.held(name):
                 worker.reason = reason
                 worker.wake.set()
+            else:
+                self.leases.request(name, reason)
 
     def _lease_changed(self, name: str, held: bool) -> None:
         self.metrics.set_lease_held(name, held)

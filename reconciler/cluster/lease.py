@@ -6,6 +6,12 @@ by someone else is free once *we* have seen it unchanged for its leaseDurationSe
 clock, so clock skew between nodes cannot hand it over early); a released Lease (empty holder) is free at
 once. A holder stops believing it holds the Lease when it has not renewed for `renew_deadline`, which is
 shorter than the duration, so two replicas never both work on one target.
+
+A webhook reaches any replica (the Service picks one). One that does not hold the target's Lease asks the
+holder for a pass by stamping the Lease's `dra-gitops.io/reconcile-requested` annotation (as Flux's
+`reconcile.fluxcd.io/requestedAt` does): the holder reads its Lease every retry period and starts a pass
+when the stamp moves. Only metadata is written, never the election fields, and the holder's renewal
+retries once on the Conflict such a write causes, so a request never costs it the Lease.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ DEFAULT_RENEW_DEADLINE = 10.0
 DEFAULT_RETRY_PERIOD = 2.0
 # client-go's JitterFactor: the renew deadline must leave room for a jittered retry.
 _JITTER_FACTOR = 1.2
+REQUEST_ANNOTATION = "dra-gitops.io/reconcile-requested"  # "<MicroTime> <reason>": a pass is asked for
+_REQUEST_TRIES = 3
 
 
 def default_identity() -> str:
@@ -119,6 +127,7 @@ class LeaseLock:
         self._renewed_at: float | None = None
         self._lock = threading.Lock()
         self._resource: ResourceInfo | None = None
+        self.requested: str | None = None  # the request annotation as last read
 
     @property
     def where(self) -> str:
@@ -173,6 +182,7 @@ class LeaseLock:
             return True
         record = LeaseRecord.of(lease)
         self._observe(record, started)
+        self.requested = _request_of(lease)
         ours = record.holder == self.identity
         if not ours:
             self._renewed_at = None  # whatever we believed, someone else (or nobody) holds it now
@@ -184,7 +194,14 @@ class LeaseLock:
             )
         else:
             mine = LeaseRecord(self.identity, int(self.duration), now, now, record.transitions + 1)
-        if not self._write(resource, lease, mine, started):
+        written = self._write(resource, lease, mine, started)
+        if not written and ours:
+            # A request stamp (metadata only) may have come in between: still ours, renew once more.
+            fresh = self._read(resource)
+            if fresh is not None and LeaseRecord.of(fresh) == record:
+                self.requested = _request_of(fresh)
+                written = self._write(resource, fresh, mine, started)
+        if not written:
             # Someone wrote it since we read it: if it was ours, it may not be any more.
             self._renewed_at = None
             return False
@@ -222,6 +239,30 @@ class LeaseLock:
         self._observe(LeaseRecord.of(written), started)
         return True
 
+    # ---- asking the holder for a pass ------------------------------------------------------------------
+
+    def request(self, reason: str) -> bool:
+        """Stamp the request annotation so the holder starts a pass; False when there is no Lease yet
+        (nobody holds it: whoever takes it runs a pass anyway) or it cannot be written."""
+        stamp = f"{format_micro_time(datetime.now(UTC))} {reason}"
+        try:
+            resource = self._lease_resource()
+            for _ in range(_REQUEST_TRIES):
+                lease = self._read(resource)
+                if lease is None:
+                    return False
+                meta = dict(lease.get("metadata") or {})
+                meta["annotations"] = {**(meta.get("annotations") or {}), REQUEST_ANNOTATION: stamp}
+                try:
+                    self.client.replace(resource, {**lease, "metadata": meta})
+                except Conflict:  # the holder renewed in between: read again
+                    continue
+                log.info("%s: asked %s for a pass (%s)", self.where, LeaseRecord.of(lease).holder, reason)
+                return True
+        except DraGitopsError as exc:
+            log.warning("%s: cannot ask the holder for a pass: %s", self.where, exc.detail)
+        return False
+
     # ---- release --------------------------------------------------------------------------------------
 
     def release(self) -> bool:
@@ -255,6 +296,12 @@ class LeaseLock:
         return self.client.get(resource, self.namespace, self.name)
 
 
+def _request_of(lease: Mapping[str, Any]) -> str | None:
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(REQUEST_ANNOTATION)
+    return str(value) if value else None
+
+
 LeaseCallback = Callable[[str], None]
 
 
@@ -277,8 +324,10 @@ class LeaseManager:
         retry_period: float = DEFAULT_RETRY_PERIOD,
         on_acquired: LeaseCallback | None = None,
         on_lost: LeaseCallback | None = None,
+        on_requested: LeaseCallback | None = None,
     ) -> None:
-        """`leases` maps each target name to the (namespace, name) of its Lease."""
+        """`leases` maps each target name to the (namespace, name) of its Lease; `on_requested` is called
+        on the holder when another replica asked for a pass of the target."""
         self.identity = identity or default_identity()
         self.retry_period = retry_period
         self.locks = {
@@ -295,7 +344,9 @@ class LeaseManager:
         }
         self.on_acquired = on_acquired
         self.on_lost = on_lost
+        self.on_requested = on_requested
         self._believed: dict[str, bool] = dict.fromkeys(self.locks, False)
+        self._seen_request: dict[str, str | None] = dict.fromkeys(self.locks)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -333,8 +384,21 @@ class LeaseManager:
             except Exception:  # noqa: BLE001 - a callback's bug must not end leader election
                 log.exception("lease round failed")
 
+    def request(self, target: str, reason: str) -> bool:
+        """Ask the replica holding `target`'s Lease for a pass (see the module docstring)."""
+        lock = self.locks.get(target)
+        return lock is not None and lock.request(reason)
+
     def _notice(self, target: str) -> None:
-        now_held = self.locks[target].held
+        lock = self.locks[target]
+        now_held = lock.held
+        if now_held and self._believed[target] and lock.requested != self._seen_request[target]:
+            # Asked by another replica since our last round (a stamp seen on taking the Lease is not:
+            # taking it starts a pass anyway).
+            log.info("pass requested for target %s: %s", target, lock.requested)
+            if self.on_requested is not None:
+                self.on_requested(target)
+        self._seen_request[target] = lock.requested
         if now_held == self._believed[target]:
             return
         self._believed[target] = now_held

@@ -293,3 +293,78 @@ def test_failing_renewals_lose_the_target_at_the_renew_deadline(
     finally:
         sim_cluster.clear_faults()
         only_alpha.stop()
+
+
+# ---- a pass asked of the holder -------------------------------------------------------------------------
+
+
+def test_a_replica_without_the_lease_asks_the_holder_for_a_pass(client: ClusterClient) -> None:
+    events_a, events_b = Events(), Events()
+    requested: list[str] = []
+    a = LeaseManager.for_targets(
+        client,
+        TARGETS,
+        identity="replica-a",
+        on_acquired=events_a.acquired.append,
+        on_lost=events_a.lost.append,
+        on_requested=requested.append,
+        **FAST,
+    )
+    b = manager(client, "replica-b", events_b)
+    a.start()
+    b.start()
+    try:
+        assert b.held_targets() == set()
+        assert b.request("beta", "github webhook") is True
+        wait_for(lambda: requested == ["beta"], what="the holder to see the request")
+        stamp = client.get(
+            client.resource_for("coordination.k8s.io/v1", "Lease"), NAMESPACE, "dra-gitops-beta"
+        )
+        assert stamp is not None
+        assert stamp["metadata"]["annotations"]["dra-gitops.io/reconcile-requested"].endswith(
+            " github webhook"
+        )
+        # Asked once, answered once; the stamp does not cost the holder its Lease.
+        wait_for(lambda: a.locks["beta"].requested is not None and len(requested) == 1, what="steady")
+        assert b.request("beta", "again") is True
+        wait_for(lambda: requested == ["beta", "beta"], what="the second request")
+        assert events_a.lost == [] and a.held_targets() == {"alpha", "beta", "gamma"}
+        assert b.request("unknown", "nothing") is False
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_request_with_no_lease_yet_is_not_written(client: ClusterClient) -> None:
+    assert lock(client, "replica-b", name="dra-gitops-nobody").request("webhook") is False
+
+
+class RacedLock(LeaseLock):
+    """A holder whose renewal is overtaken by another replica's request, between its read and its write."""
+
+    def __init__(self, *args: Any, rival: LeaseLock, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rival = rival
+        self.races = 0
+
+    def _read(self, resource: ResourceInfo) -> dict[str, Any] | None:
+        lease = super()._read(resource)
+        if lease is not None and self.races == 0 and LeaseRecord.of(lease).holder == self.identity:
+            self.races += 1
+            assert self.rival.request("raced") is True
+        return lease
+
+
+def test_a_renewal_overtaken_by_a_request_still_renews(client: ClusterClient) -> None:
+    clock = Clock()
+    holder = RacedLock(
+        client, NAMESPACE, "dra-gitops-prod", "replica-a", clock=clock, rival=lock(client, "replica-b")
+    )
+    holder.races = 1  # not while creating it
+    assert holder.try_acquire_or_renew() is True
+    holder.races = 0
+    clock.advance(1)
+    assert holder.try_acquire_or_renew() is True  # conflict on the stamp, read again, renewed
+    assert holder.races == 1 and holder.held
+    assert holder.requested is not None and holder.requested.endswith(" raced")
+    assert lease_spec(client)["holderIdentity"] == "replica-a"

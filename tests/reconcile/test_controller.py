@@ -294,3 +294,57 @@ def test_kill_9_between_stages_then_restart_converges_to_one_revision(
         assert any(r["outcome"] == "interrupted" and r["sha"] == newer for r in state.history)
     finally:
         assert restarted.stop() == 0
+
+
+def test_a_webhook_to_the_replica_without_the_lease_reaches_the_holder(
+    cluster: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    # Behind the Service a push reaches either replica; polling once an hour, only the relay is fast.
+    sim, kubeconfig = cluster
+    remote = GitRemote(tmp_path / "git")
+    settings = remote.work / "cm.yaml"
+    settings.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "s", "namespace": "default"},
+                "data": {"v": "1"},
+            }
+        )
+    )
+    first = remote.commit_and_push("v1")
+    common = [
+        "--repo", remote.url, "--kubeconfig", str(kubeconfig), "--poll-interval", "1h",
+        "--webhook-secret", SECRET, "--lease-duration", "6",
+    ]  # fmt: skip
+    replicas = {
+        identity: Running(
+            [*common, "--identity", identity, "--cache-dir", str(tmp_path / identity)],
+            free_port(),
+            tmp_path / f"{identity}.log",
+        )
+        for identity in ("replica-a", "replica-b")
+    }
+    try:
+        wait_for(lambda: state_of(sim).last_good == first, 60, "the first commit applied")
+
+        def holder() -> str:
+            with ClusterClient.for_url(sim.url) as client:
+                lease = client.get(
+                    client.resource_for("coordination.k8s.io/v1", "Lease"), "dra-gitops", "dra-gitops-default"
+                )
+            return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+        leader = wait_for(holder, 30, "a holder")
+        other = replicas["replica-b" if leader == "replica-a" else "replica-a"]
+        settings.write_text(settings.read_text().replace("v: '1'", "v: '2'"))
+        second = remote.commit_and_push("v2")
+        body, headers = github_push(remote)
+        assert other.post("/hooks/github", body, headers) == 202
+        wait_for(lambda: state_of(sim).last_good == second, 30, "the push applied by the holder")
+        assert holder() == leader  # the relay did not move the Lease
+        assert "requested by another replica" in replicas[leader].log.read_text()
+    finally:
+        for run in replicas.values():
+            run.stop()
