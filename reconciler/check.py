@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import UserError
+from reconciler.model.compare import live_driver_base
 from reconciler.model.loader import (
     REPO_CONFIG_NAMES,
     SNIFF_BYTES,
@@ -112,11 +113,19 @@ def run_check(
     timings = dict(timings or {})
     started = time.perf_counter()
     base_manifests: list[Manifest] = base.manifests if base else []
+    if base is None and cluster is not None:
+        # No revision to compare with: a driver upgrade is judged against what the cluster runs.
+        base_manifests = live_driver_base(head.manifests, cluster.objects)
     plan = compute_plan(base_manifests, head.manifests)
     timings["plan"] = time.perf_counter() - started
     # The policies' view (head against base), not what an apply would write: that is the dry-run's.
     base_name = f"base {base_sha[:12]}" if base_sha else "the base"
-    against = f"changes against {base_name}: {plan.summary()}" if base is not None else "no base revision"
+    if base is not None:
+        against = f"changes against {base_name}: {plan.summary()}"
+    elif base_manifests:
+        against = f"no base revision; driver workloads against the cluster: {plan.summary()}"
+    else:
+        against = "no base revision"
     options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
 
     started = time.perf_counter()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["covers"]
+from reconciler.model.dra_workloads import is_driver_workload
+from reconciler.model.objects import Manifest
+
+__all__ = ["covers", "live_driver_base"]
 
 
 def covers(live: Any, desired: Any) -> bool:
@@ -33,3 +37,24 @@ def covers(live: Any, desired: Any) -> bool:
     if isinstance(desired, int | float) and isinstance(live, str):
         return str(desired) == live
     return bool(live == desired)
+
+
+def live_driver_base(head: Sequence[Manifest], live: Sequence[Manifest]) -> list[Manifest]:
+    """What the cluster runs of the head's driver workloads, as a base when the check has no revision.
+
+    A driver workload whose live copy covers the manifest is in the base as the manifest itself (no
+    change); one that differs is in the base as its live copy (an update, so `driver-canary` judges it:
+    its digests leave server defaults out). Other kinds stay out: without a revision they are judged as
+    created, as before.
+    """
+    by_ref = {m.ref: m for m in live}
+    base: list[Manifest] = []
+    for manifest in head:
+        current = by_ref.get(manifest.ref)
+        if current is None or not is_driver_workload(manifest.body):
+            continue
+        if covers(current.body, manifest.body):
+            base.append(manifest)
+        else:
+            base.append(Manifest(body=current.body, ref=manifest.ref, path=manifest.path, line=manifest.line))
+    return base
