@@ -3,11 +3,12 @@
 The change's pods (a Pod, or one pod per replica of a workload; a DaemonSet one per node it runs on)
 join the pods already waiting in the cluster, and the placement model (:mod:`reconciler.dra.placement`,
 the one the simulated scheduler uses) places them one at a time in the scheduler's order against the
-published devices minus what allocated claims hold (a claim whose pods are being deleted is releasing its
-devices: the scheduler hands them to the next pod within the pods' grace period). The answer is per pod and per claim: "fits" (node
-and devices), "does-not-fit" (why, node by node) or "unknown" (what the model could not decide). The
-`capacity` Rego rule turns the pods that do not fit into warnings or, with a param, denials; "unknown"
-never becomes a finding.
+published devices minus what allocated claims hold (a claim whose pods are being deleted is releasing
+its devices: the scheduler hands them to the next pod within the pods' grace period). The answer is per
+pod and per claim: "fits" (node and devices), "does-not-fit" (why, node by node) or "unknown" (what the
+model could not decide). The `capacity` Rego rule turns the pods that do not fit into warnings or, with
+a param, denials; "unknown" never becomes a finding. A Deployment rollout that keeps its old pods until
+new ones run (maxUnavailable 0) adds its first new pods too (:func:`reconciler.model.rollouts.rollout_surge`).
 """
 
 from __future__ import annotations
