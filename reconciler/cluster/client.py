@@ -18,6 +18,7 @@ The client is built in layers, each its own module; this module re-exports their
 from __future__ import annotations
 
 import builtins
+import json
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -289,8 +290,8 @@ class ClusterClient(DiscoveryClient):
             session.run_forever(timeout=timeout)
             output = str(session.read_stdout() or "") + str(session.read_stderr() or "")
             still_running = session.is_open()
+            status = "" if still_running else str(session.read_channel(_EXEC_STATUS_CHANNEL) or "")
             session.close()
-            code = None if still_running else session.returncode
         except Exception as exc:  # noqa: BLE001 - websocket and API errors alike end the verification step
             raise ApiError(
                 f"exec {shown!r} failed: {exc}",
@@ -305,6 +306,15 @@ class ClusterClient(DiscoveryClient):
                 where=f"Pod/{namespace}/{name}",
                 status=0,
                 reason="ExecTimeout",
+                body={},
+            )
+        code, failure = exec_outcome(status)
+        if failure is not None:
+            raise ApiError(
+                f"exec {shown!r} could not run: {failure}",
+                where=f"Pod/{namespace}/{name}",
+                status=0,
+                reason="ExecFailed",
                 body={},
             )
         if code:
@@ -337,3 +347,28 @@ __all__ = [
     "ResourceInfo",
     "CLUSTER_SCOPED_KINDS",
 ]
+
+
+_EXEC_STATUS_CHANNEL = 3  # the exec protocols' error channel: a Status when the command has ended
+
+
+def exec_outcome(status_text: str) -> tuple[int, str | None]:
+    """(exit code, why it could not run) from the Status an exec stream ends with.
+
+    Success is 0; a command that ran and failed has its code in details.causes (reason ExitCode); a
+    Status without one (a missing executable, a container that stopped) could not run at all.
+    """
+    try:
+        status = json.loads(status_text) if status_text.strip() else {}
+    except ValueError:
+        return 0, f"unreadable exec status: {status_text[:200]}"
+    if not isinstance(status, dict) or status.get("status") == "Success" or not status:
+        return 0, None
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if (
+            isinstance(cause, dict)
+            and cause.get("reason") == "ExitCode"
+            and str(cause.get("message", "")).isdigit()
+        ):
+            return int(cause["message"]), None
+    return 0, str(status.get("message") or "the command could not be started")

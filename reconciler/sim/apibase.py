@@ -8,6 +8,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from io import BufferedIOBase
 from typing import Any
 
 from reconciler.sim import conversion
@@ -59,6 +60,7 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]  # lower-case names
     body: bytes = b""
+    query_pairs: list[tuple[str, str]] = field(default_factory=list)  # every parameter, repeats kept
 
 
 @dataclass
@@ -69,6 +71,8 @@ class Response:
     headers: list[tuple[str, str]] = field(default_factory=list)
     # for watch: called with a chunk writer instead of sending ``body``
     stream: Callable[[Callable[[bytes], None]], None] | None = None
+    # for a 101 Switching Protocols answer: called with the connection's writer once the head is sent
+    upgrade: Callable[[BufferedIOBase], None] | None = None
 
 
 class ApiError(Exception):

@@ -27,6 +27,7 @@ from reconciler.sim.audit import AuditLog
 from reconciler.sim.auth import Authenticator
 from reconciler.sim.deletes import Deletes
 from reconciler.sim.discovery import Discovery
+from reconciler.sim.podexec import pod_exec
 from reconciler.sim.resources import RESOURCE_GROUP, Served
 from reconciler.sim.selectors import SelectorError
 from reconciler.sim.store import Obj, Store, StoreError
@@ -160,6 +161,8 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
                 return self.discovery(req, route.discovery)
             if route.sub == "log":
                 return self.pod_log(req, route)
+            if route.sub == "exec":
+                return pod_exec(self.store, req, route.namespace, route.name)
             if route.sub == "token":
                 return self.authn.token_request(req, route.namespace, route.name)
             return self.resource(req, route)

@@ -148,6 +148,8 @@ class Discovery(ApiBase):
                 }
                 if sub == "log":
                     entry["verbs"] = ["get"]
+                elif sub == "exec":
+                    entry["verbs"] = ["create", "get"]
                 elif sub == "token":  # TokenRequest, as a real server lists it
                     entry.update(group="authentication.k8s.io", version="v1", kind="TokenRequest")
                     entry["verbs"] = ["create"]

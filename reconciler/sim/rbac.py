@@ -99,6 +99,10 @@ def request_attributes(user: UserInfo, method: str, path: str, query: dict[str, 
             verb = "get"
         else:
             verb = "watch" if query.get("watch", "").lower() in ("1", "true") else "list"
+    if verb == "get" and subresource == "exec":
+        # A WebSocket exec is a GET, authorized as `create` (AuthorizePodWebsocketUpgradeCreatePermission,
+        # on by default since 1.31), like the POST of SPDY.
+        verb = "create"
     if verb in ("list", "watch") and not name:
         # a single-object list/watch (fieldSelector=metadata.name=X) is checked against resourceNames
         for term in (query.get("fieldSelector") or "").split(","):

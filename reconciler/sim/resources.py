@@ -39,7 +39,7 @@ def builtin_types() -> list[ResourceType]:
     """Every kind the store keeps (storage versions; events.k8s.io is served from core Events)."""
     return [
         _t("", "v1", "namespaces", "Namespace", False, STATUS, ("ns",), gen=False),
-        _t("", "v1", "pods", "Pod", True, ("status", "log"), ("po",)),
+        _t("", "v1", "pods", "Pod", True, ("status", "log", "exec"), ("po",)),
         _t("", "v1", "nodes", "Node", False, STATUS, ("no",), gen=False),
         _t("", "v1", "configmaps", "ConfigMap", True, (), ("cm",), gen=False),
         _t("", "v1", "secrets", "Secret", True, (), gen=False),

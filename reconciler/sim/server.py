@@ -93,18 +93,22 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        pairs = parse_qsl(url.query, keep_blank_values=True)
         req = Request(
             method=self.command,
             path=url.path,
-            query=dict(parse_qsl(url.query, keep_blank_values=True)),
+            query=dict(pairs),
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
+            query_pairs=pairs,
         )
         resp = self.server.api.handle(req)
         if self.server.stop_event.is_set():
             self.close_connection = True
             return
-        if resp.stream is not None:
+        if resp.upgrade is not None:
+            self._send_upgrade(resp)
+        elif resp.stream is not None:
             self._send_stream(resp)
         else:
             self._send(resp)
@@ -121,6 +125,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, resp: Response) -> None:
         head = self._head(resp, [("Content-Length", str(len(resp.body)))])
         self.wfile.write(head + resp.body)
+
+    def _send_upgrade(self, resp: Response) -> None:
+        """101 Switching Protocols, then the new protocol owns the connection until it is closed."""
+        assert resp.upgrade is not None
+        lines = ["HTTP/1.1 101 Switching Protocols", *(f"{k}: {v}" for k, v in resp.headers)]
+        self.close_connection = True
+        try:
+            self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            resp.upgrade(self.wfile)
+        except OSError:
+            pass
 
     def _send_stream(self, resp: Response) -> None:
         assert resp.stream is not None

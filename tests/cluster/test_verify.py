@@ -13,7 +13,7 @@ import pytest
 from helpers import load_documents as load
 from helpers import wait_for
 
-from reconciler.cluster.client import ApiError, ClusterClient
+from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.verify import (
     VERIFY_EXEC_ANNOTATION,
     ClaimEvidence,
@@ -151,7 +151,9 @@ def test_driver_crash_loop_is_terminal() -> None:
         )
 
 
-def test_plain_pod_with_named_claim_and_verify_exec(sim: Sim, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_pod_with_named_claim_and_verify_exec(sim: Sim) -> None:
+    # verify-exec runs over the exec WebSocket; the simulated container sees its device as the example
+    # driver's CDI spec shows it: GPU_DEVICE_0=<device>.
     _, _, client = sim
     apply_all(client, inference(replicas=0)[:3])
     claim = {
@@ -160,49 +162,51 @@ def test_plain_pod_with_named_claim_and_verify_exec(sim: Sim, monkeypatch: pytes
         "metadata": {"name": "shared", "namespace": "inference"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}},
     }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "probe",
-            "namespace": "inference",
-            "annotations": {VERIFY_EXEC_ANNOTATION: "nvidia-smi -L"},
-        },
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}],
-            "containers": [{"name": "cuda", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
+
+    def probe(command: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "probe",
+                "namespace": "inference",
+                "annotations": {VERIFY_EXEC_ANNOTATION: command},
+            },
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}],
+                "containers": [{"name": "cuda", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+            },
+        }
+
+    pod = probe("printenv GPU_DEVICE_0")
     apply_all(client, [claim, pod])
-    calls: list[tuple[str, str, list[str], str | None]] = []
-
-    def fake_exec(ns: str, name: str, command: Sequence[str], container: str | None = None) -> str:
-        calls.append((ns, name, list(command), container))
-        return "GPU 0: LATEST-GPU-MODEL (UUID: gpu-1)\n"
-
-    monkeypatch.setattr(client, "exec", fake_exec)
     result = verify_workloads(client, [pod], timeout=30, poll=0.1)
     assert result.ok, render_evidence(result)
-    assert calls == [("inference", "probe", ["nvidia-smi", "-L"], "cuda")]
     (e,) = result.evidence
     assert e.claim == "inference/shared" and e.devices[0].startswith(f"{GPU}/sim-node-0/gpu-")
-    assert "exec inference/probe [cuda] 'nvidia-smi -L': ok  GPU 0: LATEST-GPU-MODEL" in render_evidence(
-        result
+    device = e.devices[0].rsplit("/", 1)[1]
+    (seen,) = result.exec_results
+    assert (seen.pod, seen.container, seen.ok, seen.output) == (
+        "inference/probe",
+        "cuda",
+        True,
+        f"{device}\n",
     )
+    assert f"exec inference/probe [cuda] 'printenv GPU_DEVICE_0': ok  {device}" in render_evidence(result)
 
-    def failing_exec(ns: str, name: str, command: Sequence[str], container: str | None = None) -> str:
-        raise ApiError(
-            "exec 'nvidia-smi -L' failed: no devices",
-            where=f"Pod/{ns}/{name}",
-            status=0,
-            reason="ExecFailed",
-            body={},
-        )
-
-    monkeypatch.setattr(client, "exec", failing_exec)
-    failed = verify_workloads(client, [pod], timeout=30, poll=0.1)
+    # A tool the image does not have: the command cannot start, and verification says so.
+    missing = probe("nvidia-smi -L")
+    apply_all(client, [missing])
+    failed = verify_workloads(client, [missing], timeout=30, poll=0.1)
     assert not failed.ok and failed.exec_results[0].ok is False
     assert failed.message.startswith("verification failed: verify-exec in inference/probe")
+    assert 'exec: "nvidia-smi": executable file not found in $PATH' in failed.exec_results[0].output
+
+    # A device that is not there: the command runs and exits 1.
+    absent = probe("printenv GPU_DEVICE_1")
+    apply_all(client, [absent])
+    failed = verify_workloads(client, [absent], timeout=30, poll=0.1)
+    assert not failed.ok and "exited with status 1" in failed.exec_results[0].output
 
 
 def test_missing_template_times_out_with_pending_diagnosis(sim: Sim) -> None:

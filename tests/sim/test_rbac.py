@@ -378,6 +378,7 @@ USER = UserInfo("u", ("system:authenticated",))
         ("PATCH", "/apis/resource.k8s.io/v1/deviceclasses/gpu", {}, ("patch", "resource.k8s.io", "deviceclasses", "", "", "gpu")),
         ("POST", "/api/v1/namespaces/ns/serviceaccounts/sa/token", {}, ("create", "", "serviceaccounts", "token", "ns", "sa")),
         ("GET", "/api/v1/nodes", {"fieldSelector": "metadata.name=n1"}, ("list", "", "nodes", "", "", "n1")),
+        ("GET", "/api/v1/namespaces/ns/pods/p/exec", {"command": "env"}, ("create", "", "pods", "exec", "ns", "p")),
     ],
 )  # fmt: skip
 def test_request_attributes(method: str, path: str, query: dict[str, str], expected: tuple[str, ...]) -> None:

@@ -78,6 +78,20 @@ def test_kubectl_applies_the_example_and_claims_get_devices(served: Path) -> Non
     assert table.count("allocated,reserved") == 3  # two generated claims and the shared one
     assert "Running" in kubectl(served, "get", "pods", "-n", "ml-team")
 
+    # kubectl exec over the WebSocket: the container sees its device as the driver's CDI spec sets it.
+    pod = next(c for c in generated)["status"]["reservedFor"][0]["name"]
+    device = next(c for c in generated)["status"]["allocation"]["devices"]["results"][0]["device"]
+    assert kubectl(served, "exec", "-n", "ml-team", pod, "--", "printenv", "GPU_DEVICE_0") == f"{device}\n"
+    missing = subprocess.run(
+        ["kubectl", "--kubeconfig", str(served), "exec", "-n", "ml-team", pod, "--", "nvidia-smi", "-L"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        missing.returncode == 1 and 'exec: "nvidia-smi": executable file not found in $PATH' in missing.stderr
+    )
+
 
 def test_kubectl_applies_a_list_file_server_side(served: Path, tmp_path: Path) -> None:
     # kubectl validates a `kind: List` file against /openapi/v2 (protobuf) before it sends anything
