@@ -19,6 +19,7 @@ def describe_result(client: Any, step: Step, result: Any) -> tuple[bool, list[st
     if step.expect == APPLIED:
         lines = [f"applied and verified: {(record.get('diff') or {}).get('summary', '')}"]
         lines += _device_lines(record)
+        lines += _exec_lines(record)
         if any(edit.path.startswith("10-driver/") for edit in step.edits):
             lines += _driver_pod_lines(client)
         return True, lines
@@ -77,6 +78,16 @@ def _device_lines(record: dict[str, Any]) -> list[str]:
         lines.append(
             f"claim {entry.get('claim')} (pod {entry.get('pod')}) → {devices} on {entry.get('node')}"
         )
+    return lines
+
+
+def _exec_lines(record: dict[str, Any]) -> list[str]:
+    """What verify-exec saw inside the containers."""
+    lines = []
+    for x in record.get("exec") or []:
+        seen = " | ".join(line.strip() for line in str(x.get("output") or "").strip().splitlines()[:2])
+        verdict = "" if x.get("ok") else "FAILED: "
+        lines.append(f"inside pod {x.get('pod')}: {x.get('command')} → {verdict}{seen or '(no output)'}")
     return lines
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.demo.story import APPLIED, DENIED, ROLLED_BACK, STORY, Step
+from reconciler.demo.story import APPLIED, DENIED, ROLLED_BACK, SEED_EDITS, STORY, Step
 from reconciler.demo.terminal import Narrator
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 
@@ -129,6 +129,8 @@ class DemoWorld:
     def start_repo(self) -> DemoRepo:
         self.repo = DemoRepo(self.root / "git")
         self.repo.seed(EXAMPLE)
+        for edit in SEED_EDITS:
+            edit.apply(self.repo.work)
         return self.repo
 
     def start_controller(self) -> int:

@@ -60,10 +60,18 @@ class Step:
     expect_diagnosis: str | None = None  # the failure mode a rollback must name
 
 
+# Made to the example before its first commit: every verification of the trainers also looks inside one
+# of them for the GPU its claim was allocated (the example driver puts GPU_DEVICE_0 in the container).
+VERIFY_EXEC = 'dra-gitops.io/verify-exec: "printenv GPU_DEVICE_0"'
+SEED_EDITS: tuple[Edit, ...] = (
+    Edit(TRAINER, "name: trainer", f"name: trainer\n  annotations:\n    {VERIFY_EXEC}"),
+)
+
 STORY: tuple[Step, ...] = (
     Step(
         "A good baseline",
-        "the example GPU stack: driver, class, template, a shared claim, a notebook and two trainers",
+        "the example GPU stack: driver, class, template, a shared claim, a notebook and two trainers "
+        "(each verification also looks inside the trainers for their GPU)",
         "GPU stack: driver v0.3.0, class gpu.example.com, notebook and trainers",
         APPLIED,
     ),

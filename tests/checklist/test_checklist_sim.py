@@ -380,9 +380,10 @@ def test_the_command_against_demo_keep(tmp_path: Path) -> None:
         done = _dra_gitops("checklist", "--kubeconfig", str(workdir / "kubeconfig"), "-o", "json", "-q")
         assert done.returncode == 0, done.stdout + done.stderr
         data = json.loads(done.stdout)
-        assert [(i["id"], i["status"]) for i in data["items"]] == [
-            (i, NOT_APPLICABLE if i == "devices-in-container" else CHECKED) for i in ITEM_IDS
-        ]
+        assert [(i["id"], i["status"]) for i in data["items"]] == [(i, CHECKED) for i in ITEM_IDS]
+        inside = next(i for i in data["items"] if i["id"] == "devices-in-container")
+        assert inside["evidence"][0].endswith("3/3 container(s) ok")  # the fix's three trainers, over exec
+        assert all("'printenv GPU_DEVICE_0': ok: gpu-" in line for line in inside["evidence"][1:])
         verified = next(i for i in data["items"] if i["id"] == "verified")
         assert verified["evidence"][0].startswith(f"{data['lastGood'][:12]} applied and verified at")
         assert any(" → gpu.example.com/sim-node-" in line for line in verified["evidence"][1:])

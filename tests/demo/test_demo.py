@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.demo.story import STORY, Edit
+from reconciler.demo.story import SEED_EDITS, STORY, Edit
 from reconciler.demo.terminal import Narrator
 from reconciler.errors import DraGitopsError
 
@@ -42,6 +43,8 @@ def test_the_story_plays_to_the_end_and_leaves_nothing(tmp_path: Path) -> None:
     assert len(verdicts) == len(STORY) + 1, verdicts
     assert all(v.startswith("✓") for v in verdicts), verdicts
     assert verdicts[1].startswith("✓ applied and verified: 12 to create")
+    baseline = out.split("[1/7]")[1].split("[2/7]")[0]
+    assert baseline.count("inside pod ml-team/trainer-") == 2 and "printenv GPU_DEVICE_0 → gpu-" in baseline
     assert verdicts[2].startswith("✓ denied by policy; nothing written")
     assert (
         "class-before-template: ResourceClaimTemplate/ml-team/single-gpu requests DeviceClass gpu-large"
@@ -162,11 +165,18 @@ def test_edit_replaces_exactly_one_line_and_keeps_indentation(tmp_path: Path) ->
 def test_every_story_edit_applies_to_the_example(tmp_path: Path) -> None:
     import shutil
 
-    shutil.copytree(ROOT / "manifests-example", tmp_path / "repo")
+    def seeded() -> None:
+        shutil.copytree(ROOT / "manifests-example", tmp_path / "repo")
+        for edit in SEED_EDITS:
+            edit.apply(tmp_path / "repo")
+
+    seeded()
+    trainer = yaml.safe_load((tmp_path / "repo" / "40-workloads" / "trainer.yaml").read_text())
+    assert trainer["metadata"]["annotations"] == {"dra-gitops.io/verify-exec": "printenv GPU_DEVICE_0"}
     for step in STORY:
         if step.revert_previous:
             shutil.rmtree(tmp_path / "repo")
-            shutil.copytree(ROOT / "manifests-example", tmp_path / "repo")
+            seeded()
         for edit in step.edits:
             edit.apply(tmp_path / "repo")
 
