@@ -416,6 +416,10 @@ def test_daemonset_surge_brings_the_new_pod_up_before_deleting_the_old(sim: Sim)
     wait_for(lambda: len(watcher.events) >= 2, what="the watch to list the pods")
     set_image(kube, GOOD_IMAGE.replace("v1.0.0", "v1.0.1"))
     wait_for(lambda: healthy(kube, 2) and len(kube.pods(NS)) == 2, what="generation 2 rolled out")
+    # The LIST can show the old pods gone before the watch has delivered their DELETED events.
+    wait_for(
+        lambda: sum(1 for e in watcher.events if e[0] == "DELETED") >= 2, what="the deletions on the watch"
+    )
     watcher.stop()
     changes = [(t, n, r) for t, _, n, r in watcher.events if t in ("ADDED", "DELETED")]
     changes = [c for c in changes if not (c[0] == "ADDED" and c[2] == rev1)]
