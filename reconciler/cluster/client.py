@@ -282,6 +282,12 @@ class ClusterClient(DiscoveryClient):
         if container:
             kwargs["container"] = container
         shown = " ".join(command)
+
+        def failed(why: str, reason: str = "ExecFailed") -> ApiError:
+            return ApiError(
+                f"exec {shown!r} {why}", where=f"Pod/{namespace}/{name}", status=0, reason=reason, body={}
+            )
+
         try:
             # Unbuffered, so the error channel can tell us the command's exit status afterwards.
             session = stream(
@@ -293,38 +299,14 @@ class ClusterClient(DiscoveryClient):
             status = "" if still_running else str(session.read_channel(_EXEC_STATUS_CHANNEL) or "")
             session.close()
         except Exception as exc:  # noqa: BLE001 - websocket and API errors alike end the verification step
-            raise ApiError(
-                f"exec {shown!r} failed: {exc}",
-                where=f"Pod/{namespace}/{name}",
-                status=0,
-                reason="ExecFailed",
-                body={},
-            ) from None
+            raise failed(f"failed: {exc}") from None
         if still_running:
-            raise ApiError(
-                f"exec {shown!r} did not finish within {timeout:g}s",
-                where=f"Pod/{namespace}/{name}",
-                status=0,
-                reason="ExecTimeout",
-                body={},
-            )
+            raise failed(f"did not finish within {timeout:g}s", "ExecTimeout")
         code, failure = exec_outcome(status)
         if failure is not None:
-            raise ApiError(
-                f"exec {shown!r} could not run: {failure}",
-                where=f"Pod/{namespace}/{name}",
-                status=0,
-                reason="ExecFailed",
-                body={},
-            )
+            raise failed(f"could not run: {failure}")
         if code:
-            raise ApiError(
-                f"exec {shown!r} exited with status {code}: {output.strip()[-500:]}",
-                where=f"Pod/{namespace}/{name}",
-                status=0,
-                reason="ExecFailed",
-                body={},
-            )
+            raise failed(f"exited with status {code}: {output.strip()[-500:]}")
         return output
 
 
