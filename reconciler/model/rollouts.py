@@ -23,22 +23,28 @@ def int_or_percent(value: Any, total: int, round_up: bool) -> int:
     return int(value)
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _replicas(body: dict[str, Any]) -> int:
+    """spec.replicas, 1 when unset (the API's default)."""
+    replicas = _mapping(body.get("spec")).get("replicas")
+    return replicas if isinstance(replicas, int) else 1
+
+
 def deployment_budget(body: dict[str, Any]) -> tuple[int, int] | None:
     """(maxSurge, maxUnavailable) of a RollingUpdate Deployment as pod counts; None for Recreate.
 
     As the Deployment controller resolves them: percentages of spec.replicas, surge rounded up,
     unavailability rounded down (25% each by default), and never both 0 (then one may be unavailable).
     """
-    spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
-    assert isinstance(spec, dict)
-    strategy = spec.get("strategy") if isinstance(spec.get("strategy"), dict) else {}
-    assert isinstance(strategy, dict)
+    spec = _mapping(body.get("spec"))
+    strategy = _mapping(spec.get("strategy"))
     if strategy.get("type") == "Recreate":
         return None
-    replicas = spec.get("replicas")
-    desired = int(replicas) if isinstance(replicas, int) else 1
-    rolling = strategy.get("rollingUpdate") if isinstance(strategy.get("rollingUpdate"), dict) else {}
-    assert isinstance(rolling, dict)
+    desired = _replicas(body)
+    rolling = _mapping(strategy.get("rollingUpdate"))
     surge = int_or_percent(rolling.get("maxSurge", "25%"), desired, True)
     unavailable = int_or_percent(rolling.get("maxUnavailable", "25%"), desired, False)
     if surge == 0 and unavailable == 0:
@@ -47,8 +53,7 @@ def deployment_budget(body: dict[str, Any]) -> tuple[int, int] | None:
 
 
 def _template(body: dict[str, Any] | None) -> Any:
-    spec = (body or {}).get("spec")
-    return spec.get("template") if isinstance(spec, dict) else None
+    return _mapping((body or {}).get("spec")).get("template")
 
 
 def template_changed(new: dict[str, Any], old: dict[str, Any] | None, live: dict[str, Any] | None) -> bool:
@@ -83,13 +88,7 @@ def rollout_surge(
     surge, unavailable = budget
     if unavailable > 0 or surge == 0:
         return None
-    spec = new.get("spec") if isinstance(new.get("spec"), dict) else {}
-    assert isinstance(spec, dict)
-    desired = spec.get("replicas") if isinstance(spec.get("replicas"), int) else 1
-    live_spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
-    assert isinstance(live_spec, dict)
-    before = live_spec.get("replicas") if isinstance(live_spec.get("replicas"), int) else 1
-    assert isinstance(desired, int) and isinstance(before, int)
+    desired, before = _replicas(new), _replicas(live)
     pods = min(desired, desired + surge - before)
     if pods <= 0:
         return None

@@ -23,7 +23,15 @@ from typing import Any
 from reconciler.sim.apibase import ApiError, Request, Response
 from reconciler.sim.store import Obj, Store
 
-__all__ = ["ExecResult", "container_env", "handshake_headers", "pod_exec", "run_command", "stream_result"]
+__all__ = [
+    "ExecResult",
+    "container_env",
+    "handshake_headers",
+    "pod_exec",
+    "run_command",
+    "status_of",
+    "stream_result",
+]
 
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
