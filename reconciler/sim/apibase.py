@@ -203,6 +203,9 @@ class ApiBase:
                     out.append(s)
         return out
 
+    def authorize_create_on_patch(self) -> None:
+        """Raise 403 when the requester may patch but not create (the RBAC-enforcing server overrides it)."""
+
     def render(self, served: Served, obj: Obj) -> Obj:
         return conversion.from_storage(served, obj)
 

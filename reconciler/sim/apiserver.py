@@ -180,6 +180,12 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
                 500, json_bytes(status_body(500, f"simulated apiserver error: {e!r}", "InternalError"))
             )
 
+    def authorize_create_on_patch(self) -> None:
+        decision = self.authz.authorize_implicit_create()
+        if decision is not None and not decision.allowed:
+            attrs = decision.attributes
+            raise ApiError(403, rbac.forbidden_message(attrs), details=rbac.forbidden_details(attrs))
+
     def _details(self, e: StoreError, req: Request) -> Obj | None:
         """Status details as a real server fills them: name, group, kind (the resource; for Invalid the
         Kind) and the field causes."""

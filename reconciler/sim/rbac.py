@@ -18,6 +18,7 @@ to every authenticated user, and ``cluster-admin`` bound to ``system:masters``; 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -318,6 +319,18 @@ class Authorizer:
         if scope is not None:
             scope.checks.append(decision)
         return decision
+
+    def authorize_implicit_create(self) -> Decision | None:
+        """The ``create`` check of a patch that would create its object (None: nothing to check).
+
+        kube-apiserver's patch handler wraps the create path of a server-side apply in a second
+        authorization, verb ``create`` with the request's other attributes, so ``patch`` alone may update
+        an object but never create one, dry-run included.
+        """
+        scope = self._scope()
+        if scope is None or scope.request is None or scope.user.privileged:
+            return None
+        return self.authorize(dataclasses.replace(scope.request, verb="create"))
 
     # ---- escalation prevention (admission of RBAC writes)
 

@@ -247,6 +247,8 @@ class Writes(ApiBase):
             old = self.store.get_ref(t.group, t.plural, route.namespace, route.name)
             if old is None and scope == "status":
                 raise self._not_found(served, route.name)
+            if old is None:
+                self.authorize_create_on_patch()
             try:
                 new = fieldmanager.apply(
                     old,
