@@ -22,9 +22,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<row>\d+):(?P<col>\d+)")
@@ -123,7 +126,9 @@ def check_conflicts(modules: dict[str, str], new_id: str) -> None:
 
 
 class OpaStandIn:
-    """The policy store and evaluator; every call runs on the server's one thread (regorus needs that)."""
+    """The policy store and evaluator. Connections are served concurrently, as OPA does (a client keeps its
+    connection open between requests), but every call here runs on one worker thread: regorus engines must
+    be used and dropped on the thread that made them."""
 
     def __init__(self) -> None:
         self.modules: dict[str, str] = {}
@@ -142,6 +147,14 @@ class OpaStandIn:
         self.modules = candidate
         self.compiled = None
         return 200, {}
+
+    def get_policies(self, module_id: str) -> tuple[int, dict[str, Any]]:
+        """The list (`module_id` empty) or one module."""
+        if not module_id:
+            return 200, {"result": [{"id": k, "raw": v} for k, v in self.modules.items()]}
+        if module_id not in self.modules:
+            return 404, _not_found(module_id)
+        return 200, {"result": {"id": module_id, "raw": self.modules[module_id]}}
 
     def delete_policy(self, module_id: str) -> tuple[int, dict[str, Any]]:
         if module_id not in self.modules:
@@ -174,7 +187,10 @@ def _not_found(module_id: str) -> dict[str, Any]:
     return {"code": "resource_not_found", "message": f'storage_not_found_error: policy id "{module_id}"'}
 
 
-def _handler(state: OpaStandIn) -> type[BaseHTTPRequestHandler]:
+def _handler(state: OpaStandIn, worker: ThreadPoolExecutor) -> type[BaseHTTPRequestHandler]:
+    def on_worker(call: Callable[..., tuple[int, dict[str, Any]]], *args: Any) -> tuple[int, dict[str, Any]]:
+        return worker.submit(call, *args).result()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -204,14 +220,10 @@ def _handler(state: OpaStandIn) -> type[BaseHTTPRequestHandler]:
             route, rest = self._route()
             if route == "/health":
                 self._send(200, {})
-            elif route == "/v1/policies" and not rest:
-                self._send(200, {"result": [{"id": k, "raw": v} for k, v in state.modules.items()]})
-            elif route == "/v1/policies" and rest in state.modules:
-                self._send(200, {"result": {"id": rest, "raw": state.modules[rest]}})
             elif route == "/v1/policies":
-                self._send(404, _not_found(rest))
+                self._send(*on_worker(state.get_policies, rest))
             elif route == "/v1/data":
-                self._send(*state.query(rest, None))
+                self._send(*on_worker(state.query, rest, None))
             else:
                 self._send(404, {"code": "resource_not_found"})
 
@@ -219,7 +231,7 @@ def _handler(state: OpaStandIn) -> type[BaseHTTPRequestHandler]:
             route, rest = self._route()
             body = self._body()
             if route == "/v1/policies" and rest:
-                self._send(*state.put_policy(rest, body.decode()))
+                self._send(*on_worker(state.put_policy, rest, body.decode()))
             else:
                 self._send(404, {"code": "resource_not_found"})
 
@@ -227,14 +239,14 @@ def _handler(state: OpaStandIn) -> type[BaseHTTPRequestHandler]:
             route, rest = self._route()
             body = self._body()
             if route == "/v1/data":
-                self._send(*state.query(rest, json.loads(body or b"{}").get("input")))
+                self._send(*on_worker(state.query, rest, json.loads(body or b"{}").get("input")))
             else:
                 self._send(404, {"code": "resource_not_found"})
 
         def do_DELETE(self) -> None:  # noqa: N802
             route, rest = self._route()
             if route == "/v1/policies" and rest:
-                self._send(*state.delete_policy(rest))
+                self._send(*on_worker(state.delete_policy, rest))
             else:
                 self._send(404, {"code": "resource_not_found"})
 
@@ -245,14 +257,10 @@ def _handler(state: OpaStandIn) -> type[BaseHTTPRequestHandler]:
 def serve_opa_standin() -> Iterator[str]:
     """Serve a stand-in on 127.0.0.1 for the duration of the block; yields its URL."""
     state = OpaStandIn()
-    # One thread serves every request: regorus engines must be used and dropped on the thread that made them.
-    server = HTTPServer(("127.0.0.1", 0), _handler(state))
-
-    def serve() -> None:
-        server.serve_forever(poll_interval=0.05)
-        state.compiled = None  # dropped here, on the thread that created it
-
-    thread = threading.Thread(target=serve, daemon=True)
+    worker = ThreadPoolExecutor(max_workers=1)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, worker))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -260,3 +268,24 @@ def serve_opa_standin() -> Iterator[str]:
         server.shutdown()
         thread.join()
         server.server_close()
+        worker.submit(setattr, state, "compiled", None).result()  # dropped on the thread that made it
+        worker.shutdown()
+
+
+def call(url: str, method: str, path: str, body: str | None = None) -> tuple[int, Any]:
+    """One request to an OPA server (real or stand-in) without our engine: status and JSON answer."""
+    request = urllib.request.Request(
+        url + path, method=method, data=body.encode() if body is not None else None
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def stored_modules(url: str, prefix: str = "") -> dict[str, str]:
+    """{id: raw} of the modules on the server whose id starts with `prefix`."""
+    status, answer = call(url, "GET", "/v1/policies")
+    assert status == 200, answer
+    return {p["id"]: p["raw"] for p in answer.get("result", []) if p["id"].startswith(prefix)}

@@ -7,26 +7,14 @@ under `rest-contract/` and packages under `rest_contract.` so nothing here touch
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opa_standin import call
 
 A = "rest-contract/a.rego"
 B = "rest-contract/nested/b.rego"
-
-
-def call(url: str, method: str, path: str, body: str | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        url + path, method=method, data=body.encode() if body is not None else None
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
 
 
 @pytest.fixture
