@@ -33,6 +33,14 @@ from typing import Any
 _LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<row>\d+):(?P<col>\d+)")
 
 
+def _message(exc: Exception) -> str:
+    """regorus's own message (`error: ...`), without its source excerpt or a Rust backtrace."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return next(
+        (line.removeprefix("error:").strip() for line in lines if line.startswith("error:")), lines[-1]
+    )
+
+
 class RegoRejected(Exception):
     def __init__(self, code: str, message: str, module_id: str, row: int = 0, col: int = 0) -> None:
         super().__init__(message)
@@ -70,7 +78,7 @@ def _rule_kinds(module_id: str, text: str) -> tuple[str, list[tuple[str, str, in
     except RuntimeError as exc:
         match = _LOCATION.search(str(exc))
         row, col = (int(match["row"]), int(match["col"])) if match else (0, 0)
-        raise RegoRejected("rego_parse_error", str(exc).splitlines()[-1], module_id, row, col) from None
+        raise RegoRejected("rego_parse_error", _message(exc), module_id, row, col) from None
     (module,) = json.loads(engine.get_ast_as_json())
     package_names, _ = _ref_path(module["ast"]["package"]["refr"])
     package = ".".join(package_names)
@@ -178,7 +186,7 @@ class OpaStandIn:
         try:
             answer = json.loads(engine.eval_query_as_json(query))
         except RuntimeError as exc:
-            return 500, {"code": "internal_error", "message": str(exc).splitlines()[-1]}
+            return 500, {"code": "internal_error", "message": _message(exc)}
         results = answer.get("result") or []
         return 200, ({"result": results[0]["expressions"][0]["value"]} if results else {})
 
