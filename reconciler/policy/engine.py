@@ -41,6 +41,9 @@ class Module:
     path: str  # shown to users in errors and SARIF
     text: str
     package: str
+    # Which root it came from and where under it (`bundled/capacity/capacity.rego`,
+    # `policy-1/limits/limits.rego`): the same from any working directory, so a server-side id.
+    source_id: str
 
 
 @dataclass
@@ -89,11 +92,35 @@ def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
             into[key] = value
 
 
+def module_package(text: str) -> str | None:
+    """The package a Rego module declares, None when it declares none."""
+    match = _PACKAGE_RE.search(text)
+    return match.group(1) if match else None
+
+
+def rule_packages(policy_set: PolicySet) -> list[str]:
+    """The `dra.*` packages of the policy set's modules: the ones whose `deny` and `warn` are findings."""
+    return sorted({module.package for module in policy_set.modules if module.package.startswith("dra.")})
+
+
+def _root_labels(roots: list[Path]) -> list[str]:
+    """`bundled` for the bundled pack, `policy-<n>` for the n-th other directory."""
+    bundled = bundled_policy_dir().resolve()
+    labels, other = [], 0
+    for root in roots:
+        if root.resolve() == bundled:
+            labels.append("bundled")
+        else:
+            other += 1
+            labels.append(f"policy-{other}")
+    return labels
+
+
 def load_policy_set(directories: Iterable[Path], *, include_bundled: bool = True) -> PolicySet:
     """Read every Rego module and `data.json` under the directories (bundled pack first)."""
     roots = ([bundled_policy_dir()] if include_bundled else []) + list(directories)
     policy_set = PolicySet()
-    for root in roots:
+    for root, label in zip(roots, _root_labels(roots), strict=True):
         if not root.is_dir():
             raise PolicyError("policy directory does not exist", where=str(root))
         for path in sorted(root.rglob("*")):
@@ -111,17 +138,17 @@ def load_policy_set(directories: Iterable[Path], *, include_bundled: bool = True
                     policy_set.params, data.get("params", {}) if isinstance(data.get("params"), dict) else {}
                 )
             elif path.suffix == ".rego":
-                _add_module(policy_set, path)
+                _add_module(policy_set, path, f"{label}/{path.relative_to(root).as_posix()}")
     return policy_set
 
 
-def _add_module(policy_set: PolicySet, path: Path) -> None:
+def _add_module(policy_set: PolicySet, path: Path, source_id: str) -> None:
     shown = _display(path)
     text = path.read_text(encoding="utf-8")
-    match = _PACKAGE_RE.search(text)
-    if match is None:
+    package = module_package(text)
+    if package is None:
         raise PolicyError("no `package` declaration", where=f"{shown}:1:1")
-    module = Module(shown, text, match.group(1))
+    module = Module(shown, text, package, source_id)
     if path.stem.endswith("_test"):
         policy_set.tests.append(module)
         return
@@ -170,22 +197,6 @@ class Engine(Protocol):
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]: ...
 
 
-def packages_of(tree: Any, prefix: str = "dra") -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """Flatten the `data.dra` document into {package: {"deny": [...], "warn": [...]}}."""
-    found: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    if not isinstance(tree, dict):
-        return found
-    if "deny" in tree or "warn" in tree:
-        found[prefix] = {
-            "deny": list(tree.get("deny") or []),
-            "warn": list(tree.get("warn") or []),
-        }
-    for key, value in tree.items():
-        if key not in ("deny", "warn") and isinstance(value, dict):
-            found.update(packages_of(value, f"{prefix}.{key}"))
-    return found
-
-
 class EmbeddedEngine:
     """regorus in-process: no server, compiled once per policy set."""
 
@@ -195,9 +206,7 @@ class EmbeddedEngine:
         import regorus  # imported here so `--help` stays fast
 
         self._engine = regorus.Engine()
-        self._packages = sorted(
-            {module.package for module in policy_set.modules if module.package.startswith("dra.")}
-        )
+        self._packages = rule_packages(policy_set)
         for module in policy_set.modules:
             try:
                 self._engine.add_policy(module.path, module.text)

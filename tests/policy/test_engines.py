@@ -77,8 +77,9 @@ def test_opa_rejects_a_broken_user_policy(opa_url: str, tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as embedded_error:
         EmbeddedEngine(policy_set)
     assert str(embedded_error.value).startswith(f"{policy_set.modules[0].path}:4:")
-    with pytest.raises(PolicyError):
+    with pytest.raises(PolicyError) as opa_error:
         OpaServerEngine(opa_url, policy_set)
+    assert str(opa_error.value).startswith(f"{policy_set.modules[0].path}:4:"), opa_error.value
 
 
 def test_unreachable_opa_server_is_an_environment_problem() -> None:
