@@ -101,11 +101,14 @@ def excluded_reason(config_path: str) -> str:
 def is_excluded(relative: str, patterns: Iterable[str]) -> bool:
     """`relative` (a posix path from the repository root) matches a shell-style `exclude` pattern.
 
-    A pattern matches the whole path (`*` crosses `/`, as in `.gitignore`'s `**`), or names a directory
-    whose files it excludes (`drafts` or `drafts/`)."""
+    A pattern matches the whole path (`*` crosses `/`, as in `.gitignore`'s `**`; a leading `**/` also
+    matches at the root, a leading `./` is the root), or names a directory whose files it excludes
+    (`drafts` or `drafts/`)."""
     for pattern in patterns:
-        pattern = pattern.strip("/")
+        pattern = pattern.removeprefix("./").strip("/")
         if fnmatch.fnmatchcase(relative, pattern) or relative.startswith(pattern + "/"):
+            return True
+        if pattern.startswith("**/") and is_excluded(relative, [pattern[3:]]):
             return True
     return False
 
