@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import UserError
 from reconciler.model.compare import live_driver_base
+from reconciler.model.dra_workloads import uninspected_pod_specs
 from reconciler.model.loader import (
     REPO_CONFIG_NAMES,
     SNIFF_BYTES,
@@ -33,7 +34,7 @@ from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
-from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo
+from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
 
 if TYPE_CHECKING:
     from reconciler.source.git import TreeFiles
@@ -83,6 +84,18 @@ def _duplicate_findings(head: LoadResult, base: LoadResult | None) -> list[Findi
         for d in head.duplicates
         if d.ref not in known
     ]
+
+
+def _uninspected(manifests: Sequence[Manifest], judged: set[str] | None) -> list[Uninspected]:
+    """Objects of the desired state (those `judged`, against a base) whose pod specs no policy reads."""
+    found = []
+    for m in manifests:
+        if judged is not None and str(m.ref) not in judged:
+            continue
+        specs = uninspected_pod_specs(m.body)
+        if specs:
+            found.append(Uninspected(str(m.ref), m.path, m.line, m.api_version, m.kind, tuple(specs)))
+    return found
 
 
 def make_engine(policy_set: PolicySet, options: CheckOptions) -> Engine:
@@ -173,9 +186,9 @@ def run_check(
     timings["input"] = time.perf_counter() - started
     started = time.perf_counter()
     findings = evaluate(engine, policy_set, input_doc)
-    if base is not None:
+    changed = {str(change.ref) for change in plan.changes} if base is not None else None
+    if changed is not None:
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
-        changed = {str(change.ref) for change in plan.changes}
         findings = [f for f in findings if f.ref in changed]
     findings += _duplicate_findings(head, base)
     timings["policy"] = time.perf_counter() - started
@@ -192,6 +205,7 @@ def run_check(
         engine=engine.name,
         skipped=list(head.skipped),
         capacity=capacity,
+        uninspected=_uninspected(head.manifests, changed),
     )
     options.progress(
         f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"

@@ -221,6 +221,8 @@ def check(
         raise
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
+        for uninspected in run.result.uninspected:
+            click.echo(f"dra-gitops: {uninspected.message}", err=True)
         if run.result.capacity is not None:
             from reconciler.dra.capacity import render_capacity
 

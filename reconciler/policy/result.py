@@ -66,6 +66,35 @@ class CheckError:
 
 
 @dataclass(frozen=True)
+class Uninspected:
+    """An object that embeds pod specs the policies do not read (a custom resource such as an MPIJob)."""
+
+    ref: str
+    path: str
+    line: int
+    api_version: str
+    kind: str
+    pod_specs: tuple[str, ...]  # dotted paths inside the object
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.path}:{self.line}: {self.ref} not inspected: the policies do not read the pod specs of "
+            f"{self.api_version} {self.kind} ({', '.join(self.pod_specs)}), so their claims are not checked"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "path": self.path,
+            "line": self.line,
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "pod_specs": list(self.pod_specs),
+        }
+
+
+@dataclass(frozen=True)
 class ChangeSummary:
     create: int = 0
     update: int = 0
@@ -86,6 +115,8 @@ class CheckResult:
     skipped: list[SkippedFile] = field(default_factory=list)
     # With cluster data: the predicted placement of the change's pods and claims (`input.capacity`).
     capacity: dict[str, Any] | None = None
+    # Objects whose embedded pod specs no policy saw (`-v` lists them): reported, never failing.
+    uninspected: list[Uninspected] = field(default_factory=list)
     # Set instead of everything above when the check could not run (see `error_result`).
     errors: list[CheckError] = field(default_factory=list)
 
