@@ -139,6 +139,16 @@ def body(text: str) -> dict[str, Any]:
             ["spec.pods[0]"],  # metadata and status are not the desired pods
         ),
         ("apiVersion: x.io/v1\nkind: Plain\nmetadata: {name: p}\nspec: {size: 3}\n", []),
+        (
+            "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: j}\nspec:\n  replicatedJobs:\n"
+            "  - name: w\n    template: {spec: {template: {spec: {containers: [{name: a}]}}}}\n",
+            ["spec.replicatedJobs[0].template.spec.template.spec"],  # x-k8s.io: SIG projects' CRDs
+        ),
+        # Kubernetes' own groups other than apps and batch hold no pod templates: not searched.
+        (
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: g}\nspec: {containers: []}\n",
+            [],
+        ),
     ],
 )
 def test_uninspected_pod_specs(text: str, specs: list[str]) -> None:

@@ -87,9 +87,20 @@ def pod_spec_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return spec if isinstance(spec, dict) else None
 
 
-# Kinds that never embed a PodSpec, passed over without a look (a ConfigMap's data can be large).
-_NO_POD_TEMPLATES = frozenset({"ConfigMap", "Secret", "Namespace", "Service", "CustomResourceDefinition"})
+# Kubernetes' own API groups hold pod templates only in apps, batch and the core ReplicationController
+# (`x-k8s.io` is not one of them: JobSet, LeaderWorkerSet and Kueue live there and embed pod templates).
+_TEMPLATE_GROUPS = frozenset({"apps", "batch", "extensions"})
+_NO_TEMPLATE_GROUPS = frozenset({"policy", "autoscaling"})
 _SEARCH_DEPTH = 12
+
+
+def _may_embed_pod_specs(body: dict[str, Any]) -> bool:
+    group = api_group(_api_version(body) or "")
+    if group == "":
+        return _kind(body) == "ReplicationController"
+    if group in _TEMPLATE_GROUPS:
+        return True
+    return not (group.endswith(".k8s.io") or group in _NO_TEMPLATE_GROUPS)
 
 
 def uninspected_pod_specs(body: dict[str, Any]) -> list[str]:
@@ -99,7 +110,7 @@ def uninspected_pod_specs(body: dict[str, Any]) -> list[str]:
     Dotted paths of each mapping with a `containers` list, outside metadata and status; [] for an inspected
     kind and for objects with none. The policies see none of those pods: their claims go unchecked.
     """
-    if _kind(body) in _NO_POD_TEMPLATES or pod_spec_of(body) is not None:
+    if not _may_embed_pod_specs(body) or pod_spec_of(body) is not None:
         return []
     found: list[str] = []
 

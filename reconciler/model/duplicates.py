@@ -15,9 +15,7 @@ from typing import Any
 from reconciler.errors import ManifestError
 from reconciler.model.objects import Manifest, ObjRef
 
-__all__ = ["DUPLICATE_TITLE", "Duplicate", "deduplicate", "first_difference"]
-
-DUPLICATE_TITLE = "object defined twice"
+__all__ = ["Duplicate", "deduplicate", "first_difference"]
 
 
 @dataclass(frozen=True)
