@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import UserError
 from reconciler.model.compare import live_driver_base
+from reconciler.model.dra_workloads import uninspected_pod_specs
 from reconciler.model.loader import (
     REPO_CONFIG_NAMES,
     SNIFF_BYTES,
+    Duplicate,
     Limits,
     LoadResult,
     Selection,
@@ -32,7 +34,7 @@ from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
-from reconciler.policy.result import ChangeSummary, CheckResult
+from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
 
 if TYPE_CHECKING:
     from reconciler.source.git import TreeFiles
@@ -62,6 +64,38 @@ class CheckRun:
     plan: Plan
     input_doc: dict[str, Any]
     timings: dict[str, float]
+
+
+DUPLICATE_RULE = RuleInfo(
+    id="duplicate-object",
+    title="Each object defined once",
+    description="An object defined twice with the same content is applied once and reported as a warning; "
+    "with different content the load fails, naming both places.",
+    severity="warn",
+    source="reconciler/model/duplicates.py",
+)
+
+
+def _duplicate_findings(head: LoadResult, base: LoadResult | None) -> list[Finding]:
+    """A warning per repeated object of `head`; against a base, only repeats the change brings in."""
+    known = {d.ref for d in base.duplicates} if base is not None else set()
+    return [
+        Finding(DUPLICATE_RULE.id, "warn", d.message, str(d.ref), d.path, d.line)
+        for d in head.duplicates
+        if d.ref not in known
+    ]
+
+
+def _uninspected(manifests: Sequence[Manifest], judged: set[str] | None) -> list[Uninspected]:
+    """Objects of the desired state (those `judged`, against a base) whose pod specs no policy reads."""
+    found = []
+    for m in manifests:
+        if judged is not None and str(m.ref) not in judged:
+            continue
+        specs = uninspected_pod_specs(m.body)
+        if specs:
+            found.append(Uninspected(str(m.ref), m.path, m.line, m.api_version, m.kind, tuple(specs)))
+    return found
 
 
 def make_engine(policy_set: PolicySet, options: CheckOptions) -> Engine:
@@ -152,14 +186,16 @@ def run_check(
     timings["input"] = time.perf_counter() - started
     started = time.perf_counter()
     findings = evaluate(engine, policy_set, input_doc)
-    if base is not None:
+    changed = {str(change.ref) for change in plan.changes} if base is not None else None
+    if changed is not None:
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
-        changed = {str(change.ref) for change in plan.changes}
         findings = [f for f in findings if f.ref in changed]
+    findings += _duplicate_findings(head, base)
     timings["policy"] = time.perf_counter() - started
     rules = dict(policy_set.rules)
-    if any(f.rule == WAIVER_RULE.id for f in findings):
-        rules[WAIVER_RULE.id] = WAIVER_RULE
+    for extra in (WAIVER_RULE, DUPLICATE_RULE):
+        if any(f.rule == extra.id for f in findings):
+            rules[extra.id] = extra
     result = CheckResult(
         findings=findings,
         rules=rules,
@@ -169,6 +205,7 @@ def run_check(
         engine=engine.name,
         skipped=list(head.skipped),
         capacity=capacity,
+        uninspected=_uninspected(head.manifests, changed),
     )
     options.progress(
         f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"
@@ -188,6 +225,11 @@ class DesiredState:
     def skipped(self) -> list[SkippedFile]:
         """Manifest files of this state that are neither checked nor applied (hidden, outside `paths`)."""
         return self.manifests.skipped
+
+    @property
+    def duplicates(self) -> list[Duplicate]:
+        """Objects defined again with the same content, loaded once."""
+        return self.manifests.duplicates
 
 
 def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
@@ -250,7 +292,9 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
             blobs = kept
         commit = tree.commit
         revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
-        states.append(DesiredState(load_blobs(blobs, limits, skipped), revision, params))
+        shown_config = config_path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
+        loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config)
+        states.append(DesiredState(loaded, revision, params))
     return states
 
 

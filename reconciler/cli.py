@@ -186,6 +186,7 @@ def check(
     """
     from reconciler.check import CheckOptions, check_git, check_paths
     from reconciler.policy.report import RenderOptions, render
+    from reconciler.policy.result import error_result
 
     if repo is None and (base_rev or subdir):
         raise click.UsageError("--base and --path need --repo")
@@ -198,26 +199,35 @@ def check(
     options = CheckOptions(
         policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress_printer(quiet)
     )
-    facts = None
-    if cluster or kubeconfig or kube_context:
-        from reconciler.cluster.facts import collect_facts
+    use_color = _use_color(color, sys.stdout)
+    options_out = RenderOptions(color=use_color, fail_on_warn=fail_on_warn)
+    try:
+        facts = None
+        if cluster or kubeconfig or kube_context:
+            from reconciler.cluster.facts import collect_facts
 
-        with connect(kubeconfig, kube_context) as client:
-            facts = collect_facts(client, options.progress)
-    if repo is not None:
-        assert base_rev is not None
-        run = check_git(repo, base_rev, head_rev, subdir, options, facts)
-    else:
-        run = check_paths(list(paths), options, facts)
+            with connect(kubeconfig, kube_context) as client:
+                facts = collect_facts(client, options.progress)
+        if repo is not None:
+            assert base_rev is not None
+            run = check_git(repo, base_rev, head_rev, subdir, options, facts)
+        else:
+            run = check_paths(list(paths), options, facts)
+    except DraGitopsError as exc:
+        # A CI job reads stdout: a report in the asked format that carries the error, not an empty file.
+        # The text report is the error line on stderr alone. The exit code stays the error's.
+        if output != "text":
+            click.echo(render(error_result(exc), output, options_out), nl=False)
+        raise
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
+        for uninspected in run.result.uninspected:
+            click.echo(f"dra-gitops: {uninspected.message}", err=True)
         if run.result.capacity is not None:
             from reconciler.dra.capacity import render_capacity
 
             click.echo(render_capacity(run.result.capacity), err=True, nl=False)
     started = time.perf_counter()
-    use_color = _use_color(color, sys.stdout)
-    options_out = RenderOptions(color=use_color, fail_on_warn=fail_on_warn)
     # click strips ANSI codes when stdout is not a terminal unless told otherwise (--color always).
     click.echo(render(run.result, output, options_out), nl=False, color=use_color)
     run.timings["report"] = time.perf_counter() - started

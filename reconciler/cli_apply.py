@@ -109,6 +109,8 @@ def plan_command(
 
     desired = _desired(paths, repo, rev, subdir)
     head = desired.manifests.manifests
+    for repeat in desired.duplicates:  # `apply` reports them with its policy check; `plan` runs none
+        click.echo(f"warning: {repeat.where}: {repeat.message}", err=True)
     with connect(kubeconfig, kube_context) as client:
         set_id = applyset.applyset_id(target, state_namespace)
         plan = compute_plan(stale_manifests(client, set_id, head), head)

@@ -28,6 +28,13 @@ class ManifestError(UserError):
     """A manifest file cannot be loaded (syntax, limits, missing fields, hostile content)."""
 
 
+class NotAnObject(ManifestError):
+    """A document of a manifest file is not a Kubernetes object at all (a values file, a tool's config).
+
+    The loader adds how to leave the file out (the repository config's `exclude`) where it knows the root.
+    """
+
+
 class PolicyError(UserError):
     """A Rego policy does not compile or a data file is malformed."""
 

@@ -87,6 +87,52 @@ def pod_spec_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return spec if isinstance(spec, dict) else None
 
 
+# Kubernetes' own API groups hold pod templates only in apps, batch and the core ReplicationController
+# (`x-k8s.io` is not one of them: JobSet, LeaderWorkerSet and Kueue live there and embed pod templates).
+_TEMPLATE_GROUPS = frozenset({"apps", "batch", "extensions"})
+_NO_TEMPLATE_GROUPS = frozenset({"policy", "autoscaling"})
+_SEARCH_DEPTH = 12
+
+
+def _may_embed_pod_specs(body: dict[str, Any]) -> bool:
+    group = api_group(_api_version(body) or "")
+    if group == "":
+        return _kind(body) == "ReplicationController"
+    if group in _TEMPLATE_GROUPS:
+        return True
+    return not (group.endswith(".k8s.io") or group in _NO_TEMPLATE_GROUPS)
+
+
+def uninspected_pod_specs(body: dict[str, Any]) -> list[str]:
+    """Where an object whose PodSpec `pod_spec_of` does not read still embeds pod specs (an MPIJob's
+    `spec.mpiReplicaSpecs.*.template.spec`, any custom resource's, a ReplicationController's).
+
+    Dotted paths of each mapping with a `containers` list, outside metadata and status; [] for an inspected
+    kind and for objects with none. The policies see none of those pods: their claims go unchecked.
+    """
+    if not _may_embed_pod_specs(body) or pod_spec_of(body) is not None:
+        return []
+    found: list[str] = []
+
+    def search(node: Any, path: str, depth: int) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("containers"), list) and path:
+                found.append(path)
+                return
+            items: list[tuple[str, Any]] = [(f"{path}.{k}" if path else str(k), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            items = [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+        else:
+            return
+        if depth < _SEARCH_DEPTH:
+            for child_path, child in items:
+                if child_path not in ("metadata", "status"):
+                    search(child, child_path, depth + 1)
+
+    search(body, "", 0)
+    return found
+
+
 @dataclass(frozen=True)
 class PodClaim:
     """A pod-level `resourceClaims[]` entry: exactly one of claim/template is set in a valid manifest."""

@@ -1,28 +1,33 @@
 """Load Kubernetes manifests from files, directories or in-memory blobs, keeping `path:line` per object.
 
 Parsing and the limits on hostile YAML live in `yamldocs`; this module finds the files (symlinks must stay
-inside the repository, hidden entries are skipped) and refuses the same object defined twice.
+inside the repository, hidden entries are skipped), loads an object defined twice with the same content
+once (`duplicates`), and says how to leave out a file that holds no Kubernetes object.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.errors import ManifestError
-from reconciler.model.objects import Manifest, ObjRef
+from reconciler.errors import ManifestError, NotAnObject
+from reconciler.model.duplicates import Duplicate, deduplicate
+from reconciler.model.objects import Manifest
 from reconciler.model.yamldocs import DEFAULT_LIMITS, Limits, load_repo_config, parse_documents
 
 __all__ = [
     "DEFAULT_LIMITS",
     "MANIFEST_SUFFIXES",
     "REPO_CONFIG_NAMES",
+    "Duplicate",
     "Limits",
     "LoadResult",
-    "check_duplicates",
+    "deduplicate",
+    "exclude_advice",
     "is_manifest_file",
     "load_blobs",
     "load_paths",
@@ -47,6 +52,11 @@ class LoadResult:
     manifests: list[Manifest] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    # Objects defined again with the same content: left out of `manifests`, reported as warnings.
+    duplicates: list[Duplicate] = field(default_factory=list)
+
+    def deduplicate(self) -> None:
+        self.manifests, self.duplicates = deduplicate(self.manifests)
 
 
 # Version-control metadata is never a manifest: not walked, not reported.
@@ -91,24 +101,31 @@ def excluded_reason(config_path: str) -> str:
 def is_excluded(relative: str, patterns: Iterable[str]) -> bool:
     """`relative` (a posix path from the repository root) matches a shell-style `exclude` pattern.
 
-    A pattern matches the whole path (`*` crosses `/`, as in `.gitignore`'s `**`), or names a directory
-    whose files it excludes (`drafts` or `drafts/`)."""
+    A pattern matches the whole path (`*` crosses `/`, as in `.gitignore`'s `**`; a leading `**/` also
+    matches at the root, a leading `./` is the root), or names a directory whose files it excludes
+    (`drafts` or `drafts/`)."""
     for pattern in patterns:
-        pattern = pattern.strip("/")
+        pattern = pattern.removeprefix("./").strip("/")
         if fnmatch.fnmatchcase(relative, pattern) or relative.startswith(pattern + "/"):
+            return True
+        if pattern.startswith("**/") and is_excluded(relative, [pattern[3:]]):
             return True
     return False
 
 
-def check_duplicates(manifests: Iterable[Manifest]) -> None:
-    """Refuse the same object defined twice: which one wins would depend on file order."""
-    seen: dict[ObjRef, Manifest] = {}
-    for manifest in manifests:
-        first = seen.setdefault(manifest.ref, manifest)
-        if first is not manifest:
-            raise ManifestError(
-                f"{manifest.ref} is defined twice (first at {first.where})", where=manifest.where
-            )
+def exclude_advice(relative: str, config: str) -> str:
+    """How to leave out the file at `relative` (posix, from the root of the repository config `config`)."""
+    pattern = "".join(f"[{c}]" if c in "*?[" else c for c in relative)  # matches this file only
+    return f"if it is another tool's file, leave it out: add `{pattern}` to `exclude` in {config}"
+
+
+def _parse(content: bytes, shown: str, limits: Limits, advice: Callable[[], str] | None) -> list[Manifest]:
+    try:
+        return parse_documents(content, shown, limits)
+    except NotAnObject as exc:
+        if advice is None:
+            raise
+        raise NotAnObject(f"{exc.detail}; {advice()}", where=exc.where) from None
 
 
 def is_manifest_file(name: str) -> bool:
@@ -248,20 +265,32 @@ def load_paths(
     """
     shown_root = (display_root or Path.cwd()).resolve()
     result = LoadResult()
-    candidates: list[tuple[Path, str, str]] = []  # file, shown path, reason
+    candidates: list[tuple[Path, str, str]] = []  # file, shown, reason
+    loaded: set[str] = set()  # a file reached through two of the given paths is read once
     for given in paths:
+        root: Path | None = None  # where an `exclude` pattern for the given path's files starts
+        config = ""
         if isinstance(given, Selection):
             files = _load_selection(given, limits, shown_root, candidates)
+            root, config = given.root, given.config
         elif given.is_dir():
             files = _walk_shown(given, limits, shown_root, candidates)
+            root, config = given, _config_shown(given, shown_root)
         elif given.exists() or given.is_symlink():
             files = [(given, _shown(given, shown_root))]
         else:
             raise ManifestError("no such file or directory", where=str(given))
         for file, shown in files:
+            key = os.path.normpath(file.absolute())
+            if key in loaded:
+                continue
+            loaded.add(key)
             result.files.append(shown)
-            result.manifests.extend(parse_documents(_read(file, shown, limits), shown, limits))
-    check_duplicates(result.manifests)
+            advice = None
+            if root is not None:
+                advice = functools.partial(exclude_advice, _rel(file, root), config)
+            result.manifests.extend(_parse(_read(file, shown, limits), shown, limits, advice))
+    result.deduplicate()
     result.skipped = sorted(
         (
             SkippedFile(shown, reason)
@@ -343,6 +372,12 @@ def _load_selection(
     return kept
 
 
+def _config_shown(directory: Path, shown_root: Path) -> str:
+    """The repository config of `directory` as shown: the one there, else where one would go."""
+    name = next((n for n in REPO_CONFIG_NAMES if (directory / n).is_file()), REPO_CONFIG_NAMES[0])
+    return _shown(directory / name, shown_root)
+
+
 def _head(path: Path) -> bytes:
     try:
         with path.open("rb") as stream:
@@ -369,11 +404,19 @@ def load_blobs(
     blobs: Iterable[tuple[str, bytes]],
     limits: Limits = DEFAULT_LIMITS,
     skipped: Iterable[SkippedFile] = (),
+    *,
+    root: str = "",
+    config: str | None = None,
 ) -> LoadResult:
-    """Load manifests from (path, content) pairs, e.g. the blobs of a Git tree, noting what was skipped."""
+    """Load manifests from (path, content) pairs, e.g. the blobs of a Git tree, noting what was skipped.
+
+    `config` is the repository config (shown path) whose `exclude` patterns start at `root`, a prefix of
+    the blob paths; with it, a file that holds no Kubernetes object is refused with how to leave it out.
+    """
     result = LoadResult(skipped=sorted(skipped, key=lambda file: file.path))
     for path, content in blobs:
         result.files.append(path)
-        result.manifests.extend(parse_documents(content, path, limits))
-    check_duplicates(result.manifests)
+        advice = functools.partial(exclude_advice, path.removeprefix(root), config) if config else None
+        result.manifests.extend(_parse(content, path, limits, advice))
+    result.deduplicate()
     return result

@@ -1,8 +1,9 @@
 """Parse YAML/JSON manifest streams into objects with `path:line`, refusing hostile input.
 
 YAML alias bombs, files and documents over the size limits, deeply nested documents, non-mapping
-documents, objects without apiVersion/kind/metadata.name and repeated keys are refused with a
-`ManifestError` that names the file and line.
+documents, objects without apiVersion/kind/metadata.name, mis-cased keys (`apiversion`) and repeated keys are
+refused with a `ManifestError` that names the file and line; a document that is no Kubernetes object at all
+(a values file, a tool's config) raises its subclass `NotAnObject`.
 
 Parsing uses PyYAML's C loader when available and builds each document from its node graph, so the line of
 every document (and of every item of a `List`) comes for free from the composer's marks.
@@ -16,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.errors import ManifestError
+from reconciler.errors import ManifestError, NotAnObject
 from reconciler.model.objects import Manifest, ref_of
 
 try:  # the C loader is several times faster; fall back so a machine without libyaml still works
@@ -232,17 +233,51 @@ def _items_lines(node: yaml.Node) -> list[int]:
     return []
 
 
+# TypeMeta and ObjectMeta keys by their lower-case spelling: `apiversion`, `Kind` or `Metadata` would
+# otherwise read as missing, and a `Namespace` in metadata would silently place the object in "default".
+_TYPE_KEYS = {key.lower(): key for key in ("apiVersion", "kind", "metadata")}
+_META_KEYS = {key.lower(): key for key in ("name", "namespace", "generateName", "labels", "annotations")}
+_TYPE_EXACT = frozenset(_TYPE_KEYS.values())
+_META_EXACT = frozenset(_META_KEYS.values())
+# Files of tools that sit among manifests and look like objects, but are never applied.
+_TOOL_GROUPS = {"kustomize.config.k8s.io": "a kustomize file"}
+
+
+def _check_case(
+    mapping: dict[Any, Any], exact: frozenset[str], known: dict[str, str], prefix: str, where: str
+) -> None:
+    for key in mapping:
+        if key in exact or not isinstance(key, str):
+            continue
+        right = known.get(key.lower())
+        if right is not None:
+            raise ManifestError(
+                f"key `{prefix}{key}` must be spelled `{prefix}{right}` (Kubernetes keys are case-sensitive)",
+                where=where,
+            )
+
+
 def _check_object(body: Any, where: str) -> None:
     if not isinstance(body, dict):
-        raise ManifestError(
+        raise NotAnObject(
             f"document is a {type(body).__name__}, not a Kubernetes object (mapping)", where=where
         )
+    _check_case(body, _TYPE_EXACT, _TYPE_KEYS, "", where)
+    meta = body.get("metadata")
+    if isinstance(meta, dict):
+        _check_case(meta, _META_EXACT, _META_KEYS, "metadata.", where)
+    api_version = body.get("apiVersion")
+    tool = _TOOL_GROUPS.get(api_version.split("/")[0]) if isinstance(api_version, str) else None
+    if tool:
+        raise NotAnObject(f"{tool} (apiVersion {api_version}), not a Kubernetes object", where=where)
     missing = [
         key for key in ("apiVersion", "kind") if not isinstance(body.get(key), str) or not body.get(key)
     ]
-    meta = body.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
         missing.append("metadata.name")
+    if "kind" in missing and ("apiVersion" in missing or "metadata" not in body):
+        # A values file, a chart's Chart.yaml, a tool's config: not a broken object but no object at all.
+        raise NotAnObject(f"not a Kubernetes object (no {', '.join(missing)})", where=where)
     if missing:
         raise ManifestError(f"object is missing {', '.join(missing)}", where=where)
 

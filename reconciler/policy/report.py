@@ -4,6 +4,7 @@ Code Climate JSON (GitLab code quality).
 Text, json and markdown live here, the CI formats in `report_ci`, what they share in `report_common`.
 
 Pure: every renderer takes a result and options and returns a string; nothing here reads or writes files.
+A result whose check did not run (`result.error_result`) renders in every format too, carrying the error.
 Output is deterministic — findings are always ordered by path, line, rule, ref and message — so reports can
 be diffed, cached and asserted on.
 """
@@ -22,6 +23,7 @@ from reconciler.policy.report_common import (
     _all_rules,
     _label,
     _sorted,
+    error_dicts,
     finding_dict,
     message_with_ref,
     skipped_dicts,
@@ -82,7 +84,7 @@ def _text_line(f: Finding) -> str:
 def render_text(result: CheckResult, options: RenderOptions) -> str:
     """Conftest-like: active findings grouped by file, then waivers, then one summary line."""
     c = options.color
-    out: list[str] = []
+    out: list[str] = [_paint(f"  ERROR {e.message}", _RED, c) for e in result.errors]
     active = _sorted(f for f in result.findings if f.waived is None)
     current: str | None = None
     for f in active:
@@ -128,6 +130,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
             "warnings": len(result.warnings),
             "waived": len(result.waived),
             "skipped": len(result.skipped),
+            "errors": len(result.errors),
             "changes": {
                 "create": result.changes.create,
                 "update": result.changes.update,
@@ -138,6 +141,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
             "exit_code": result.exit_code(options.fail_on_warn),
             "tool": {"name": TOOL_NAME, "version": options.tool_version},
         },
+        "errors": error_dicts(result.errors),
         "findings": [finding_dict(f) for f in findings],
         "waivers": [
             {
@@ -153,6 +157,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
             if f.waived is not None
         ],
         "skipped": skipped_dicts(result.skipped),
+        "not_inspected": [u.to_json() for u in result.uninspected],
         **({"capacity": result.capacity} if result.capacity is not None else {}),
         "rules": {
             r.id: {"title": r.title, "description": r.description, "severity": r.severity, "source": r.source}
@@ -171,14 +176,17 @@ def _md_where(f: Finding) -> str:
 
 
 def render_markdown(result: CheckResult, options: RenderOptions) -> str:
-    """A PR comment: verdict, a per-rule table, the violations and the waivers."""
+    """A PR comment: verdict, a per-rule table, the violations and the waivers (or why nothing ran)."""
     v = verdict(result, options.fail_on_warn)
     ch = result.changes
-    out = [
-        f"## {md_text(options.title)}",
-        "",
-        f"**{v}** — {summary_line(result)}.",
-        "",
+    out = [f"## {md_text(options.title)}", "", f"**{v}** — {summary_line(result)}.", ""]
+    if result.errors:
+        # Nothing was checked: no rule table, no "No violations." that would read as a pass.
+        out += ["### Errors", ""]
+        out += [f"- {md_text(e.message)}" for e in result.errors]
+        out += ["", f"{TOOL_NAME} {md_text(options.tool_version)}."]
+        return "\n".join(out) + "\n"
+    out += [
         f"Engine `{md_text(result.engine)}`; changes: {ch.create} create, {ch.update} update, "
         f"{ch.delete} delete; {TOOL_NAME} {md_text(options.tool_version)}.",
         "",

@@ -11,18 +11,20 @@ from typing import Any
 from urllib.parse import quote
 
 from reconciler.policy.report_common import (
+    ERROR_TITLE,
     SKIPPED_TITLE,
     TOOL_NAME,
     RenderOptions,
     _all_rules,
     _sorted,
+    error_dicts,
     message_with_ref,
     skipped_dicts,
     skipped_message,
     summary_line,
     verdict,
 )
-from reconciler.policy.result import CheckResult, Finding, RuleInfo, Severity
+from reconciler.policy.result import CheckError, CheckResult, Finding, RuleInfo, Severity
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -62,6 +64,20 @@ def _sarif_rule(r: RuleInfo) -> dict[str, Any]:
 
 def _fingerprint(f: Finding) -> str:
     return hashlib.sha256(f"{f.rule}\0{f.ref}\0{f.msg}".encode()).hexdigest()[:32]
+
+
+def _sarif_error(error: CheckError) -> dict[str, Any]:
+    notification: dict[str, Any] = {
+        "level": "error",
+        "descriptor": {"id": error.kind},
+        "message": {"text": error.message},
+    }
+    if error.path:
+        physical: dict[str, Any] = {"artifactLocation": {"uri": _sarif_uri(error.path)}}
+        if error.line:
+            physical["region"] = {"startLine": error.line}
+        notification["locations"] = [{"physicalLocation": physical}]
+    return notification
 
 
 def render_sarif(result: CheckResult, options: RenderOptions) -> str:
@@ -112,24 +128,23 @@ def render_sarif(result: CheckResult, options: RenderOptions) -> str:
             },
         },
     }
-    if result.skipped:
+    if result.errors or result.skipped:
         # Not results (nothing about the files was judged): notes of the run, as SARIF has for tools.
-        run["invocations"] = [
+        invocation: dict[str, Any] = {"executionSuccessful": not result.errors}
+        if result.errors:
+            invocation["exitCode"] = result.exit_code()
+            run["properties"]["errors"] = error_dicts(result.errors)
+        invocation["toolExecutionNotifications"] = [_sarif_error(e) for e in result.errors] + [
             {
-                "executionSuccessful": True,
-                "toolExecutionNotifications": [
-                    {
-                        "level": "note",
-                        "descriptor": {"id": "skipped-file"},
-                        "message": {"text": skipped_message(s)},
-                        "locations": [
-                            {"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(s.path)}}}
-                        ],
-                    }
-                    for s in result.skipped
-                ],
+                "level": "note",
+                "descriptor": {"id": "skipped-file"},
+                "message": {"text": skipped_message(s)},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(s.path)}}}],
             }
+            for s in result.skipped
         ]
+        run["invocations"] = [invocation]
+    if result.skipped:
         run["properties"]["skippedFiles"] = skipped_dicts(result.skipped)
     doc = {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
@@ -151,8 +166,11 @@ def render_junit(result: CheckResult, options: RenderOptions) -> str:
 
     deny → <failure>; warn → <failure> only with `fail_on_warn`, else a passing case with <system-out>;
     waived → <skipped> with the reason. Skipped manifest files: a `skipped-files` suite of <skipped> cases.
+    A check that did not run: an `input` suite with an <error> case per error, and nothing else.
     """
     root = ET.Element("testsuites", {"name": _xml(options.title)})
+    if result.errors:
+        return _junit_errors(root, result.errors)
     totals = {"tests": 0, "failures": 0, "skipped": 0}
     findings = _sorted(result.findings)
     for r in _all_rules(result):
@@ -213,6 +231,24 @@ def render_junit(result: CheckResult, options: RenderOptions) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+def _junit_errors(root: ET.Element, errors: list[CheckError]) -> str:
+    """A check that did not run: one <error> case per error, in a suite of its own."""
+    suite = ET.SubElement(root, "testsuite", {"name": "input"})
+    for e in errors:
+        attrs = {"classname": f"{TOOL_NAME}.input", "name": _xml(e.where or "check")}
+        if e.path:
+            attrs["file"] = _xml(e.path)
+            if e.line:
+                attrs["line"] = str(e.line)
+        case = ET.SubElement(suite, "testcase", attrs)
+        ET.SubElement(case, "error", {"message": _xml(e.message), "type": e.kind}).text = _xml(e.message)
+    for element in (suite, root):
+        for key, value in (("tests", len(errors)), ("failures", 0), ("errors", len(errors)), ("skipped", 0)):
+            element.set(key, str(value))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
 # --------------------------------------------------------------------------------------------------------
 # github
 
@@ -231,9 +267,13 @@ def _gh_command(command: str, props: list[tuple[str, str]], message: str) -> str
 
 
 def render_github(result: CheckResult, options: RenderOptions) -> str:
-    """GitHub Actions workflow commands: ::error / ::warning per finding, ::notice per waiver and per
-    skipped file, a summary."""
+    """GitHub Actions workflow commands: ::error per error of a check that did not run, ::error / ::warning
+    per finding, ::notice per waiver and per skipped file, a summary."""
     out: list[str] = []
+    for e in result.errors:
+        at = [("file", e.path.replace("\\", "/"))] if e.path else []
+        at += [("line", str(e.line))] if e.path and e.line else []
+        out.append(_gh_command("error", [*at, ("title", ERROR_TITLE)], e.message))
     for f in _sorted(result.findings):
         props: list[tuple[str, str]] = []
         if f.path:
@@ -265,12 +305,24 @@ _CODECLIMATE_SEVERITY: dict[Severity, str] = {"deny": "critical", "warn": "minor
 def render_codeclimate(result: CheckResult, options: RenderOptions) -> str:
     """A JSON array of Code Climate issues, the format of GitLab's `artifacts:reports:codequality`.
 
-    One issue per active finding (waived findings were accepted, so they are not issues; skipped files
+    A `blocker` issue per error of a check that did not run, one issue per active finding (waived findings were accepted, so they are not issues; skipped files
     were not judged). Warnings count as `major` with `fail_on_warn`. A finding without a file is located
     at its object ref, line 1, so that it still shows. The fingerprint is stable across runs, so GitLab
     can tell new findings of a merge request from those of its target branch.
     """
-    issues: list[dict[str, Any]] = []
+    issues: list[dict[str, Any]] = [
+        {
+            "type": "issue",
+            "engine_name": TOOL_NAME,
+            "check_name": e.kind,
+            "description": e.message,
+            "categories": ["Bug Risk"],
+            "severity": "blocker",  # nothing was checked: nothing of the change can be trusted
+            "fingerprint": hashlib.sha256(f"{e.kind}\0{e.message}".encode()).hexdigest()[:32],
+            "location": {"path": e.path.replace("\\", "/") or ".", "lines": {"begin": max(e.line, 1)}},
+        }
+        for e in result.errors
+    ]
     for f in _sorted(result.findings):
         if f.waived is not None:
             continue

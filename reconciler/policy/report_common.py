@@ -8,7 +8,7 @@ from typing import Any
 
 import reconciler
 from reconciler.model.loader import SkippedFile
-from reconciler.policy.result import CheckResult, Finding, RuleInfo
+from reconciler.policy.result import CheckError, CheckResult, Finding, RuleInfo
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "codeclimate")
 
@@ -52,7 +52,10 @@ def _all_rules(result: CheckResult) -> list[RuleInfo]:
 
 
 def verdict(result: CheckResult, fail_on_warn: bool = False) -> str:
-    """`Denied`, `Passed with warnings` or `Passed` (warnings deny when `fail_on_warn`)."""
+    """`Error` (the check did not run), `Denied`, `Passed with warnings` or `Passed` (warnings deny when
+    `fail_on_warn`)."""
+    if result.errors:
+        return "Error"
     if result.exit_code(fail_on_warn):
         return "Denied"
     if result.warnings:
@@ -62,6 +65,8 @@ def verdict(result: CheckResult, fail_on_warn: bool = False) -> str:
 
 def summary_line(result: CheckResult) -> str:
     """E.g. ``3 objects, 2 files: 1 denied, 1 warning, 1 waived`` (``2 files (1 skipped)`` when some were)."""
+    if result.errors:
+        return f"the check did not run: {_plural(len(result.errors), 'error')}"
     skipped = f" ({len(result.skipped)} skipped)" if result.skipped else ""
     return (
         f"{_plural(result.objects_checked, 'object')}, {_plural(result.files_checked, 'file')}{skipped}: "
@@ -108,3 +113,10 @@ def skipped_dicts(skipped: Iterable[SkippedFile]) -> list[dict[str, str]]:
 def skipped_lines(skipped: Iterable[SkippedFile]) -> list[str]:
     """Text lines for skipped files (check, plan and apply print the same)."""
     return [f"  SKIP {s.path}  {s.reason}" for s in skipped]
+
+
+ERROR_TITLE = "dra-gitops could not check"
+
+
+def error_dicts(errors: Iterable[CheckError]) -> list[dict[str, Any]]:
+    return [{"message": e.message, "path": e.path, "line": e.line, "kind": e.kind} for e in errors]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from reconciler.errors import DraGitopsError
 from reconciler.model.loader import SkippedFile
 
 Severity = Literal["deny", "warn"]
@@ -38,6 +40,60 @@ class Finding:
         return f"{self.path}:{self.line}" if self.path else self.ref
 
 
+# `path:line` (or `path:line:column`) of a file the check reads: manifests, the repository config, policies.
+_FILE_AT = re.compile(r"(?P<path>.+\.(?:ya?ml|json|rego))(?::(?P<line>\d+)(?::\d+)?)?")
+
+
+@dataclass(frozen=True)
+class CheckError:
+    """Why the check did not run (bad input, an unreachable server): every format still reports it."""
+
+    message: str  # the whole message, led by where it happened
+    path: str = ""  # the file it names, when it names one
+    line: int = 0
+    kind: str = "UserError"  # the error's class
+    exit_code: int = 1
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+    @classmethod
+    def of(cls, exc: DraGitopsError) -> CheckError:
+        at = _FILE_AT.fullmatch(exc.where or "")
+        path, line = (at["path"], int(at["line"] or 0)) if at else ("", 0)
+        return cls(str(exc), path, line, type(exc).__name__, exc.exit_code)
+
+
+@dataclass(frozen=True)
+class Uninspected:
+    """An object that embeds pod specs the policies do not read (a custom resource such as an MPIJob)."""
+
+    ref: str
+    path: str
+    line: int
+    api_version: str
+    kind: str
+    pod_specs: tuple[str, ...]  # dotted paths inside the object
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.path}:{self.line}: {self.ref} not inspected: the policies do not read the pod specs of "
+            f"{self.api_version} {self.kind} ({', '.join(self.pod_specs)}), so their claims are not checked"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "path": self.path,
+            "line": self.line,
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "pod_specs": list(self.pod_specs),
+        }
+
+
 @dataclass(frozen=True)
 class ChangeSummary:
     create: int = 0
@@ -59,6 +115,10 @@ class CheckResult:
     skipped: list[SkippedFile] = field(default_factory=list)
     # With cluster data: the predicted placement of the change's pods and claims (`input.capacity`).
     capacity: dict[str, Any] | None = None
+    # Objects whose embedded pod specs no policy saw (`-v` lists them): reported, never failing.
+    uninspected: list[Uninspected] = field(default_factory=list)
+    # Set instead of everything above when the check could not run (see `error_result`).
+    errors: list[CheckError] = field(default_factory=list)
 
     @property
     def denials(self) -> list[Finding]:
@@ -73,6 +133,13 @@ class CheckResult:
         return [f for f in self.findings if f.waived is not None]
 
     def exit_code(self, fail_on_warn: bool = False) -> int:
+        if self.errors:
+            return max(e.exit_code for e in self.errors)
         if self.denials or (fail_on_warn and self.warnings):
             return 1
         return 0
+
+
+def error_result(exc: DraGitopsError) -> CheckResult:
+    """The result of a check that did not run, so that a report in any format still carries the error."""
+    return CheckResult(findings=[], rules={}, objects_checked=0, files_checked=0, errors=[CheckError.of(exc)])

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.errors import ManifestError, UserError
+from reconciler.errors import ManifestError, NotAnObject, UserError
 from reconciler.model.loader import (
     DEFAULT_LIMITS,
     Limits,
-    check_duplicates,
+    deduplicate,
     is_manifest_file,
     load_blobs,
     load_paths,
@@ -55,14 +55,15 @@ class raises_at:  # noqa: N801 - used like pytest.raises
     def __init__(self, where: str, *fragments: str) -> None:
         self.where = where
         self.fragments = fragments
+        self.message = ""
 
-    def __enter__(self) -> None:
-        return None
+    def __enter__(self) -> raises_at:
+        return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         assert exc is not None, f"no ManifestError raised (expected at {self.where})"
         assert isinstance(exc, ManifestError), repr(exc)
-        message = str(exc)
+        message = self.message = str(exc)
         assert message.startswith(f"{self.where}: "), message
         assert exc.where == self.where
         for fragment in self.fragments:
@@ -501,7 +502,6 @@ def test_non_mapping_document_is_refused(text: str, kind_name: str) -> None:
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: [name]\n", "metadata.name"),
         ("apiVersion: ''\nkind: ConfigMap\nmetadata: {name: a}\n", "apiVersion"),
         ("apiVersion: 1\nkind: ConfigMap\nmetadata: {name: a}\n", "apiVersion"),
-        ("metadata: {generateName: a-}\n", "apiVersion, kind, metadata.name"),
     ],
 )
 def test_missing_required_fields(text: str, missing: str) -> None:
@@ -509,19 +509,130 @@ def test_missing_required_fields(text: str, missing: str) -> None:
         parse_documents("# header\n" + text, "f.yaml")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "replicaCount: 2\nimage: {tag: v1}\n",
+            "not a Kubernetes object (no apiVersion, kind, metadata.name)",
+        ),
+        ("apiVersion: v2\nname: chart\nversion: 1.0.0\n", "not a Kubernetes object (no kind, metadata.name)"),
+        ("metadata: {generateName: a-}\n", "not a Kubernetes object (no apiVersion, kind, metadata.name)"),
+        (
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\n",
+            "a kustomize file (apiVersion kustomize.config.k8s.io/v1beta1), not a Kubernetes object",
+        ),
+    ],
+)
+def test_a_document_of_another_tool_is_no_object(text: str, message: str) -> None:
+    with pytest.raises(NotAnObject) as info:
+        parse_documents("# header\n" + text, "f.yaml")
+    assert str(info.value) == f"f.yaml:2: {message}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "apiversion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+            "key `apiversion` must be spelled `apiVersion`",
+        ),
+        ("apiVersion: v1\nKind: ConfigMap\nmetadata: {name: a}\n", "key `Kind` must be spelled `kind`"),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nMetadata: {name: a}\n",
+            "key `Metadata` must be spelled `metadata`",
+        ),
+        (
+            "APIVERSION: v1\nKIND: ConfigMap\nmetadata: {name: a}\n",
+            "key `APIVERSION` must be spelled `apiVersion`",
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, Namespace: team}\n",
+            "key `metadata.Namespace` must be spelled `metadata.namespace`",
+        ),
+        ("apiVersion: v1\nkind: ConfigMap\nkind: ConfigMap\n", "found duplicate key"),  # not a case issue
+    ],
+)
+def test_a_mis_cased_key_is_named(text: str, message: str) -> None:
+    with raises_at("f.yaml:1" if "duplicate" not in message else "f.yaml:3:1", message):
+        parse_documents(text, "f.yaml")
+
+
+def test_non_kubernetes_file_in_a_directory_says_how_to_exclude_it(tmp_path: Path) -> None:
+    write(tmp_path / "repo" / "apps" / "a.yaml", cm("a"))
+    write(tmp_path / "repo" / "helm" / "values.yaml", "replicaCount: 2\n")
+    with raises_at("repo/helm/values.yaml:1", "not a Kubernetes object") as hint:
+        load_paths([tmp_path / "repo"], display_root=tmp_path)
+    assert hint.message.endswith(
+        "; if it is another tool's file, leave it out: add `helm/values.yaml` to `exclude` in "
+        "repo/dra-gitops.yaml"
+    )
+    # Given on its own, the file has no repository root to exclude it from.
+    with pytest.raises(NotAnObject) as info:
+        load_paths([tmp_path / "repo" / "helm" / "values.yaml"], display_root=tmp_path)
+    assert (
+        str(info.value)
+        == "repo/helm/values.yaml:1: not a Kubernetes object (no apiVersion, kind, metadata.name)"
+    )
+
+
+def test_non_kubernetes_blob_names_the_config_and_escapes_glob_characters() -> None:
+    blobs = [("deploy/a.yaml", cm("a").encode()), ("deploy/x[1]*.yaml", b"- just\n- a list\n")]
+    with raises_at("deploy/x[1]*.yaml:1", "document is a list, not a Kubernetes object (mapping)") as hint:
+        load_blobs(blobs, root="deploy/", config="deploy/.dra-gitops.yaml")
+    assert hint.message.endswith("add `x[[]1][*].yaml` to `exclude` in deploy/.dra-gitops.yaml")
+
+
 # --- duplicates --------------------------------------------------------------------------------------
 
 
-def test_duplicate_in_one_file_names_both_locations() -> None:
-    text = cm("a") + "---\n" + cm("b") + "---\n" + cm("a")
+def with_data(text: str, **data: str) -> str:
+    return text + "data:\n" + "".join(f"  {k}: {v!r}\n" for k, v in data.items())
+
+
+def test_different_duplicate_in_one_file_names_both_locations_and_the_difference() -> None:
+    text = with_data(cm("a"), k="1") + "---\n" + cm("b") + "---\n" + with_data(cm("a"), k="2")
     manifests = parse_documents(text, "f.yaml")
-    with raises_at("f.yaml:11", "ConfigMap/default/a is defined twice", "first at f.yaml:1"):
-        check_duplicates(manifests)
+    with raises_at(
+        "f.yaml:13",
+        "ConfigMap/default/a is defined twice with different content",
+        "(first at f.yaml:1): they differ at data.k",
+    ):
+        deduplicate(manifests)
 
 
-def test_duplicate_across_blobs_names_both_files() -> None:
-    with raises_at("b.yaml:3", "ConfigMap/default/x is defined twice", "first at a.yaml:1"):
-        load_blobs([("a.yaml", cm("x").encode()), ("b.yaml", b"# c\n---\n" + cm("x").encode())])
+def test_different_duplicate_across_blobs_names_both_files() -> None:
+    with raises_at(
+        "b.yaml:3", "ConfigMap/default/x is defined twice with different content", "first at a.yaml:1"
+    ):
+        load_blobs(
+            [("a.yaml", cm("x").encode()), ("b.yaml", b"# c\n---\n" + with_data(cm("x"), k="v").encode())]
+        )
+
+
+def test_identical_duplicate_is_loaded_once_and_reported_with_both_places() -> None:
+    # Same parsed content: comments, key order, quoting and flow style do not count.
+    again = '# team b\n---\nmetadata: {namespace: "default", name: x}\nkind: ConfigMap\napiVersion: v1\n'
+    result = load_blobs([("team-a/cm.yaml", cm("x", "default").encode()), ("team-b/cm.yaml", again.encode())])
+    assert locations(result.manifests) == [("ConfigMap/default/x", "team-a/cm.yaml", 1)]
+    (repeat,) = result.duplicates
+    assert (repeat.where, repeat.first) == ("team-b/cm.yaml:3", "team-a/cm.yaml:1")
+    assert repeat.message == (
+        "ConfigMap/default/x is defined twice with the same content (first at team-a/cm.yaml:1); applied once"
+    )
+
+
+def test_identical_duplicate_in_one_file_and_a_third_copy() -> None:
+    manifests = parse_documents(cm("a") + "---\n" + cm("b") + "---\n" + cm("a") + "---\n" + cm("a"), "f.yaml")
+    kept, repeats = deduplicate(manifests)
+    assert [m.where for m in kept] == ["f.yaml:1", "f.yaml:6"]
+    assert [(r.where, r.first) for r in repeats] == [("f.yaml:11", "f.yaml:1"), ("f.yaml:16", "f.yaml:1")]
+
+
+def test_list_order_is_content() -> None:
+    one = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  finalizers: [a, b]\n"
+    with raises_at("b.yaml:1", "they differ at metadata.finalizers[0]"):
+        load_blobs([("a.yaml", one.encode()), ("b.yaml", one.replace("[a, b]", "[b, a]").encode())])
 
 
 def test_implicit_default_namespace_duplicates_explicit_one() -> None:
@@ -678,17 +789,36 @@ def test_several_paths_are_loaded_in_the_given_order(tmp_path: Path) -> None:
     assert result.files == ["b/x.yaml", "a/x.yaml"]
 
 
-def test_duplicate_across_files_names_both_locations(tmp_path: Path) -> None:
+def test_different_duplicate_across_files_names_both_locations(tmp_path: Path) -> None:
     write(tmp_path / "a.yaml", cm("dup"))
-    write(tmp_path / "b.yaml", "# comment\n" + cm("dup"))
+    write(tmp_path / "b.yaml", "# comment\n" + with_data(cm("dup"), k="v"))
     with pytest.raises(ManifestError) as info:
         load_paths([tmp_path], display_root=tmp_path)
     # Which file counts as first is the walk order's business (tested above); both places are named.
     message = str(info.value)
-    assert "ConfigMap/default/dup is defined twice" in message
+    assert "ConfigMap/default/dup is defined twice with different content" in message
     assert (message.startswith("b.yaml:2: ") and "(first at a.yaml:1)" in message) or (
         message.startswith("a.yaml:1: ") and "(first at b.yaml:2)" in message
     ), message
+
+
+def test_identical_duplicate_across_files_is_loaded_once(tmp_path: Path) -> None:
+    write(tmp_path / "team-a" / "ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shared-ns\n")
+    write(
+        tmp_path / "team-b" / "ns.yaml",
+        "# ours too\napiVersion: v1\nkind: Namespace\nmetadata: {name: shared-ns}\n",
+    )
+    result = load_paths([tmp_path], display_root=tmp_path)
+    assert locations(result.manifests) == [("Namespace/shared-ns", "team-a/ns.yaml", 1)]
+    assert [(d.where, d.first) for d in result.duplicates] == [("team-b/ns.yaml:2", "team-a/ns.yaml:1")]
+
+
+def test_a_file_reached_through_two_given_paths_is_read_once(tmp_path: Path) -> None:
+    write(tmp_path / "apps" / "a.yaml", cm("a"))
+    result = load_paths([tmp_path, tmp_path / "apps", tmp_path / "apps" / "a.yaml"], display_root=tmp_path)
+    assert result.files == ["apps/a.yaml"]
+    assert locations(result.manifests) == [("ConfigMap/default/a", "apps/a.yaml", 1)]
+    assert result.duplicates == []
 
 
 def test_missing_path_is_an_error(tmp_path: Path) -> None:

@@ -180,8 +180,9 @@ def test_text_empty(empty: CheckResult) -> None:
 
 def test_json_round_trip_and_ordering(result: CheckResult) -> None:
     doc = json.loads(render(result, "json"))
-    assert list(doc) == ["summary", "findings", "waivers", "skipped", "rules"]
+    assert list(doc) == ["summary", "errors", "findings", "waivers", "skipped", "not_inspected", "rules"]
     assert (doc["summary"]["skipped"], doc["skipped"]) == (0, [])
+    assert (doc["summary"]["errors"], doc["errors"]) == (0, [])
     s = doc["summary"]
     assert (s["objects"], s["files"], s["denied"], s["warnings"], s["waived"]) == (3, 2, 1, 1, 1)
     assert s["changes"] == {"create": 1, "update": 2, "delete": 0}
