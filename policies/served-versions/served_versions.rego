@@ -126,12 +126,18 @@ instead(obj) := msg if {
 	)
 }
 
-deny contains v if {
+# one pass over the objects; the messages are built for the few it keeps
+unserved contains obj if {
 	by_kind
 	some obj in input.objects
+	not obj._dra.version in cluster_versions(obj)
+	not obj._dra.version in crd_versions(obj)
 	not dra_off(obj)
 	not unavailable_group(obj._dra.group)
-	not obj._dra.version in kind_versions(obj)
+}
+
+deny contains v if {
+	some obj in unserved
 	msg := sprintf(
 		"%s uses %s, which the cluster (%s) does not serve for %s; %s",
 		[obj._dra.ref, gv(obj._dra.group, obj._dra.version), cluster_version, obj._dra.kind, instead(obj)],
@@ -218,11 +224,18 @@ deprecation(obj, f) := sprintf(", %s", [f.deprecated[obj._dra.version]]) if f.de
 
 deprecation(obj, f) := "" if not f.deprecated[obj._dra.version]
 
-warn contains v if {
+# objects whose version the release does not serve by default: one pass, the rules below read these
+offline_suspects contains [obj, f] if {
 	not online
+	release != null
 	some obj in input.objects
-	crd(obj) == null
 	f := facts(obj)
+	not f.versions[obj._dra.version] == "default"
+	crd(obj) == null
+}
+
+warn contains v if {
+	some [obj, f] in offline_suspects
 	f.versions[obj._dra.version] == "opt-in"
 	msg := sprintf(
 		"%s uses %s, which %s serves only when enabled (kube-apiserver --runtime-config=%s=true)%s; %s",
@@ -235,10 +248,7 @@ warn contains v if {
 }
 
 warn contains v if {
-	not online
-	some obj in input.objects
-	crd(obj) == null
-	f := facts(obj)
+	some [obj, f] in offline_suspects
 	count(f.versions) > 0
 	not f.versions[obj._dra.version]
 	msg := sprintf(
@@ -252,10 +262,7 @@ warn contains v if {
 }
 
 warn contains v if {
-	not online
-	some obj in input.objects
-	crd(obj) == null
-	f := facts(obj)
+	some [obj, f] in offline_suspects
 	count(f.versions) == 0
 	msg := sprintf(
 		"%s uses %s, but %s serves no version of %s (%s: %s)",
@@ -270,6 +277,7 @@ warn contains v if {
 # A kind whose CustomResourceDefinition is in the change: that CRD says which versions serve it.
 warn contains v if {
 	not online
+	count(object.get(input, ["index", "crds"], {})) > 0
 	some obj in input.objects
 	crd(obj) != null
 	not obj._dra.version in crd_versions(obj)
