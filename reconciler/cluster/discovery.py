@@ -1,17 +1,21 @@
 """Discovery for the cluster client: the groups, versions and resources the cluster serves.
 
 Discovery is read once per client (one reconcile pass) and answers "which version of this kind does the
-cluster serve, what is its plural, is it namespaced".
+cluster serve, what is its plural, is it namespaced". A kind is served in a version when that group
+version's resource list has it (as `kubectl api-resources` reads it): a served group version is not enough,
+since a group's versions need not hold the same kinds (resource.k8s.io/v1 has no DeviceTaintRule on 1.36).
 """
 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.cluster.client_errors import NotFound
 from reconciler.cluster.transport import ApiTransport
+from reconciler.errors import DraGitopsError
 from reconciler.model.objects import api_group
 
 
@@ -49,6 +53,21 @@ class GroupInfo:
     name: str
     versions: tuple[str, ...]
     preferred: str
+
+
+@dataclass(frozen=True)
+class ServedKinds:
+    """Every kind the cluster serves: group -> kind -> the versions whose resource list has it, in the
+    group's order (preferred first)."""
+
+    kinds: dict[str, dict[str, list[str]]]
+    # group versions whose resource list could not be read (an aggregated API that is down): their kinds
+    # are unknown, not unserved
+    unavailable: list[str]
+
+
+def group_version(group: str, version: str) -> str:
+    return f"{group}/{version}" if group else version
 
 
 class DiscoveryClient(ApiTransport):
@@ -90,7 +109,7 @@ class DiscoveryClient(ApiTransport):
         info = self.groups().get(group)
         return list(info.versions) if info else []
 
-    def resources(self, group: str, version: str) -> list[ResourceInfo]:
+    def resources(self, group: str, version: str, *, retries: int | None = None) -> list[ResourceInfo]:
         key = f"{group}/{version}"
         with self._lock:
             cached = self._resources.get(key)
@@ -98,7 +117,7 @@ class DiscoveryClient(ApiTransport):
             return cached
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         try:
-            listing = self.request("GET", path, where=key)
+            listing = self.request("GET", path, where=key, retries=retries)
         except NotFound:
             listing = {"resources": []}
         found: list[ResourceInfo] = []
@@ -134,15 +153,60 @@ class DiscoveryClient(ApiTransport):
         for info in self.resources(group, version):
             if info.kind == kind:
                 return info
-        served = self.served_versions(group)
-        hint = f"; the cluster serves {group or 'core'} {', '.join(served)}" if served else ""
         raise NotFound(
-            f"{api_version} {kind} is not served by the cluster{hint}",
+            f"{api_version} {kind} is not served by the cluster; {self._served_instead(group, kind)}",
             where=where or kind,
             status=404,
             reason="NotServed",
             body={},
         )
+
+    def kind_versions(self, group: str, kind: str) -> list[str]:
+        """The versions of `group` whose resource list has `kind`, preferred first (unreadable ones left out)."""
+        info = self.groups().get(group)
+        versions: list[str] = []
+        for version in info.versions if info else ():
+            try:
+                if any(r.kind == kind for r in self.resources(group, version)):
+                    versions.append(version)
+            except DraGitopsError:
+                continue
+        return versions
+
+    def _served_instead(self, group: str, kind: str) -> str:
+        """What the cluster serves in place of a version it does not serve `kind` in."""
+        versions = [group_version(group, v) for v in self.kind_versions(group, kind)]
+        if versions:
+            return f"use {versions[0]} (it serves {kind} in {', '.join(versions)})"
+        served = self.served_versions(group)
+        if served:
+            return f"no version it serves has {kind} ({group or 'core'}: {', '.join(served)})"
+        return f"it serves no {group or 'core'} version"
+
+    def served_kinds(self, concurrency: int = 8) -> ServedKinds:
+        """Every group version's resource list (read in parallel, cached for the client's later lookups)."""
+        pairs = [(group, version) for group, info in self.groups().items() for version in info.versions]
+
+        def read(pair: tuple[str, str]) -> list[ResourceInfo] | None:
+            try:
+                # One retry: a group version that is down must not hold the whole check up.
+                return self.resources(*pair, retries=1)
+            except DraGitopsError:
+                return None
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            listings = list(pool.map(read, pairs))
+        kinds: dict[str, dict[str, list[str]]] = {}
+        unavailable: list[str] = []
+        for (group, version), listing in zip(pairs, listings, strict=True):
+            if listing is None:
+                unavailable.append(group_version(group, version))
+                continue
+            for resource in listing:
+                versions = kinds.setdefault(group, {}).setdefault(resource.kind, [])
+                if version not in versions:
+                    versions.append(version)
+        return ServedKinds(kinds, unavailable)
 
     def find_kind(self, group: str, kind: str) -> ResourceInfo | None:
         """The resource for a kind in its group's preferred version (any served version if needed)."""

@@ -41,10 +41,13 @@ def _strip(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None = None) -> ClusterFacts:
-    """Server version, served DRA versions and the live objects of `LIVE_KINDS`."""
+    """Server version, the versions of every group and the kinds each serves (the resource list of every
+    group version, as `kubectl api-resources` reads them), and the live objects of `LIVE_KINDS`."""
     version = client.server_version()
     served = client.served_versions(DRA_GROUP)
     require_dra(served, version)
+    groups = {name: list(info.versions) for name, info in client.groups().items()}
+    served_kinds = client.served_kinds()
     objects: list[Manifest] = []
     for group, kind in LIVE_KINDS:
         for item in client.list_kind(group, kind):
@@ -52,9 +55,14 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
             objects.append(Manifest(body=body, ref=ref_of(body), path="", line=0))
     if progress:
         progress(f"cluster {version}: {len(objects)} live objects, {DRA_GROUP} {', '.join(served)}")
+    if progress and served_kinds.unavailable:
+        unread = ", ".join(served_kinds.unavailable)
+        progress(f"discovery could not read {unread}: their kinds are not judged")
     return ClusterFacts(
         version=version,
-        served={DRA_GROUP: served},
+        served=groups,
         deprecated={DRA_GROUP: sorted(deprecated_versions(served, version))},
         objects=objects,
+        kinds=served_kinds.kinds,
+        unavailable=served_kinds.unavailable,
     )

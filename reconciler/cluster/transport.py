@@ -72,15 +72,17 @@ class ApiTransport:
         where: str | None = None,
         timeout: float | None = None,
         raw: bool = False,
+        retries: int | None = None,
     ) -> Any:
-        """Send one request; JSON answer (or text with raw=True). Retries temporary failures."""
+        """Send one request; JSON answer (or text with raw=True). Retries temporary failures (`retries`
+        times, the client's setting unless given)."""
         attempt = 0
         while True:
             try:
                 return self._send(method, path, query, body, content_type, where, timeout, raw)
             except TemporaryError as exc:
                 attempt += 1
-                if attempt > self.retries:
+                if attempt > (self.retries if retries is None else retries):
                     raise
                 time.sleep(min(exc.delay, 5.0) * (1 + random.random() * 0.2))
 

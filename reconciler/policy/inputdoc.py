@@ -13,6 +13,7 @@ from typing import Any
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, api_version_only
 from reconciler.model.plan import Plan
+from reconciler.model.served import DEFAULT_RELEASE, parse_release, release_doc
 from reconciler.model.stages import stage_of
 
 
@@ -30,9 +31,12 @@ class ClusterFacts:
     """What a live cluster adds to the input (filled by the cluster edge; pure data here)."""
 
     version: str
-    served: dict[str, list[str]]
+    served: dict[str, list[str]]  # group -> its served versions, preferred first ("" is the core group)
     deprecated: dict[str, list[str]] = field(default_factory=dict)
     objects: list[Manifest] = field(default_factory=list)
+    # group -> kind -> the versions whose resource list has the kind (discovery, preferred first)
+    kinds: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    unavailable: list[str] = field(default_factory=list)  # group versions discovery could not read
 
 
 def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
@@ -64,6 +68,7 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     namespaces: dict[str, Any] = {}
     drivers: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[str]] = {}
+    crds: dict[str, dict[str, dict[str, Any]]] = {}
 
     def driver_entry(name: str) -> dict[str, Any]:
         return drivers.setdefault(
@@ -74,6 +79,11 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         info = doc["_dra"]
         role = info["role"]
         key = f"{info['namespace']}/{info['name']}"
+        if info["kind"] == "CustomResourceDefinition" and info["group"] == "apiextensions.k8s.io":
+            defined = crd_kind(doc)
+            if defined is not None:
+                group, kind, versions = defined
+                crds.setdefault(group, {})[kind] = {"ref": info["ref"], "versions": versions}
         if role == "device-class":
             classes[info["name"]] = info["ref"]
             class_stages[info["name"]] = max(info["stage"], class_stages.get(info["name"], info["stage"]))
@@ -107,7 +117,25 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "namespaces": namespaces,
         "drivers": drivers,
         "canaries": canaries,
+        "crds": crds,
     }
+
+
+def crd_kind(doc: dict[str, Any]) -> tuple[str, str, list[str]] | None:
+    """(group, kind, served versions) a CustomResourceDefinition defines; None when it names no kind."""
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    names = spec.get("names")
+    group, kind = spec.get("group"), names.get("kind") if isinstance(names, dict) else None
+    if not isinstance(group, str) or not isinstance(kind, str) or not group or not kind:
+        return None
+    versions = [
+        str(v["name"])
+        for v in spec.get("versions") or []
+        if isinstance(v, dict) and v.get("name") and v.get("served") is True
+    ]
+    return group, kind, versions
 
 
 def build_input(
@@ -136,16 +164,24 @@ def build_input(
         }
         for change in plan.changes
     ]
+    params = dict(params or {})
     cluster_doc = None
+    release_block = None
     if cluster is not None:
         live = [object_doc(manifest) for manifest in cluster.objects]
         cluster_doc = {
             "version": cluster.version,
             "served": cluster.served,
             "deprecated": cluster.deprecated,
+            "kinds": cluster.kinds,
+            "unavailable": cluster.unavailable,
             "objects": live,
             "index": build_index(live),
         }
+    else:
+        # Offline the rules judge API versions against a release's table (params.kubernetes_version).
+        release = parse_release(params.get("kubernetes_version", DEFAULT_RELEASE))
+        release_block = release_doc(((m.ref.group, m.ref.kind) for m in head), release)
     return {
         "revision": {
             "sha": revision.sha,
@@ -161,6 +197,7 @@ def build_input(
         "cluster": cluster_doc,
         "index": build_index(head_docs.values()),
         "base_index": build_index(base_docs.values()),
+        "release": release_block,
         "capacity": capacity,
-        "params": dict(params or {}),
+        "params": params,
     }

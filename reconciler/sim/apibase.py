@@ -24,6 +24,8 @@ DEPRECATION_WARNINGS = {
     "v1beta1": "deprecated in v1.35+, unavailable in v1.38+",
     "v1beta2": "deprecated in v1.36+, unavailable in v1.39+",
 }
+# (version, plural) whose kind a version brought in later and which is not deprecated yet on 1.36
+NOT_DEPRECATED = frozenset({("v1beta2", "devicetaintrules")})
 BUILTIN_GROUP_ORDER = (
     "apps",
     "events.k8s.io",
@@ -33,6 +35,7 @@ BUILTIN_GROUP_ORDER = (
     "apiextensions.k8s.io",
     "scheduling.k8s.io",
     "node.k8s.io",
+    "admissionregistration.k8s.io",
     RESOURCE_GROUP,
 )
 REASONS = {

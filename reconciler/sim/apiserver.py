@@ -14,6 +14,7 @@ from typing import Any
 from reconciler.sim import rbac, tables
 from reconciler.sim.apibase import (
     DEPRECATION_WARNINGS,
+    NOT_DEPRECATED,
     REASONS,
     ApiError,
     Request,
@@ -210,7 +211,11 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
         assert served is not None
         method = req.method
         warnings: list[str] = []
-        if served.group == RESOURCE_GROUP and served.version in DEPRECATION_WARNINGS:
+        if (
+            served.group == RESOURCE_GROUP
+            and served.version in DEPRECATION_WARNINGS
+            and (served.version, served.plural) not in NOT_DEPRECATED
+        ):
             warnings.append(
                 f"{served.group}/{served.version} {served.rtype.kind} is "
                 f"{DEPRECATION_WARNINGS[served.version]}; use {served.group}/v1 {served.rtype.kind}"

@@ -8,6 +8,7 @@ from reconciler.sim.store import ResourceType
 
 STATUS = ("status",)
 RESOURCE_GROUP = "resource.k8s.io"
+ADMISSION_GROUP = "admissionregistration.k8s.io"
 # resource.k8s.io versions a server can serve, newest first (that order decides the preferred one)
 RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1", "v1alpha3")
 
@@ -70,6 +71,14 @@ def builtin_types() -> list[ResourceType]:
         ),
         _t("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, (), ("pc",), gen=False),
         _t("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False, gen=False),
+        _t(ADMISSION_GROUP, "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False, STATUS),
+        _t(
+            ADMISSION_GROUP,
+            "v1",
+            "validatingadmissionpolicybindings",
+            "ValidatingAdmissionPolicyBinding",
+            False,
+        ),
         _t(RESOURCE_GROUP, "v1", "deviceclasses", "DeviceClass", False),
         _t(RESOURCE_GROUP, "v1", "resourceclaims", "ResourceClaim", True, STATUS),
         _t(RESOURCE_GROUP, "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
@@ -101,10 +110,17 @@ class Served:
         return (self.group, self.version) != (self.rtype.group, self.rtype.version)
 
 
-# resource.k8s.io kinds per served version (DeviceTaintRule exists only in v1alpha3 here)
+# resource.k8s.io kinds per served version, as on kube-apiserver 1.36: DeviceTaintRule is in v1beta2 and
+# v1alpha3 (stored in the v1alpha3 shape, which v1beta2 shares), not yet in v1 (1.37 adds it there)
 DRA_PLURALS = {
     "v1": ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"),
-    "v1beta2": ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"),
+    "v1beta2": (
+        "deviceclasses",
+        "resourceclaims",
+        "resourceclaimtemplates",
+        "resourceslices",
+        "devicetaintrules",
+    ),
     "v1beta1": ("deviceclasses", "resourceclaims", "resourceclaimtemplates", "resourceslices"),
     "v1alpha3": ("devicetaintrules",),
 }

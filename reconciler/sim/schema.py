@@ -2,8 +2,8 @@
 
 * List semantics (``list_kind``) shared by strategic merge patch and server-side apply: associative lists
   merge item by item on their keys, set lists merge as sets, every other list is atomic.
-* Field schemas for the kinds whose unknown fields must be rejected or pruned (the resource.k8s.io kinds
-  and object metadata); kinds without a schema accept any field.
+* Field schemas for the kinds whose unknown fields must be rejected or pruned (the resource.k8s.io kinds,
+  ValidatingAdmissionPolicy and its binding, object metadata); kinds without a schema accept any field.
 """
 
 from __future__ import annotations
@@ -155,6 +155,35 @@ SCHEMAS: dict[tuple[str, str], dict[str, Schema]] = {
         {"conditions": ANY},
     ),
 }
+_RULE = {k: ANY for k in ("apiGroups", "apiVersions", "operations", "resources", "resourceNames", "scope")}
+_MATCH = {
+    "namespaceSelector": ANY,
+    "objectSelector": ANY,
+    "resourceRules": [_RULE],
+    "excludeResourceRules": [_RULE],
+    "matchPolicy": ANY,
+}
+_NAMED_EXPRESSION = {"name": ANY, "expression": ANY}
+SCHEMAS[("admissionregistration.k8s.io", "validatingadmissionpolicies")] = _obj(
+    {
+        "paramKind": {"apiVersion": ANY, "kind": ANY},
+        "matchConstraints": _MATCH,
+        "validations": [{"expression": ANY, "message": ANY, "reason": ANY, "messageExpression": ANY}],
+        "failurePolicy": ANY,
+        "auditAnnotations": [{"key": ANY, "valueExpression": ANY}],
+        "matchConditions": [_NAMED_EXPRESSION],
+        "variables": [_NAMED_EXPRESSION],
+    },
+    {"observedGeneration": ANY, "typeChecking": ANY, "conditions": ANY},
+)
+SCHEMAS[("admissionregistration.k8s.io", "validatingadmissionpolicybindings")] = _obj(
+    {
+        "policyName": ANY,
+        "paramRef": {"name": ANY, "namespace": ANY, "selector": ANY, "parameterNotFoundAction": ANY},
+        "matchResources": _MATCH,
+        "validationActions": ANY,
+    }
+)
 GENERIC: dict[str, Schema] = {"metadata": OBJECT_META}  # other kinds: only metadata is checked
 
 

@@ -466,5 +466,13 @@ def admit(rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
             causes.append(required("spec.taint.effect"))
         elif effect not in TAINT_EFFECTS:
             causes.append(unsupported("spec.taint.effect", effect, TAINT_EFFECTS))
+    elif key[0] == "admissionregistration.k8s.io":
+        # imported here: that module builds its causes with this one's helpers
+        from reconciler.sim import admission_policies
+
+        if key[1] == "validatingadmissionpolicies":
+            causes.extend(admission_policies.check_policy(spec))
+        elif key[1] == "validatingadmissionpolicybindings":
+            causes.extend(admission_policies.check_binding(spec))
     if causes:
         raise invalid(rtype, name, causes)

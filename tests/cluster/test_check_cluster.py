@@ -154,7 +154,8 @@ def test_facts_read_served_versions_and_live_objects(gpu_sim: tuple[SimCluster, 
     with ClusterClient.for_url(sim.url) as client:
         client.request_log = []
         facts = collect_facts(client)
-    assert facts.served == {"resource.k8s.io": ["v1"]}
+    assert facts.served["resource.k8s.io"] == ["v1"] and facts.served[""] == ["v1"]
+    assert facts.kinds["resource.k8s.io"]["DeviceClass"] == ["v1"] and facts.unavailable == []
     kinds = {m.kind for m in facts.objects}
     assert {"Namespace", "Node", "DeviceClass", "ResourceSlice"} <= kinds
     assert all(method == "GET" for method, _, _ in client.request_log)

@@ -69,7 +69,10 @@ def test_error_types_carry_the_servers_message(sim_cluster: SimCluster) -> None:
         assert "field not declared in schema" in str(invalid.value)
         with pytest.raises(NotFound) as not_served:
             client.resource_for("resource.k8s.io/v1beta1", "DeviceClass")
-        assert "the cluster serves resource.k8s.io v1" in str(not_served.value)
+        assert str(not_served.value).endswith(
+            "resource.k8s.io/v1beta1 DeviceClass is not served by the cluster; use resource.k8s.io/v1 "
+            "(it serves DeviceClass in resource.k8s.io/v1)"
+        )
 
 
 def test_discovery_is_read_once_per_client(sim_cluster: SimCluster) -> None:

@@ -25,11 +25,12 @@ TOP_KEYS = {
     "cluster",
     "index",
     "base_index",
+    "release",
     "params",
 }
 REVISION_KEYS = {"sha", "parent", "message", "author", "signed"}
 CHANGE_KEYS = {"op", "ref", "stage", "old", "new", "driver_change"}
-CLUSTER_KEYS = {"version", "served", "deprecated", "objects", "index"}
+CLUSTER_KEYS = {"version", "served", "deprecated", "kinds", "unavailable", "objects", "index"}
 INDEX_KEYS = {
     "device_classes",
     "device_class_stages",
@@ -38,7 +39,9 @@ INDEX_KEYS = {
     "namespaces",
     "drivers",
     "canaries",
+    "crds",
 }
+CRD_KEYS = {"ref", "versions"}
 DRIVER_KEYS = {"workloads", "canaries", "classes", "slices", "devices"}
 DRA_KEYS = {
     "ref",
@@ -286,6 +289,9 @@ def check_index_shape(index: dict[str, Any]) -> None:
         assert isinstance(entry["slices"], int) and isinstance(entry["devices"], int)
     for refs in index["canaries"].values():
         assert isinstance(refs, list)
+    for kinds in index["crds"].values():
+        for entry in kinds.values():
+            assert set(entry) == CRD_KEYS and isinstance(entry["versions"], list)
 
 
 def check_obj_shape(obj: dict[str, Any]) -> None:
@@ -346,6 +352,7 @@ def test_default_revision_and_no_base() -> None:
         "namespaces": {},
         "drivers": {},
         "canaries": {},
+        "crds": {},
     }
 
 
@@ -653,6 +660,7 @@ def test_index_from_head(doc: dict[str, Any]) -> None:
             },
         },
         "canaries": {"DaemonSet/drivers/drv": ["DaemonSet/drivers/drv-canary"]},
+        "crds": {},
     }
 
 
@@ -675,6 +683,7 @@ def test_base_index_from_base(doc: dict[str, Any]) -> None:
             }
         },
         "canaries": {},
+        "crds": {},
     }
 
 
@@ -757,6 +766,7 @@ def test_index_ignores_non_dra_objects() -> None:
         "namespaces": {},
         "drivers": {},
         "canaries": {},
+        "crds": {},
     }
 
 
@@ -803,6 +813,7 @@ def test_cluster_facts(head: list[Manifest], base: list[Manifest]) -> None:
             }
         },
         "canaries": {},
+        "crds": {},
     }
     # The desired-state index is not mixed with the live one.
     assert doc["index"]["drivers"]["gpu.example.com"]["slices"] == 0
@@ -816,6 +827,8 @@ def test_cluster_facts_defaults() -> None:
         "version": "v1.31.0",
         "served": {"resource.k8s.io": ["v1alpha3"]},
         "deprecated": {},
+        "kinds": {},
+        "unavailable": [],
         "objects": [],
         "index": {
             "device_classes": {},
@@ -825,6 +838,7 @@ def test_cluster_facts_defaults() -> None:
             "namespaces": {},
             "drivers": {},
             "canaries": {},
+            "crds": {},
         },
     }
 
