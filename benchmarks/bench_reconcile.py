@@ -5,7 +5,8 @@
 (a) push → verified: `git push` of a one-line change to manifests-example (a pod-template annotation of
     the notebook, so its pod rolls), then the pass a webhook triggers, until the revision is applied and
     verified. Median of --runs. Target < 2 s.
-(b) push → rollback finished for a commit asking for more devices than exist, `--grace 5`. Target < 10 s.
+(b) push → rollback finished for a commit asking for more devices than exist (two more trainers in a
+    Namespace of their own, which the rollback prunes), `--grace 5`. Target < grace + 3 s = 8 s.
 (c) a no-op pass over --objects managed objects: seconds, writes, requests per kind. Targets < 0.5 s,
     0 writes, at most 2 requests per kind.
 (d) memory: RSS of a `dra-gitops run` process managing --objects objects after a few passes. Target < 150 MB.
@@ -102,10 +103,7 @@ def bench_push_to_verified(tmp: Path, runs: int) -> tuple[float, float]:
             times.append(time.perf_counter() - started)
             assert result.outcome == "applied", result.message
         # (b) a commit asking for more devices than exist: push to rollback finished.
-        path = remote.work / "40-workloads" / "trainer.yaml"
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-        docs[0]["spec"]["replicas"] = 4
-        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        burst(remote)
         started = time.perf_counter()
         remote.commit_and_push("too many GPUs")
         result = reconciler.reconcile()
@@ -113,6 +111,23 @@ def bench_push_to_verified(tmp: Path, runs: int) -> tuple[float, float]:
         assert result.outcome == "rolled-back", (result.outcome, result.message)
         client.close()
         return statistics.median(times), rollback
+
+
+def burst(remote: GitRemote) -> None:
+    """Two more GPU trainers in a new Namespace: five devices wanted, four exist."""
+    trainer = [
+        d for d in yaml.safe_load_all((remote.work / "40-workloads" / "trainer.yaml").read_text()) if d
+    ]
+    template = [
+        d
+        for d in yaml.safe_load_all((remote.work / "30-claims" / "single-gpu-template.yaml").read_text())
+        if d
+    ]
+    docs: list[dict[str, object]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "burst"}}]
+    for doc in (*template, *trainer):
+        doc["metadata"]["namespace"] = "burst"
+        docs.append(doc)
+    (remote.work / "40-workloads" / "burst.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
 
 
 def many_objects(remote: GitRemote, objects: int) -> None:
@@ -220,7 +235,7 @@ def main() -> int:
         print(
             f"push -> verified (manifests-example): median {median:.2f}s over {args.runs} runs (target < 2 s)"
         )
-        print(f"push -> rollback finished (grace 5 s): {rollback:.2f}s (target < 10 s)")
+        print(f"push -> rollback finished (grace 5 s): {rollback:.2f}s (target < 8 s: grace + 3 s)")
         seconds, writes, per_kind = bench_noop(tmp, args.objects)
         worst = max(per_kind.values(), default=0)
         print(
@@ -231,7 +246,7 @@ def main() -> int:
         print(f"controller RSS with {args.objects} managed objects: {rss:.0f} MB (target < 150 MB)")
     if median >= 2:
         missed.append("push -> verified")
-    if rollback >= 10:
+    if rollback >= 8:
         missed.append("rollback")
     if seconds >= 0.5 or writes or worst > 2:
         missed.append("no-op pass")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.check import CheckOptions, CheckRun, DesiredState, run_check
-from reconciler.cluster import applyset
+from reconciler.cluster import applyset, noop
 from reconciler.cluster.apply import (
     ApplyResult,
     DryRunResult,
@@ -323,6 +323,12 @@ def deliver(
             return Delivery("denied", revision, plan, check=check, timings=timings)
 
     started = time.perf_counter()
+    digest = noop.desired_digest(head, set_id)
+    unchanged = noop.unchanged_since_delivery(client, plan, options.target, options.namespace, digest)
+    if unchanged is not None:
+        timings["dry_run"] = time.perf_counter() - started
+        progress(f"plan: {unchanged.summary_line()} (as last delivered: live objects compared, no dry-run)")
+        return _deliver_unchanged(client, desired, plan, check, unchanged, options, progress, timings)
     progress(f"dry-run of {len(plan.changes)} object(s)")
     dry = dry_run(client, plan, applyset_id=set_id)
     timings["dry_run"] = time.perf_counter() - started
@@ -435,6 +441,37 @@ def deliver(
         timings["prune"] = time.perf_counter() - started
         if not delivery.pruned.ok:
             delivery.outcome = "apply-failed"
+    if delivery.outcome == "applied":
+        # The next delivery of this very state may skip its dry-run (cluster/noop.py).
+        applyset.ensure_parent(client, options.target, options.namespace, delivered=digest)
+    return delivery
+
+
+def _deliver_unchanged(
+    client: ClusterClient,
+    desired: DesiredState,
+    plan: Plan,
+    check: CheckRun | None,
+    unchanged: DryRunResult,
+    options: DeliverOptions,
+    progress: Progress,
+    timings: dict[str, float],
+) -> Delivery:
+    """The desired state is the one last delivered and every live object is still as it left them:
+    nothing to write; the workloads are verified as after any apply."""
+    applied = ApplyResult(ok=True, stages=[], results=unchanged.results, writes=0)
+    delivery = Delivery(
+        "applied",
+        desired.revision.sha,
+        plan,
+        check=check,
+        dry_run=unchanged,
+        applied=applied,
+        timings=timings,
+        preexisting=frozenset(change.ref for change in plan.changes),
+    )
+    if options.verify:
+        _verify(client, delivery, workloads_of(desired.manifests.manifests), options, progress)
     return delivery
 
 

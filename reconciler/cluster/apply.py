@@ -28,6 +28,7 @@ from reconciler.cluster.changeset import (
     resolve,
     stage_groups,
     strip_server_fields,
+    terminating,
     unified_diff,
     version_of,
     work_items,
@@ -69,17 +70,36 @@ def _trusted(item: WorkItem, checked: dict[str, ObjectResult]) -> bool:
     return True
 
 
+def _await_terminated(client: ClusterClient, items: Sequence[WorkItem], deadline: float) -> None:
+    """Namespaces still terminating (pruned a moment ago) must be gone before they can be created again."""
+    interval = POLL_START
+    waiting = [i for i in items if i.change.ref.kind == "Namespace" and terminating(i.live)]
+    while waiting and time.monotonic() < deadline:
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+        interval = min(interval * 1.6, POLL_MAX)
+        for item in waiting:
+            assert item.resource is not None
+            item.live = client.get(item.resource, None, item.name)
+        waiting = [i for i in waiting if terminating(i.live)]
+    for item in waiting:
+        item.result.error = (
+            "still terminating at the stage timeout: it cannot be created again before it is gone"
+        )
+
+
 def _apply_group(
     client: ClusterClient,
     items: Sequence[WorkItem],
     pool: ThreadPoolExecutor,
     checked: dict[str, ObjectResult],
     stage_result: StageResult,
+    deadline: float,
 ) -> bool:
     """Dry-run then apply one stage's creates/updates; False (results filled) when anything failed."""
     for item in items:
         resolve(client, item)
     read_live(client, [i for i in items if i.resource is not None], pool)
+    _await_terminated(client, items, deadline)
     to_check: list[WorkItem] = []
     for item in items:
         if item.resource is None:
@@ -178,12 +198,7 @@ def _delete_group(
     pending = [item for item in items if item.result.outcome == "deleted" and item.resource is not None]
     interval = POLL_START
     while wait and pending:
-
-        def present(item: WorkItem) -> dict[str, Any] | None:
-            assert item.resource is not None
-            return client.get(item.resource, item.namespace if item.resource.namespaced else None, item.name)
-
-        lives = list(pool.map(present, pending))
+        lives = list(pool.map(lambda item: _still_there(client, item), pending))
         still = [(item, live) for item, live in zip(pending, lives, strict=True) if live is not None]
         pending = [item for item, _ in still]
         if not pending:
@@ -203,6 +218,28 @@ def _delete_group(
     stage_result.deleted = sum(1 for item in items if item.result.outcome in ("deleted", "pending-deletion"))
 
 
+def _still_there(client: ClusterClient, item: WorkItem) -> dict[str, Any] | None:
+    """The live object a deletion still waits for, or None once it no longer matters.
+
+    A Namespace is waited for only until no claim in it holds a device any more: the devices are what a
+    rollback needs back, while the rest of its termination (the namespace controller's own passes) may
+    take seconds more and goes on in the background. A later apply that creates the namespace again
+    waits for it then.
+    """
+    assert item.resource is not None
+    if item.change.ref.kind == "Namespace":
+        live = client.get(item.resource, None, item.name)
+        if live is None:
+            return None
+        claims = client.list_kind(DRA_GROUP, "ResourceClaim", item.name)
+        held = [c for c in claims if (c.get("status") or {}).get("allocation")]
+        if held:
+            return live
+        item.result.warning = "terminating in the background (no claim in it holds a device)"
+        return None
+    return client.get(item.resource, item.namespace if item.resource.namespaced else None, item.name)
+
+
 def _apply_stage(
     client: ClusterClient,
     group: list[WorkItem],
@@ -220,7 +257,7 @@ def _apply_stage(
     rest = [item for item in group if item.change.ref.kind not in _PREREQUISITE_KINDS]
     parts = [first, rest] if first and rest else [group]
     for index, part in enumerate(parts):
-        if not _apply_group(client, part, pool, known, result):
+        if not _apply_group(client, part, pool, known, result, deadline):
             for later in parts[index + 1 :]:
                 for item in later:
                     item.result.outcome = "not-attempted"

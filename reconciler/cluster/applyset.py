@@ -22,6 +22,9 @@ PART_OF_LABEL = "applyset.kubernetes.io/part-of"
 ID_LABEL = "applyset.kubernetes.io/id"
 TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
 GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
+# A digest of the desired state the set was last delivered from, written once that delivery verified and
+# removed before the next delivery's first write (reconciler/cluster/noop.py reads it).
+DELIVERED_ANNOTATION = "dra-gitops.io/delivered-digest"
 DEFAULT_TARGET = "default"
 DEFAULT_NAMESPACE = "dra-gitops"
 # The parent's ApplySet metadata has a field manager of its own: the state store writes data into the
@@ -73,11 +76,13 @@ def ensure_parent(
     namespace: str = DEFAULT_NAMESPACE,
     group_kinds: Iterable[str] = (),
     record: dict[str, str] | None = None,
+    delivered: str | None = None,
 ) -> dict[str, Any]:
     """Create the namespace if missing and apply the parent's ApplySet metadata (group-kinds: union).
 
-    `record` receives what was done to each of these bookkeeping objects ({ref: create|update|unchanged}):
-    they are not the revision's objects and are counted apart from them.
+    `delivered`: the digest of the desired state just delivered and verified, or None (before a delivery's
+    writes) to remove the one recorded. `record` receives what was done to each of these bookkeeping
+    objects ({ref: create|update|unchanged}): they are not the revision's objects and are counted apart.
     """
     record = record if record is not None else {}
     ns_resource = client.resource_for("v1", "Namespace")
@@ -91,6 +96,8 @@ def ensure_parent(
     kinds = ",".join(sorted(_parse_group_kinds(annotations.get(GROUP_KINDS_ANNOTATION)) | set(group_kinds)))
     labels = {ID_LABEL: applyset_id(target, namespace)}
     wanted = {TOOLING_ANNOTATION: f"dra-gitops/v{__version__}", GROUP_KINDS_ANNOTATION: kinds}
+    if delivered is not None:
+        wanted[DELIVERED_ANNOTATION] = delivered
     body = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -98,8 +105,10 @@ def ensure_parent(
     }
     if live is not None:
         live_labels = (live.get("metadata") or {}).get("labels") or {}
-        if all(live_labels.get(k) == v for k, v in labels.items()) and all(
-            annotations.get(k) == v for k, v in wanted.items()
+        if (
+            all(live_labels.get(k) == v for k, v in labels.items())
+            and all(annotations.get(k) == v for k, v in wanted.items())
+            and annotations.get(DELIVERED_ANNOTATION) == delivered
         ):
             record[f"ConfigMap/{namespace}/{name}"] = "unchanged"
             return live
@@ -114,6 +123,16 @@ def ensure_parent(
             where=f"ConfigMap/{namespace}/{name}",
         )
     )
+
+
+def delivered_digest(
+    client: ClusterClient, target: str = DEFAULT_TARGET, namespace: str = DEFAULT_NAMESPACE
+) -> str | None:
+    """The digest recorded by the last verified delivery of the set, if no delivery has written since."""
+    live = client.get(client.resource_for("v1", "ConfigMap"), namespace, parent_name(target))
+    annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(DELIVERED_ANNOTATION)
+    return str(value) if value else None
 
 
 def recorded_group_kinds(
@@ -157,6 +176,7 @@ def prune_candidates(
 
 
 __all__ = [
+    "DELIVERED_ANNOTATION",
     "DEFAULT_NAMESPACE",
     "DEFAULT_TARGET",
     "GROUP_KINDS_ANNOTATION",
@@ -165,6 +185,7 @@ __all__ = [
     "PART_OF_LABEL",
     "TOOLING_ANNOTATION",
     "applyset_id",
+    "delivered_digest",
     "ensure_parent",
     "group_kind",
     "label_body",

@@ -309,9 +309,17 @@ def crd_kinds(items: Iterable[WorkItem]) -> set[tuple[str, str]]:
     return kinds
 
 
+def terminating(live: dict[str, Any] | None) -> bool:
+    """A live object being deleted (a pruned Namespace whose termination goes on in the background)."""
+    return live is not None and bool((live.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def namespaces_created(items: Iterable[WorkItem]) -> set[str]:
+    """Namespaces the plan creates: absent, or terminating (they must be gone before they can be created)."""
     return {
         item.name
         for item in items
-        if item.change.ref.kind == "Namespace" and item.change.op != "delete" and item.live is None
+        if item.change.ref.kind == "Namespace"
+        and item.change.op != "delete"
+        and (item.live is None or terminating(item.live))
     }

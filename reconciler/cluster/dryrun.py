@@ -23,6 +23,7 @@ from reconciler.cluster.changeset import (
     read_live,
     resolve,
     strip_server_fields,
+    terminating,
     version_of,
     work_items,
 )
@@ -101,6 +102,11 @@ def check_item(
                 result.diff_between(None, item.body)
                 return
             result.error = item.resolve_error or "kind not served"
+            return
+        if ref.kind == "Namespace" and terminating(item.live):
+            result.op = "deferred"
+            result.deferred_reason = f"namespace {item.name} is terminating: created again once it is gone"
+            result.diff_between(None, item.body)
             return
         if item.resource.namespaced and ref.namespace in new_namespaces:
             problem = _probe(client, item)

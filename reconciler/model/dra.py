@@ -126,25 +126,32 @@ class DraInfo:
 def describe(body: dict[str, Any], namespace: str) -> DraInfo:
     """DRA facts of an object; namespace is the object's own (templates/claims resolve there)."""
     role = role_of(body)
-    spec = pod_spec_of(body)
-    pclaims = tuple(pod_claims(spec))
+    # Only workloads have a pod spec and only driver workloads the driver facts: each reader runs once,
+    # for the objects it can say something about (a 10,000-object check builds this for every object).
+    is_driver = role in ("driver", "driver-canary")
+    spec = pod_spec_of(body) if is_driver or role == "workload" else None
+    pclaims = tuple(pod_claims(spec)) if spec is not None else ()
     driver: str | None = None
     if role == "device-class":
         driver = class_driver(body)
-    elif role in ("driver", "driver-canary"):
+    elif is_driver:
         driver = workload_driver(body)
-    is_claim = role in ("claim", "claim-template")
+    alternatives = (
+        [alt for req in device_requests(body) for alt in req.alternatives]
+        if role in ("claim", "claim-template")
+        else []
+    )
     return DraInfo(
         role=role,
-        device_classes=tuple(requested_classes(body)) if is_claim else (),
+        device_classes=tuple(_uniq([alt.device_class for alt in alternatives if alt.device_class])),
         claim_templates=tuple(_uniq([f"{namespace}/{p.template}" for p in pclaims if p.template])),
         claims=tuple(_uniq([f"{namespace}/{p.claim}" for p in pclaims if p.claim])),
         pod_claims=pclaims,
-        container_claims=tuple(container_claim_refs(spec)),
+        container_claims=tuple(container_claim_refs(spec)) if spec is not None else (),
         driver=driver,
-        canary_for=canary_for(body),
-        driver_template=driver_template_digest(body),
-        admin_access=requests_admin_access(body) if is_claim else False,
+        canary_for=canary_for(body) if is_driver else None,
+        driver_template=driver_template_digest(body) if is_driver else None,
+        admin_access=any(alt.admin_access for alt in alternatives),
     )
 
 
