@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import Inventory
@@ -26,6 +27,7 @@ from reconciler.dra.devices import (
     node_selector_matches,
     untolerated_taint,
 )
+from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult, pod_priority
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
@@ -178,7 +180,7 @@ class _Builder:
                 "metadata": {"name": name, "namespace": ns},
                 "spec": dra.claim_spec_of(template) or {},
             }
-        return PodClaim(pc.name, (ns, name), claim)
+        return PodClaim(pc.name, (ns, name), claim, None if claim is not None else pc.template)
 
     def add(
         self, ns: str, name: str, spec: dict[str, Any], source: _Source, statuses: dict[str, str]
@@ -293,7 +295,14 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
             "note": ORDER_NOTE,
         }
     inv = Inventory(slices, classes, live_claims, taint_rules)
-    placement = Placement(inv, nodes, load, explain=True)
+    requested: dict[str, dict[str, Fraction]] = {}
+    for m in live:
+        spec = as_dict(m.body.get("spec"))
+        if m.kind == "Pod" and spec.get("nodeName") and not _pod_done(m.body):
+            held = requested.setdefault(str(spec["nodeName"]), {})
+            for name, q in extended_requests(spec).items():
+                held[name] = held.get(name, Fraction(0)) + q
+    placement = Placement(inv, nodes, load, explain=True, node_requests=requested)
     results = placement.place(builder.pods)
     by_pod = {id(r.pod): r for r in results}
     # A driver the change installs has published nothing yet: its pods cannot be judged, not "0 free".
