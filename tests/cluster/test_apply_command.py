@@ -321,3 +321,54 @@ def test_progress_text_and_json_counts_agree(
         parent = [ref for ref in bookkeeping if ref.startswith("ConfigMap/dra-gitops/")]
         assert len(parent) == 1, bookkeeping
         assert bookkeeping[parent[0]] == ("create" if round_ == 0 else "unchanged")
+
+
+H200_SELECTOR = (
+    'device.driver == "gpu.example.com" && device.attributes["gpu.example.com"].productName == "H200"'
+)
+GUARD = '"productName" in device.attributes["gpu.example.com"]'
+
+
+def test_a_selector_failing_at_run_time_fails_at_once_without_waiting_the_grace(
+    sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    """The class reads an attribute the devices do not publish: every pod fails with SchedulerError.
+
+    The grace and the timeouts are far longer than the test may run: returning at all shows that
+    verification did not wait for them (the failure is terminal at once, never "exhaustion"). The
+    driver is installed by the same commit, so the offline prediction cannot see the devices yet.
+    """
+    _, kubeconfig = sim
+    repo = copy_example(tmp_path)
+    gpu_class = repo / "20-classes" / "gpu-class.yaml"
+    gpu_class.write_text(
+        gpu_class.read_text().replace(
+            'expression: device.driver == "gpu.example.com"', f"expression: '{H200_SELECTOR}'"
+        )
+    )
+    args = [
+        "apply",
+        str(repo),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--grace",
+        "3600",
+        "--verify-timeout",
+        "3600",
+    ]
+    result = run(*args, "--stage-timeout", "120", "-q")
+    assert result.exit_code == 1, result.output
+    text = result.stdout
+    assert (
+        "verification failed: pod ml-team/" in text
+        and ": selector error: class gpu.example.com: selector #0: CEL runtime error: no such key: productName"
+        in text
+    ), text
+    assert "[selector-error] ResourceClaim/ml-team/" in text and "[exhaustion]" not in text
+    assert "class gpu.example.com selector #0 fails at run time (no such key: productName)" in text
+    assert f"DeviceClass gpu.example.com spec.selectors[0]: {H200_SELECTOR}" in text
+    assert (
+        f"guard the selector in DeviceClass gpu.example.com spec.selectors[0]: {GUARD} && ({H200_SELECTOR})"
+        in text
+    )
+    assert "numbers: selector 0, key productName, class gpu.example.com" in text
