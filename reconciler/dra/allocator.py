@@ -83,7 +83,7 @@ class Matching:
 
     @property
     def matched(self) -> list[Device]:
-        return [d for d in self.devices if d.key not in self.errors]
+        return [d for d in self.devices if d.key not in self.errors] if self.errors else self.devices
 
 
 class Inventory:
@@ -110,6 +110,7 @@ class Inventory:
         self._match_cache: dict[tuple[str, tuple[str, ...], DeviceKey], Match] = {}
         self._matching_cache: dict[tuple[str, tuple[str, ...], int], tuple[list[Device], Matching]] = {}
         self._node_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[Device]] = {}
+        self._fails_anywhere: dict[tuple[str, tuple[str, ...]], bool] = {}
         self._unbound = [d for d in self.devices if d.node_name is None]
         self._by_node: dict[str, list[Device]] = {}
         for d in self.devices:
@@ -163,7 +164,7 @@ class Inventory:
         """Devices matching a class and request selectors; and whether any answer was not a plain yes/no
         (unknown, or a selector failing at run time: see ``matching_detail``)."""
         m = self.matching_detail(class_name, selectors, devices)
-        return m.matched, m.unknown or bool(m.errors)
+        return list(m.matched), m.unknown or bool(m.errors)
 
     def matching_detail(
         self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
@@ -177,8 +178,7 @@ class Inventory:
             if hit is None or hit[0] is not devices:
                 hit = (devices, self._matching(class_name, selectors, devices))
                 self._matching_cache[key] = hit
-            m = hit[1]
-            return Matching(list(m.devices), m.errors, m.unknown)
+            return hit[1]  # shared: callers build new lists, never change this one
         return self._matching(class_name, selectors, devices)
 
     def _matching(self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]) -> Matching:
@@ -367,9 +367,20 @@ class Inventory:
     def may_fail(self, claims: Sequence[Mapping[str, Any]], devices: Sequence[Device], usage: Usage) -> bool:
         """Whether a selector of ``claims`` fails at run time on any of ``devices`` (cheap: no search)."""
         for claim in claims:
-            alts, _ = self.alternatives(claim_spec(claim), devices, usage)
-            if any(a.errors or a.setup_error for request in alts for a in request):
-                return True
+            for req in normalise_requests(claim_spec(claim)):
+                bodies = (
+                    [as_dict(req.get("exactly"))] if "exactly" in req else as_list(req.get("firstAvailable"))
+                )
+                for body in bodies:
+                    cls = str(as_dict(body).get("deviceClassName", ""))
+                    selectors = tuple(selector_exprs(as_dict(body).get("selectors")) or ())
+                    key = (cls, selectors)
+                    anywhere = self._fails_anywhere.get(key)
+                    if anywhere is None:
+                        anywhere = bool(self.matching_detail(cls, selectors, self.devices).errors)
+                        self._fails_anywhere[key] = anywhere
+                    if anywhere and self.matching_detail(cls, selectors, devices).errors:
+                        return True
         return False
 
     def allocate_on(

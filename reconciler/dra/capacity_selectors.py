@@ -68,9 +68,8 @@ def selector_errors(
                     continue
                 m = inv.matching_detail(cls, exprs, inv.devices)
                 by_error: dict[SelectorError, list[str]] = {}
-                for d in m.devices:
-                    if d.key in m.errors:
-                        by_error.setdefault(m.errors[d.key], []).append(d.label)
+                for device_key, err in m.errors.items():  # in device order
+                    by_error.setdefault(err, []).append(inv.by_key[device_key].label)
                 for error, devices in by_error.items():
                     owner = error.owner(f"{pc.key[0]}/{pc.key[1]}")
                     scope = cls if error.class_name is not None else f"{manifest.ref}/{pc.name}/{request}"

@@ -50,7 +50,7 @@ def blocker(inv: Inventory, alt: Alternative, d: Device, usage: Usage) -> str | 
                 for name, q in counters.items()
             ):
                 return COUNTERS
-    missing = _missing_capacity(alt, d)
+    missing = _missing_capacity(alt, d) if alt.capacity else ""
     if missing:
         return f"{NO_CAPACITY} {missing}"
     if (d.multi or alt.capacity) and consume(d, alt.capacity, usage.shared.get(d.key)) is None:
@@ -72,7 +72,7 @@ def _alternative_text(inv: Inventory, alt: Alternative, usage: Usage) -> tuple[s
     total = len(candidates)
     if total == 0:
         return "no matching device", True
-    lacking = {_missing_capacity(alt, d) for d in candidates}
+    lacking = {_missing_capacity(alt, d) for d in candidates} if alt.capacity else {""}
     if "" not in lacking:
         names = ", ".join(sorted(lacking))
         asked = ", ".join(f"{k}: {v}" for k, v in alt.capacity.items())

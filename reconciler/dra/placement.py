@@ -274,8 +274,9 @@ class Placement:
                 return result
         claims = [pc.claim for pc in to_allocate if pc.claim is not None]
         passed: list[NodeInfo] = []
+        wanted = extended_requests(pod.spec)
         for node in self.nodes:
-            rejection = self._filter(pod, node, pinned)
+            rejection = self._filter(pod, node, pinned, wanted)
             if rejection is not None:
                 result.rejections.append(rejection)
             else:
@@ -286,13 +287,18 @@ class Placement:
         feasible: list[tuple[NodeInfo, list[AllocationOutcome]]] = []
         unknown: str | None = None
         failed: list[tuple[NodeInfo, list[Device]]] = []
+        # kube-scheduler filters every node: after the choice, a node can still fail the pod, but only
+        # where one of its selectors fails on a device.
+        may_fail = bool(claims) and self.inv.may_fail(claims, self.inv.devices, self.usage)
         for node in passed:
             if not claims:
                 feasible.append((node, []))
                 break
+            if feasible and not may_fail:
+                break
             devices = self.inv.devices_on_node(node.name, node.labels)
             if feasible and not self.inv.may_fail(claims, devices, self.usage):
-                continue  # chosen already: only a selector failing here could still stop the pod
+                continue
             outcomes = self.inv.allocate_on(claims, node.name, devices, self.usage)
             if outcomes[0].error:
                 result.error = outcomes[0]
@@ -326,7 +332,11 @@ class Placement:
         return result
 
     def _filter(
-        self, pod: PodInfo, node: NodeInfo, pinned: list[tuple[PodClaim, dict[str, Any]]]
+        self,
+        pod: PodInfo,
+        node: NodeInfo,
+        pinned: list[tuple[PodClaim, dict[str, Any]]],
+        wanted: Mapping[str, Fraction],
     ) -> Rejection | None:
         spec = pod.spec
         tolerations = as_list(spec.get("tolerations"))
@@ -345,7 +355,6 @@ class Placement:
             return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
         if not _fits_node_selection(spec, node):
             return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
-        wanted = extended_requests(spec)
         if wanted:
             short = insufficient(
                 wanted, node.allocatable, self.requested.get(node.name, {}), self.dra_resources
