@@ -8,7 +8,10 @@
 #   selectors, taints, constraints, partitions and shared capacity included. A pod that cannot be
 #   placed is a warning, or a denial when the param `capacity_deny` is true; the message names the
 #   pod and why each node was rejected. A pod the model cannot decide ("unknown") is never reported:
-#   no false denials. Offline (no cluster data) the rule does nothing.
+#   no false denials. A class or request selector of the change's pods that fails at run time (reads
+#   a key the devices do not publish) is denied when no device matches without failing (the pods would
+#   stay Pending with SchedulerError), and warned about, naming the devices, when some do. Offline (no
+#   cluster data) the rule does nothing.
 # custom:
 #   id: capacity
 #   severity: warn
@@ -27,12 +30,38 @@ failures := [f |
 finding(f) := {
 	"rule": rule_id,
 	"msg": sprintf(
-		"%s: %s cannot be scheduled: %s; free devices, add nodes with devices, or lower the request",
-		[f.ref, f.subject, f.reason],
+		"%s: %s cannot be scheduled: %s; %s",
+		[f.ref, f.subject, f.reason, object.get(f, "advice", "free devices, add nodes with devices, or lower the request")],
 	),
 	"ref": f.ref,
 	"path": f.path,
 	"line": f.line,
+}
+
+selector_errors := [e |
+	capacity := object.get(input, "capacity", null)
+	capacity != null
+	some e in object.get(capacity, "selector_errors", [])
+]
+
+selector_finding(e) := {
+	"rule": rule_id,
+	"msg": sprintf("%s: %s", [e.ref, e.message]),
+	"ref": e.ref,
+	"path": e.path,
+	"line": e.line,
+}
+
+deny contains v if {
+	some e in selector_errors
+	e.every == true
+	v := selector_finding(e)
+}
+
+warn contains v if {
+	some e in selector_errors
+	e.every != true
+	v := selector_finding(e)
 }
 
 deny contains v if {

@@ -49,3 +49,34 @@ test_pod_that_does_not_fit_denies_with_param if {
 	count(capacity.warn) == 0 with input as inp
 	count(capacity.deny) == 1 with input as inp
 }
+
+selector_error := {
+	"ref": "DeviceClass/big-gpu.example.com", "path": "20-classes/big.yaml", "line": 1,
+	"every": true, "devices": ["n1/gpu-0", "n1/gpu-1"], "matching": 0,
+	"message": "class big-gpu.example.com selector #0 fails at run time (no such key: productName) on 2 device(s)",
+}
+
+test_selector_failing_on_every_device_denies_without_param if {
+	inp := {"capacity": {"failures": [], "selector_errors": [selector_error]}, "params": {}}
+	some f in capacity.deny with input as inp
+	f.path == "20-classes/big.yaml"
+	f.msg == "DeviceClass/big-gpu.example.com: class big-gpu.example.com selector #0 fails at run time (no such key: productName) on 2 device(s)"
+	count(capacity.warn) == 0 with input as inp
+}
+
+test_selector_failing_on_some_devices_warns if {
+	some_devices := object.union(selector_error, {"every": false, "matching": 2})
+	inp := {"capacity": {"failures": [], "selector_errors": [some_devices]}, "params": {"capacity_deny": true}}
+	count(capacity.deny) == 0 with input as inp
+	count(capacity.warn) == 1 with input as inp
+}
+
+test_failure_advice_replaces_the_default if {
+	missing := object.union(failure, {
+		"reason": "claim gpu: ResourceClaimTemplate ml/absent does not exist",
+		"advice": "create the ResourceClaimTemplate or fix the pod's resourceClaims",
+	})
+	some f in capacity.warn with input as {"capacity": {"failures": [missing]}, "params": {}}
+	endswith(f.msg, "does not exist; create the ResourceClaimTemplate or fix the pod's resourceClaims")
+	not contains(f.msg, "free devices")
+}

@@ -6,13 +6,14 @@ problem found, each with evidence lines and concrete recovery steps. `collect_sn
 the edge that reads those objects; `diagnose(client, ...)` is both; `render_diagnoses` prints them.
 
 Failure modes: driver-not-installed, exhaustion, node-failure, version-mismatch, missing-class,
-prepare-failure, and pending (nothing conclusive yet).
+selector-error (a selector failing at run time: kube-scheduler's SchedulerError), prepare-failure, and
+pending (nothing conclusive yet, or a free count the model cannot know).
 
 This module is the entry point and keeps the edge; its parts (every public name is re-exported here):
 `diagnose_types.py` (Snapshot, Diagnosis, MODES), `diagnose_evidence.py` (pure helpers on objects),
 `diagnose_scope.py` (the claims in scope, shared evidence), `diagnose_claim_modes.py` (the per-claim
-modes), `diagnose_classify.py` (the cluster-wide modes and classify()), `diagnose_render.py` (text,
-json, markdown).
+modes; `diagnose_selector.py` the selector-error one), `diagnose_classify.py` (the cluster-wide modes
+and classify()), `diagnose_render.py` (text, json, markdown).
 """
 
 from __future__ import annotations

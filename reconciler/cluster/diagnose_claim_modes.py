@@ -1,5 +1,7 @@
-"""The failure modes of one claim in scope, checked in order: missing-class, node-failure,
-prepare-failure, exhaustion, else pending (nothing conclusive yet; nothing when it is healthy). Pure.
+"""The failure modes of one claim in scope, checked in order: missing-class, selector-error
+(`diagnose_selector.py`), node-failure, prepare-failure, exhaustion (only when the free count is known),
+else pending (nothing conclusive yet, an unknown free count with its reason; nothing when it is
+healthy). Pure.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from typing import Any
 
 from reconciler.cluster.diagnose_evidence import _is_int, claim_status_line, class_counts, event_line
 from reconciler.cluster.diagnose_scope import _ClassifierBase, _Subject
+from reconciler.cluster.diagnose_selector import selector_diagnosis
 from reconciler.cluster.diagnose_types import FAILED_PREPARE, FAILED_SCHEDULING, Diagnosis
 from reconciler.cluster.objects import _dict, _list, node_ready, nsname, pod_health, pod_phase, pod_ready
-from reconciler.dra.allocator import CANNOT_ALLOCATE, claim_spec
+from reconciler.dra.allocator import claim_spec
 from reconciler.model import dra
 
 _MISSING_CLASS_RE = re.compile(r"device class (?P<cls>[A-Za-z0-9.\-]+) does not exist")
@@ -88,6 +91,28 @@ class _ClaimModes(_ClassifierBase):
         alloc: dict[str, Any] = (
             dra.claim_allocation(s.claim) if s.claim is not None else {"allocated": False, "node": None}
         )
+        # 1b. a selector failing at run time (kube-scheduler's SchedulerError, or foreseen)
+        if not alloc.get("allocated"):
+            messages = [str(e.get("message") or "") for e in events if e.get("reason") == FAILED_SCHEDULING]
+            messages += [
+                str(c.get("message") or "")
+                for pod in s.pods
+                for c in _list(_dict(pod.get("status")).get("conditions"))
+                if _dict(c).get("type") == "PodScheduled" and _dict(c).get("status") == "False"
+            ]
+            claim_name = f"{s.namespace}/{s.name}" if s.name else f"{s.namespace}/(not created)"
+            failing = selector_diagnosis(
+                self.inv,
+                s.ref,
+                claim_name,
+                claim_spec(source),
+                messages,
+                [*evidence, *ev_lines],
+                self.class_by_name,
+            )
+            if failing is not None:
+                self.add(failing)
+                return
         found = False
         # 2. node failure
         nodes_of_claim = [alloc["node"]] if alloc.get("node") else []
@@ -154,19 +179,14 @@ class _ClaimModes(_ClassifierBase):
         # 4. exhaustion
         if not alloc.get("allocated") and source is not None:
             counts = class_counts(self.inv, claim_spec(source))
-            cannot = [
-                e
-                for e in events
-                if e.get("reason") == FAILED_SCHEDULING and CANNOT_ALLOCATE in str(e.get("message") or "")
-            ]
+            # An unknown free count is never exhaustion: it is reported as unknown (pending), with why.
             short = {
                 c: n
                 for c, n in counts.items()
                 if _is_int(n["free"]) and _is_int(n["total"]) and n["total"] > 0 and n["free"] < n["needed"]
             }
-            unknown = {c: n for c, n in counts.items() if not _is_int(n["free"])}
-            if short or (cannot and unknown):
-                classes = short or unknown
+            if short:
+                classes = short
                 cls, first = next(iter(classes.items()))
                 numbers: dict[str, Any] = {k: first[k] for k in ("needed", "free", "total")}
                 numbers["class"] = cls
@@ -220,6 +240,21 @@ class _ClaimModes(_ClassifierBase):
             summary = f"{s.ref} is not allocated yet"
         counts = class_counts(self.inv, claim_spec(source))
         numbers = {c: {k: v for k, v in n.items() if k != "unknown"} for c, n in counts.items()}
+        unknown = {c: n["unknown_reason"] for c, n in counts.items() if n.get("unknown_reason")}
+        recovery = [
+            "nothing conclusive yet: wait, or run `dra-gitops diagnose` again; check events with kubectl describe pod"
+        ]
+        if unknown and not alloc.get("allocated"):
+            summary += (
+                "; whether devices are free is unknown ("
+                + "; ".join(f"class {c}: {why}" for c, why in unknown.items())
+                + ")"
+            )
+            recovery.insert(
+                0,
+                "check by hand which devices the selectors match (kubectl get resourceslices -o yaml): "
+                "the model cannot evaluate them, so it does not say the devices are used up",
+            )
         self.add(
             Diagnosis(
                 "pending",
@@ -230,12 +265,11 @@ class _ClaimModes(_ClassifierBase):
                     *ev_lines,
                     *[
                         f"class {c}: needs {n['needed']}, {n['free']} free of {n['total']}"
+                        + (f" (unknown: {n['unknown_reason']})" if n.get("unknown_reason") else "")
                         for c, n in counts.items()
                     ],
                 ],
-                [
-                    "nothing conclusive yet: wait, or run `dra-gitops diagnose` again; check events with kubectl describe pod"
-                ],
+                recovery,
                 numbers={"classes": numbers} if numbers else {},
             )
         )

@@ -108,12 +108,14 @@ def _selectors(body: Mapping[str, Any]) -> list[str]:
 
 
 def class_counts(inv: Inventory, spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per requested class: needed / free / total devices; "unknown" where a CEL selector cannot be evaluated."""
+    """Per requested class: needed / free / total devices; "unknown" (with ``unknown_reason``) where a CEL
+    selector cannot be evaluated by the model; ``failing``: devices a selector fails on at run time."""
     out: dict[str, dict[str, Any]] = {}
     for cls, body in _first_request_bodies(spec):
         if not cls or cls not in inv.classes:
             continue
-        matched, unknown = inv.matching(cls, _selectors(body), inv.devices)
+        found = inv.matching_detail(cls, _selectors(body), inv.devices)
+        matched, unknown = found.matched, found.unknown
         if (body.get("allocationMode") or "ExactCount") == "All":
             needed = max(1, len(matched))
         else:
@@ -123,6 +125,10 @@ def class_counts(inv: Inventory, spec: Mapping[str, Any]) -> dict[str, dict[str,
         entry["needed"] += needed
         entry["_keys"] |= {d.key for d in matched}
         entry["unknown"] = entry["unknown"] or unknown
+        if unknown and "unknown_reason" not in entry:
+            entry["unknown_reason"] = inv.unknown_reason(cls, _selectors(body), inv.devices)
+        if found.errors:
+            entry["failing"] = entry.get("failing", 0) + len(found.errors)
     for entry in out.values():
         keys = entry.pop("_keys")
         entry["total"] = len(keys)

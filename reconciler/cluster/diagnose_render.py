@@ -36,7 +36,9 @@ def render_diagnoses(diagnoses: Sequence[Diagnosis], fmt: str = "text") -> str:
         lines.append(f"[{d.mode}] {d.ref}: {d.summary}")
         if d.numbers:
             nums = ", ".join(
-                f"{k} {v}" for k, v in d.numbers.items() if k in ("needed", "free", "total", "class", "node")
+                f"{k} {v}"
+                for k, v in d.numbers.items()
+                if k in ("needed", "free", "total", "class", "claim", "selector", "key", "node")
             )
             if nums:
                 lines.append(f"  numbers: {nums}")

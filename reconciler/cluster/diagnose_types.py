@@ -13,6 +13,7 @@ from reconciler.cluster.rollout import RolloutContext
 
 MODES = (
     "missing-class",
+    "selector-error",
     "version-mismatch",
     "driver-not-installed",
     "node-failure",

@@ -5,10 +5,12 @@ selector, or the Pod itself) and, for every claim a pod uses, the chain is check
 allocated -> reserved for the pod (status.reservedFor uid) -> pod scheduled on the allocated node -> pod
 Ready. `verify_workloads` polls until the whole chain holds for every pod and every workload is rolled
 out, or a terminal signal appears, or the timeout passes. Terminal signals (DESIGN.md): a claim naming a
-DeviceClass that does not exist; FailedScheduling "cannot allocate all claims" persisting past `grace`
-(measured from when verify first saw it); FailedPrepareDynamicResources; a driver pod in CrashLoopBackOff;
-a workload pod that failed (CrashLoopBackOff, image pull, phase Failed). On failure the diagnoses of
-`diagnose.classify` are attached.
+DeviceClass that does not exist; a selector failing at run time (kube-scheduler's SchedulerError
+`... selector #<i>: CEL runtime error: ...`, at once: it never heals by waiting); FailedScheduling
+"cannot allocate all claims" persisting past `grace` (measured from when verify first saw it);
+FailedPrepareDynamicResources; a driver pod in CrashLoopBackOff; a workload pod that failed
+(CrashLoopBackOff, image pull, phase Failed). On failure the diagnoses of `diagnose.classify` are
+attached. The result types and their rendering are in `verify_result.py` (re-exported here).
 
 Optional: annotation `dra-gitops.io/verify-exec: "<command>"` on a workload runs the command in the first
 container of each of its pods through the exec API once the chain holds; an error fails verification.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cluster.diagnose import (
@@ -30,8 +32,8 @@ from reconciler.cluster.diagnose import (
     collect_snapshot,
     events_for,
     pod_claim_refs,
-    render_diagnoses,
 )
+from reconciler.cluster.diagnose_selector import selector_failure_in
 from reconciler.cluster.health import health_of, pod_failure
 from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
@@ -51,6 +53,13 @@ from reconciler.cluster.objects import (
     workload_selector,
 )
 from reconciler.cluster.rollout import current_pods, rollout_context
+from reconciler.cluster.verify_result import (
+    ClaimEvidence,
+    ExecResult,
+    VerifyResult,
+    evidence_line,
+    render_evidence,
+)
 from reconciler.dra.allocator import CANNOT_ALLOCATE
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
@@ -61,59 +70,6 @@ if TYPE_CHECKING:
 VERIFY_EXEC_ANNOTATION = "dra-gitops.io/verify-exec"
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod"})
 _GROUPS = {"Pod": "", "Job": "batch"}
-
-
-@dataclass
-class ClaimEvidence:
-    pod: str  # ns/name
-    claim: (
-        str  # ns/name; "" for a pod without claims; "ns/(not created)" for a template claim not generated yet
-    )
-    devices: list[str]  # driver/pool/device
-    node: str | None  # the node the claim is allocated on (else the pod's node)
-    reserved: bool
-    pod_ready: bool
-    allocated: bool = False
-    pod_node: str | None = None
-    problem: str = ""  # the first broken link of the chain; "" when the chain holds
-
-    @property
-    def ok(self) -> bool:
-        return not self.problem
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class ExecResult:
-    pod: str
-    container: str | None
-    command: str
-    ok: bool
-    output: str
-
-
-@dataclass
-class VerifyResult:
-    ok: bool
-    evidence: list[ClaimEvidence]
-    diagnoses: list[Diagnosis]
-    message: str
-    exec_results: list[ExecResult] = field(default_factory=list)
-    elapsed: float = 0.0
-    terminal: str = ""  # which terminal signal stopped the wait ("" when ok or timed out)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "message": self.message,
-            "terminal": self.terminal,
-            "elapsed": round(self.elapsed, 3),
-            "evidence": [e.to_json() for e in self.evidence],
-            "diagnoses": [d.to_json() for d in self.diagnoses],
-            "exec": [asdict(x) for x in self.exec_results],
-        }
 
 
 # ---- one observation ---------------------------------------------------------------------------------
@@ -331,6 +287,10 @@ def _terminal(obs: _Observation, now: float, grace: float, first_seen: dict[str,
             for msg in messages:
                 if "device class" in msg and "does not exist" in msg:
                     return f"pod {ref}: {msg}"
+            # kube-scheduler's SchedulerError from a selector failing at run time: no grace, it never heals
+            failing = selector_failure_in(messages)
+            if failing is not None:
+                return f"pod {ref}: selector error: {failing.group(0)}"
             unscheduled = not _dict(pod.get("spec")).get("nodeName")
             if unscheduled and any(CANNOT_ALLOCATE in m for m in messages):
                 seen = first_seen.setdefault(uid, now)
@@ -490,36 +450,6 @@ def _run_exec(
             except DraGitopsError as exc:
                 out.append(ExecResult(nsname(pod), container, command, False, exc.detail))
     return out
-
-
-# ---- rendering (pure) --------------------------------------------------------------------------------
-
-
-def evidence_line(e: ClaimEvidence) -> str:
-    claim = f"claim {e.claim}" if e.claim else "no claims"
-    device = f"device {','.join(e.devices)}" if e.devices else "device -"
-    parts = [f"Pod {e.pod}", claim]
-    if e.claim:
-        parts.append(device)
-    parts.append(f"node {e.node or e.pod_node or '-'}")
-    if e.claim:
-        parts.append("reserved" if e.reserved else "not-reserved")
-    parts.append("ready" if e.pod_ready else "not-ready")
-    line = "  ".join(parts)
-    return f"{line}  ({e.problem})" if e.problem else line
-
-
-def render_evidence(result: VerifyResult) -> str:
-    lines = [evidence_line(e) for e in result.evidence]
-    for x in result.exec_results:
-        status = "ok" if x.ok else "FAILED"
-        out = " | ".join(ln for ln in x.output.strip().splitlines()[:5])
-        lines.append(f"exec {x.pod} [{x.container or '-'}] {x.command!r}: {status}  {out}".rstrip())
-    lines.append(result.message)
-    text = "\n".join(lines) + "\n"
-    if result.diagnoses:
-        text += render_diagnoses(result.diagnoses, "text")
-    return text
 
 
 __all__ = [

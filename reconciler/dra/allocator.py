@@ -17,13 +17,11 @@ the outcome "unknown", never a fit that might not be.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from reconciler.dra import cel
 from reconciler.dra.capacity_math import consume
 from reconciler.dra.devices import (
     Device,
@@ -40,12 +38,15 @@ from reconciler.dra.devices import (
     selector_exprs,
     usage_from_claims,
 )
+from reconciler.dra.results import allocation_result
 from reconciler.dra.search import Alternative, BudgetExceeded, Constraint, PreparedClaim, Search
+from reconciler.dra.selectors import Match, SelectorError, SelectorFailure, evaluate_selectors, unknown_reason
 
 __all__ = [
     "CANNOT_ALLOCATE",
     "AllocationOutcome",
     "Inventory",
+    "Matching",
     "allocate",
     "allocated_devices",
     "claim_spec",
@@ -64,9 +65,25 @@ class AllocationOutcome:
     missing_class: str | None = None  # the DeviceClass that does not exist
     unknown: bool = False  # something the model cannot decide stood in the way
     unknown_reason: str | None = None  # what it was
+    error: str | None = None  # a selector failed at run time: kube-scheduler's error, scheduling stops
+    selector_error: SelectorError | None = None
+    error_device: DeviceKey | None = None  # the device it failed on
     node: str | None = None
     devices: list[DeviceKey] = field(default_factory=list)
     taken: list[tuple[DeviceKey, dict[str, Fraction] | None]] = field(default_factory=list)  # non-admin
+
+
+@dataclass
+class Matching:
+    """The devices a request's selectors select, in order, with the ones they fail on among them."""
+
+    devices: list[Device]  # matching or failing, in inventory order
+    errors: dict[DeviceKey, SelectorError]
+    unknown: bool  # some device could not be judged
+
+    @property
+    def matched(self) -> list[Device]:
+        return [d for d in self.devices if d.key not in self.errors] if self.errors else self.devices
 
 
 class Inventory:
@@ -90,11 +107,10 @@ class Inventory:
             self.classes = {str(as_dict(c.get("metadata")).get("name", "")): c for c in classes}
         self.claims = [c for c in claims if isinstance(c, Mapping)]
         self.usage = usage_from_claims(self.claims, self.by_key)
-        self._match_cache: dict[tuple[tuple[str, ...], DeviceKey], bool | None] = {}
-        self._matching_cache: dict[
-            tuple[str, tuple[str, ...], int], tuple[list[Device], list[Device], bool]
-        ] = {}
+        self._match_cache: dict[tuple[str, tuple[str, ...], DeviceKey], Match] = {}
+        self._matching_cache: dict[tuple[str, tuple[str, ...], int], tuple[list[Device], Matching]] = {}
         self._node_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[Device]] = {}
+        self._fails_anywhere: dict[tuple[str, tuple[str, ...]], bool] = {}
         self._unbound = [d for d in self.devices if d.node_name is None]
         self._by_node: dict[str, list[Device]] = {}
         for d in self.devices:
@@ -113,13 +129,13 @@ class Inventory:
             return None
         return selector_exprs(as_dict(cls.get("spec")).get("selectors"))
 
-    def device_matches(self, device: Device, exprs: Sequence[str]) -> bool | None:
-        if not exprs:
-            return True
-        key = (tuple(exprs), device.key)
+    def device_match(self, device: Device, class_name: str, selectors: Sequence[str]) -> Match:
+        """The class's selectors, then the request's, on one device (cached)."""
+        key = (class_name, tuple(selectors), device.key)
         if key in self._match_cache:
             return self._match_cache[key]
-        result = None if device.context is None else cel.evaluate_all(list(exprs), device.context)
+        class_exprs = self.class_selectors(class_name) or []
+        result = evaluate_selectors(class_name, class_exprs, selectors, device.context)
         self._match_cache[key] = result
         return result
 
@@ -145,32 +161,46 @@ class Inventory:
     def matching(
         self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
     ) -> tuple[list[Device], bool]:
-        """Devices matching a class and request selectors; and whether any answer was unknown."""
+        """Devices matching a class and request selectors; and whether any answer was not a plain yes/no
+        (unknown, or a selector failing at run time: see ``matching_detail``)."""
+        m = self.matching_detail(class_name, selectors, devices)
+        return list(m.matched), m.unknown or bool(m.errors)
+
+    def matching_detail(
+        self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
+    ) -> Matching:
+        """Devices matching a class and request selectors, and those they fail on, in order."""
         if isinstance(devices, list):
             # Node device lists are cached and long-lived; the entry keeps its list alive, so the id
             # cannot be reused by another list while the entry exists.
             key = (class_name, tuple(selectors), id(devices))
             hit = self._matching_cache.get(key)
             if hit is None or hit[0] is not devices:
-                matched, unknown = self._matching(class_name, selectors, devices)
-                hit = (devices, matched, unknown)
+                hit = (devices, self._matching(class_name, selectors, devices))
                 self._matching_cache[key] = hit
-            return list(hit[1]), hit[2]
+            return hit[1]  # shared: callers build new lists, never change this one
         return self._matching(class_name, selectors, devices)
 
-    def _matching(
-        self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
-    ) -> tuple[list[Device], bool]:
-        exprs = list(self.class_selectors(class_name) or []) + list(selectors)
-        out: list[Device] = []
-        unknown = False
+    def _matching(self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]) -> Matching:
+        out = Matching([], {}, False)
         for d in devices:
-            r = self.device_matches(d, exprs)
+            r = self.device_match(d, class_name, selectors)
             if r is True:
-                out.append(d)
+                out.devices.append(d)
+            elif isinstance(r, SelectorError):
+                out.devices.append(d)
+                out.errors[d.key] = r
             elif r is None:
-                unknown = True
-        return out, unknown
+                out.unknown = True
+        return out
+
+    def unknown_reason(self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]) -> str:
+        """Why the model cannot tell whether some device matches (the first such device)."""
+        class_exprs = self.class_selectors(class_name) or []
+        for d in devices:
+            if self.device_match(d, class_name, selectors) is None:
+                return unknown_reason(class_name, class_exprs, selectors, d.context, d.label)
+        return "a CEL selector could not be evaluated"
 
     def missing_class(self, spec: Mapping[str, Any]) -> tuple[str, str] | None:
         """(request, class) of the first request naming a DeviceClass that does not exist."""
@@ -215,21 +245,32 @@ class Inventory:
                     selectors = []
                 if mode not in ("ExactCount", "All"):
                     unknown = unknown or f"request {name}: allocationMode {mode}"
-                matched, unk = self.matching(cls, selectors or [], devices)
+                found = self.matching_detail(cls, selectors or [], devices)
+                matched, errors = found.devices, found.errors
                 if opaque:
-                    matched = []  # the model cannot tell which devices match: none, and say unknown
-                if unk:
-                    unknown = unknown or f"request {name}: a CEL selector could not be evaluated"
+                    matched, errors = (
+                        [],
+                        {},
+                    )  # the model cannot tell which devices match: none, and say unknown
+                if found.unknown and not opaque:
+                    why = self.unknown_reason(cls, selectors or [], devices)
+                    unknown = unknown or f"request {name}: {why}"
                 capacity = as_dict(as_dict(body.get("capacity")).get("requests"))
+                setup_error: tuple[Device, SelectorError] | None = None
                 if mode == "All":
                     if any((d.driver, d.pool) in self.incomplete for d in matched):
                         unknown = (
                             unknown or f"request {name}: allocationMode All over a pool still being published"
                         )
                         matched = []  # upstream refuses All until the pool is complete
+                    # upstream evaluates every device for All before the search, in use or not
+                    setup_error = next(((d, errors[d.key]) for d in matched if d.key in errors), None)
                     matched = [
-                        d for d in matched if consume(d, capacity, usage.shared.get(d.key)) is not None
+                        d
+                        for d in matched
+                        if d.key not in errors and consume(d, capacity, usage.shared.get(d.key)) is not None
                     ]
+                    errors = {}
                 else:
                     matched = [d for d in matched if (d.driver, d.pool) not in self.incomplete]
                 raw_count = body.get("count")
@@ -245,6 +286,8 @@ class Inventory:
                         tolerations=as_list(body.get("tolerations")),
                         capacity=capacity,
                         body=body,
+                        errors=errors,
+                        setup_error=setup_error,
                     )
                 )
             out.append(alts)
@@ -307,7 +350,7 @@ class Inventory:
             else:
                 devices = self.devices_on_node(cand, node_labels if cand == node else None)
             outcomes = self.allocate_on(claims, cand, devices, base)
-            if outcomes[0].ok:
+            if outcomes[0].ok or outcomes[0].error:
                 return outcomes
             unknown = unknown or outcomes[0].unknown_reason
         return [
@@ -321,6 +364,25 @@ class Inventory:
             for _ in claims
         ]
 
+    def may_fail(self, claims: Sequence[Mapping[str, Any]], devices: Sequence[Device], usage: Usage) -> bool:
+        """Whether a selector of ``claims`` fails at run time on any of ``devices`` (cheap: no search)."""
+        for claim in claims:
+            for req in normalise_requests(claim_spec(claim)):
+                bodies = (
+                    [as_dict(req.get("exactly"))] if "exactly" in req else as_list(req.get("firstAvailable"))
+                )
+                for body in bodies:
+                    cls = str(as_dict(body).get("deviceClassName", ""))
+                    selectors = tuple(selector_exprs(as_dict(body).get("selectors")) or ())
+                    key = (cls, selectors)
+                    anywhere = self._fails_anywhere.get(key)
+                    if anywhere is None:
+                        anywhere = bool(self.matching_detail(cls, selectors, self.devices).errors)
+                        self._fails_anywhere[key] = anywhere
+                    if anywhere and self.matching_detail(cls, selectors, devices).errors:
+                        return True
+        return False
+
     def allocate_on(
         self, claims: Sequence[Mapping[str, Any]], node: str | None, devices: Sequence[Device], usage: Usage
     ) -> list[AllocationOutcome]:
@@ -332,12 +394,19 @@ class Inventory:
             alts, unk = self.alternatives(spec, devices, usage)
             unknown = unknown or unk
             prepared.append(PreparedClaim(spec, alts, self.constraints(spec)))
+        for ci, c in enumerate(prepared):
+            for alt in (a for alts in c.requests for a in alts):
+                if alt.setup_error is not None:
+                    device, error = alt.setup_error
+                    return _failed(claims, ci, node, error, device.key)
         search = Search(self, prepared, usage)
         try:
             ok = search.run()
         except BudgetExceeded:
             ok = False
             unknown = unknown or "the search for a device combination exceeded its step budget"
+        except SelectorFailure as failure:
+            return _failed(claims, failure.claim_index, node, failure.error, failure.device)
         if not ok:
             return [
                 AllocationOutcome(
@@ -354,40 +423,7 @@ class Inventory:
     def _outcome(
         self, claim: Mapping[str, Any], c: PreparedClaim, node: str | None, unknown: str | None
     ) -> AllocationOutcome:
-        results: list[dict[str, Any]] = []
-        keys: list[DeviceKey] = []
-        taken: list[tuple[DeviceKey, dict[str, Fraction] | None]] = []
-        md = as_dict(claim.get("metadata"))
-        for n, (alt, dev, consumed) in enumerate(c.picks):
-            r: dict[str, Any] = {
-                "request": alt.request,
-                "driver": dev.driver,
-                "pool": dev.pool,
-                "device": dev.name,
-            }
-            if alt.admin:
-                r["adminAccess"] = True
-            if alt.tolerations:
-                r["tolerations"] = list(alt.tolerations)
-            if dev.multi:
-                seed = f"{md.get('namespace')}/{md.get('name')}/{md.get('uid')}/{dev.key}/{n}"
-                digest = hashlib.sha256(seed.encode()).hexdigest()
-                r["shareID"] = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
-                if consumed:
-                    r["consumedCapacity"] = {
-                        dev.capacity[k].name: cel.format_quantity(v) for k, v in consumed.items()
-                    }
-            results.append(r)
-            keys.append(dev.key)
-            if not alt.admin:
-                taken.append((dev.key, consumed if dev.multi else None))
-        allocation: dict[str, Any] = {"devices": {"results": results}}
-        config = self._config(c)
-        if config:
-            allocation["devices"]["config"] = config
-        selector = _node_selector([d for _, d, _ in c.picks], node)
-        if selector is not None:
-            allocation["nodeSelector"] = selector
+        allocation, keys, taken = allocation_result(claim, c, node, self.classes)
         return AllocationOutcome(
             ok=True,
             allocation=allocation,
@@ -398,36 +434,23 @@ class Inventory:
             taken=taken,
         )
 
-    def _config(self, c: PreparedClaim) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        by_class: dict[str, list[str]] = {}
-        for alt, _, _ in c.picks:
-            reqs = by_class.setdefault(alt.class_name, [])
-            if alt.request not in reqs:
-                reqs.append(alt.request)
-        for cls_name, reqs in by_class.items():
-            cls = self.classes.get(cls_name) or {}
-            for cfg in as_list(as_dict(cls.get("spec")).get("config")):
-                if isinstance(cfg, dict) and cfg.get("opaque"):
-                    out.append({"source": "FromClass", "requests": list(reqs), "opaque": cfg["opaque"]})
-        for cfg in as_list(as_dict(c.spec.get("devices")).get("config")):
-            if isinstance(cfg, dict) and cfg.get("opaque"):
-                entry: dict[str, Any] = {"source": "FromClaim", "opaque": cfg["opaque"]}
-                if cfg.get("requests"):
-                    entry["requests"] = list(cfg["requests"])
-                out.append(entry)
-        return out
+
+def claim_label(claim: Mapping[str, Any]) -> str:
+    md = as_dict(claim.get("metadata"))
+    return f"{md.get('namespace', '')}/{md.get('name', '')}"
 
 
-def _node_selector(devices: Sequence[Device], node: str | None) -> dict[str, Any] | None:
-    """Where the allocation can be used: the node for node-local devices, else the slices' selector."""
-    local = sorted({d.node_name for d in devices if d.node_name})
-    if local:
-        return node_selector_for(node or local[0])
-    for d in devices:
-        if d.node_selector is not None and not d.all_nodes:
-            return d.node_selector
-    return None
+def _failed(
+    claims: Sequence[Mapping[str, Any]], ci: int, node: str | None, error: SelectorError, device: DeviceKey
+) -> list[AllocationOutcome]:
+    """A selector failed at run time: the allocation (the pod's Filter on this node) stops with an error."""
+    message = error.message(claim_label(claims[ci]))
+    return [
+        AllocationOutcome(
+            ok=False, reason=message, error=message, selector_error=error, error_device=device, node=node
+        )
+        for _ in claims
+    ]
 
 
 def allocate(

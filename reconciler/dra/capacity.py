@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import Inventory
+from reconciler.dra.capacity_render import ORDER_NOTE, render_capacity
+from reconciler.dra.capacity_selectors import selector_errors
 from reconciler.dra.devices import (
     as_dict,
     as_list,
@@ -26,6 +29,7 @@ from reconciler.dra.devices import (
     node_selector_matches,
     untolerated_taint,
 )
+from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult, pod_priority
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
@@ -35,10 +39,7 @@ from reconciler.model.rollouts import rollout_surge
 
 __all__ = ["ORDER_NOTE", "capacity_input", "releasing_claims", "render_capacity"]
 
-ORDER_NOTE = (
-    "pods are placed one at a time in the scheduler's order (priority, then creation); the real "
-    "scheduler's queue order and node scoring can change which of several competing pods fails"
-)
+ADVICE = "free devices, add nodes with devices, or lower the request"
 
 
 @dataclass
@@ -178,7 +179,7 @@ class _Builder:
                 "metadata": {"name": name, "namespace": ns},
                 "spec": dra.claim_spec_of(template) or {},
             }
-        return PodClaim(pc.name, (ns, name), claim)
+        return PodClaim(pc.name, (ns, name), claim, None if claim is not None else pc.template)
 
     def add(
         self, ns: str, name: str, spec: dict[str, Any], source: _Source, statuses: dict[str, str]
@@ -288,12 +289,20 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
             "pods": [],
             "claims": [],
             "failures": [],
+            "selector_errors": [],
             "releasing": [],
             "totals": {},
             "note": ORDER_NOTE,
         }
     inv = Inventory(slices, classes, live_claims, taint_rules)
-    placement = Placement(inv, nodes, load, explain=True)
+    requested: dict[str, dict[str, Fraction]] = {}
+    for m in live:
+        spec = as_dict(m.body.get("spec"))
+        if m.kind == "Pod" and spec.get("nodeName") and not _pod_done(m.body):
+            held = requested.setdefault(str(spec["nodeName"]), {})
+            for name, q in extended_requests(spec).items():
+                held[name] = held.get(name, Fraction(0)) + q
+    placement = Placement(inv, nodes, load, explain=True, node_requests=requested)
     results = placement.place(builder.pods)
     by_pod = {id(r.pod): r for r in results}
     # A driver the change installs has published nothing yet: its pods cannot be judged, not "0 free".
@@ -318,7 +327,9 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
         if outcome == "does-not-fit" and id(source) in rolling_on:
             outcome = "unknown"
             unknown = "waits for the devices of the old pods the rollout replaces"
-        if outcome != "fits":
+        if outcome == "error":
+            reason = result.scheduler_error or result.reason()
+        elif outcome != "fits":
             reason = result.reason() if outcome == "does-not-fit" else f"unknown: {unknown}"
         if outcome == "does-not-fit" and source.rollout:
             reason = f"{reason}; {source.rollout}"
@@ -353,7 +364,8 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
             continue
         if outcome == "does-not-fit":
             group = failures.setdefault(
-                (where["ref"], reason), {**where, "pods": [], "of": source.pods, "reason": reason}
+                (where["ref"], reason),
+                {**where, "pods": [], "of": source.pods, "reason": reason, "advice": _advice(result)},
             )
             group["pods"].append(pod.label)
         for pc in pod.claims:
@@ -386,17 +398,43 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
         if entry["pod"] is None and entry["outcome"] == "does-not-fit":
             subject = f"a pod using claim {entry['claim']}"
             failure_list.append(
-                {**_pick_where(entry), "pods": [], "of": 0, "reason": entry["reason"], "subject": subject}
+                {
+                    **_pick_where(entry),
+                    "pods": [],
+                    "of": 0,
+                    "reason": entry["reason"],
+                    "subject": subject,
+                    "advice": ADVICE,
+                }
             )
     totals = simulate(slices, classes, live_claims).to_dict()["totals"]
+    class_manifests = {
+        m.ref.name: m for m in head if m.kind == "DeviceClass" and dra.is_dra_group(m.api_version)
+    }
+    changed = [
+        (pod, by_pod[id(pod)], source.manifest)
+        for pod, source in zip(builder.pods, builder.sources, strict=True)
+        if source.manifest is not None
+    ]
     return {
         "pods": pods_out,
         "claims": claims_out,
         "failures": failure_list,
+        "selector_errors": selector_errors(inv, changed, class_manifests),
         "releasing": [f"{ns}/{name}" for ns, name in sorted(releasing)],
         "totals": totals,
         "note": ORDER_NOTE,
     }
+
+
+def _advice(result: PodResult) -> str:
+    """What to do about a pod that does not fit (the `capacity` rule's last words)."""
+    parked = result.parked or ""
+    if ": ResourceClaimTemplate " in parked:
+        return "create the ResourceClaimTemplate or fix the pod's resourceClaims"
+    if ": ResourceClaim " in parked:
+        return "create the ResourceClaim or fix the pod's resourceClaims"
+    return ADVICE
 
 
 def _where(manifest: Manifest | None) -> dict[str, Any]:
@@ -438,27 +476,3 @@ def _unused_claim(
         "reason": reason,
         "unknown": result.unknown,
     }
-
-
-def render_capacity(capacity: dict[str, Any] | None) -> str:
-    """The capacity section as text (``check -v``)."""
-    if not capacity or not (capacity.get("pods") or capacity.get("claims")):
-        return ""
-    lines = ["capacity (predicted placement):"]
-    for pod in capacity.get("pods") or []:
-        where = f" on {pod['node']}" if pod.get("node") else ""
-        live = " (waiting in the cluster)" if pod.get("live") else ""
-        lines.append(f"  pod {pod['pod']}{live}: {pod['outcome']}{where}")
-        if pod.get("reason"):
-            lines.append(f"    {pod['reason']}")
-    for claim in capacity.get("claims") or []:
-        devices = f" [{', '.join(claim['devices'])}]" if claim.get("devices") else ""
-        where = f" on {claim['node']}" if claim.get("node") else ""
-        lines.append(f"  claim {claim['claim']}: {claim['outcome']}{where}{devices}")
-        if claim.get("pod") is None and claim.get("reason"):
-            lines.append(f"    {claim['reason']}")
-    releasing = capacity.get("releasing") or []
-    if releasing:
-        lines.append(f"  counted as free (their pods are being deleted or finished): {', '.join(releasing)}")
-    lines.append(f"  note: {capacity.get('note') or ORDER_NOTE}")
-    return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
 """Why a pod's claims cannot be allocated on a node, in short words with numbers that add up (pure).
 
 ``claim gpu: needs 2, 1 of 3 matching devices free (1 allocated, 1 tainted)``: the matching devices
-reachable from the node, split into the free ones and why each other one is not free. ``All`` requests
+reachable from the node, split into the free ones and why each other one is not free. Devices that do
+not publish a requested capacity at all are told apart from those whose capacity is used up. ``All`` requests
 say how many they take; ``firstAvailable`` requests list each alternative with its own count. When each
 request alone has enough free devices the blame goes to the claim's constraints, or to claims that fit
 one at a time but not together.
@@ -29,6 +30,7 @@ EARLIER = "held by pods placed before it"  # by pods of the prediction
 TAINTED = "tainted"
 COUNTERS = "partition counters used up"
 CAPACITY = "capacity used up"
+NO_CAPACITY = "without capacity"  # the device publishes no capacity of the requested name
 
 
 def blocker(inv: Inventory, alt: Alternative, d: Device, usage: Usage) -> str | None:
@@ -48,17 +50,34 @@ def blocker(inv: Inventory, alt: Alternative, d: Device, usage: Usage) -> str | 
                 for name, q in counters.items()
             ):
                 return COUNTERS
+    missing = _missing_capacity(alt, d) if alt.capacity else ""
+    if missing:
+        return f"{NO_CAPACITY} {missing}"
     if (d.multi or alt.capacity) and consume(d, alt.capacity, usage.shared.get(d.key)) is None:
         return CAPACITY
     return None
 
 
+def _missing_capacity(alt: Alternative, d: Device) -> str:
+    """The requested capacity the device does not publish at all ("" when it has each one)."""
+    for name in alt.capacity:
+        if (str(name) if "/" in str(name) else f"{d.driver}/{name}") not in d.capacity:
+            return str(name)
+    return ""
+
+
 def _alternative_text(inv: Inventory, alt: Alternative, usage: Usage) -> tuple[str, bool]:
     """The numbers of one request alternative; and whether it is short of devices on its own."""
-    total = len(alt.candidates)
+    candidates = alt.matched
+    total = len(candidates)
     if total == 0:
         return "no matching device", True
-    why = Counter(b for b in (blocker(inv, alt, d, usage) for d in alt.candidates) if b is not None)
+    lacking = {_missing_capacity(alt, d) for d in candidates} if alt.capacity else {""}
+    if "" not in lacking:
+        names = ", ".join(sorted(lacking))
+        asked = ", ".join(f"{k}: {v}" for k, v in alt.capacity.items())
+        return f"none of the {total} matching devices has capacity {names} (the request asks {asked})", True
+    why = Counter(b for b in (blocker(inv, alt, d, usage) for d in candidates) if b is not None)
     free = total - sum(why.values())
     breakdown = ", ".join(f"{n} {reason}" for reason, n in why.items())
     tail = f" ({breakdown})" if breakdown else ""

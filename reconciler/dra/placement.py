@@ -2,11 +2,13 @@
 
 One model for the simulated scheduler and for ``check --cluster``'s capacity prediction. Pods are taken
 in the scheduler's queue order (priority, then creation); each pod is tried on every node in turn:
-node filters first (unschedulable, taints, readiness, nodeSelector / required node affinity), then its
-claims. Claims already allocated pin the pod to their allocation's nodeSelector; the others are
-allocated together from the devices reachable from that node (:mod:`reconciler.dra.allocator`), all of
-them or none. Among the nodes that pass, the one running the fewest pods wins (then by name). A pod that
-cannot be placed takes nothing.
+node filters first (unschedulable, taints, readiness, nodeSelector / required node affinity, extended
+resources against node allocatable: :mod:`reconciler.dra.noderesources`), then its claims. Claims
+already allocated pin the pod to their allocation's nodeSelector; the others are allocated together
+from the devices reachable from that node (:mod:`reconciler.dra.allocator`), all of them or none. Among
+the nodes that pass, the one running the fewest pods wins (then by name). A pod that cannot be placed
+takes nothing. A selector that fails at run time on a node (on any node that passes the filters, as
+kube-scheduler filters them all) is an error for the pod: outcome "error", no node.
 
 The real scheduler's order can differ (pods are queued as they arrive, retried after back-off) and its
 node scoring is richer, so which of several competing pods fails can differ from this model; whether
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
@@ -31,6 +34,7 @@ from reconciler.dra.devices import (
     untolerated_taint,
 )
 from reconciler.dra.explain import explain_node
+from reconciler.dra.noderesources import extended_requests, insufficient, node_allocatable
 
 __all__ = [
     "AFFINITY",
@@ -61,6 +65,7 @@ class NodeInfo:
     taints: list[dict[str, Any]] = field(default_factory=list)
     unschedulable: bool = False
     ready: bool = True
+    allocatable: dict[str, Fraction] = field(default_factory=dict)  # extended resources
 
     @classmethod
     def from_node(cls, node: Mapping[str, Any]) -> NodeInfo:
@@ -75,6 +80,7 @@ class NodeInfo:
             taints=[t for t in as_list(spec.get("taints")) if isinstance(t, dict)],
             unschedulable=bool(spec.get("unschedulable")),
             ready=ready,
+            allocatable=node_allocatable(node),
         )
 
 
@@ -82,7 +88,8 @@ class NodeInfo:
 class PodClaim:
     name: str  # the pod's name for it (pod.spec.resourceClaims[].name)
     key: tuple[str, str]  # (namespace, ResourceClaim name): the same key means a shared claim
-    claim: Mapping[str, Any] | None  # None: the ResourceClaim does not exist
+    claim: Mapping[str, Any] | None  # None: the ResourceClaim (or its template) does not exist
+    template: str | None = None  # the ResourceClaimTemplate it is generated from, when it is missing
 
 
 @dataclass
@@ -110,20 +117,30 @@ class Rejection:
 @dataclass
 class PodResult:
     pod: PodInfo
-    outcome: str  # "fits" | "does-not-fit" | "unknown"
+    outcome: str  # "fits" | "does-not-fit" | "unknown" | "error"
     node: str | None = None
     allocations: dict[tuple[str, str], AllocationOutcome] = field(default_factory=dict)  # claims it allocates
     rejections: list[Rejection] = field(default_factory=list)
     prefilter: str | None = None  # a reason that rejects the pod before any node (scheduler wording)
     parked: str | None = None  # the scheduler does not try the pod at all (a claim is missing)
     unknown: str | None = None  # what the model could not decide
+    error: AllocationOutcome | None = None  # a selector failed at run time (outcome "error")
 
     @property
     def ok(self) -> bool:
         return self.node is not None
 
+    @property
+    def scheduler_error(self) -> str | None:
+        """The pod's PodScheduled message when scheduling fails with an error (reason SchedulerError)."""
+        if self.error is None or self.error.error is None:
+            return None
+        return f'running "DynamicResources" filter plugin: {self.error.error}'
+
     def reason(self, max_nodes: int = 3) -> str:
         """Why the pod does not fit, short: nodes grouped by the same detail."""
+        if self.error is not None and self.error.error:
+            return self.error.error
         if self.parked:
             return self.parked
         if self.prefilter:
@@ -196,11 +213,19 @@ class Placement:
         pods_per_node: Mapping[str, int] | None = None,
         *,
         explain: bool = False,
+        node_requests: Mapping[str, Mapping[str, Fraction]] | None = None,
     ) -> None:
+        """``node_requests``: the extended resources the pods bound to each node request."""
         self.inv = inventory
         self.nodes = sorted(nodes, key=lambda n: n.name)
         self.usage = inventory.usage.copy()
         self.load: Counter[str] = Counter(pods_per_node or {})
+        self.requested: dict[str, dict[str, Fraction]] = {
+            n: dict(r) for n, r in (node_requests or {}).items()
+        }
+        self.dra_resources = {
+            str(as_dict(c.get("spec")).get("extendedResourceName") or "") for c in inventory.classes.values()
+        } - {""}
         self.explain = explain
         self.allocations: dict[tuple[str, str], dict[str, Any]] = {}
         self.reserved: Counter[tuple[str, str]] = Counter()
@@ -225,7 +250,12 @@ class Placement:
                 continue
             seen.add(pc.key)
             if pc.claim is None:
-                result.parked = f"claim {pc.name}: ResourceClaim {pc.key[0]}/{pc.key[1]} does not exist"
+                absent = (
+                    f"ResourceClaimTemplate {pc.key[0]}/{pc.template}"
+                    if pc.template
+                    else f"ResourceClaim {pc.key[0]}/{pc.key[1]}"
+                )
+                result.parked = f"claim {pc.name}: {absent} does not exist"
                 return result
             allocation = self.allocations.get(pc.key)
             if allocation is not None:
@@ -244,8 +274,9 @@ class Placement:
                 return result
         claims = [pc.claim for pc in to_allocate if pc.claim is not None]
         passed: list[NodeInfo] = []
+        wanted = extended_requests(pod.spec)
         for node in self.nodes:
-            rejection = self._filter(pod, node, pinned)
+            rejection = self._filter(pod, node, pinned, wanted)
             if rejection is not None:
                 result.rejections.append(rejection)
             else:
@@ -256,15 +287,26 @@ class Placement:
         feasible: list[tuple[NodeInfo, list[AllocationOutcome]]] = []
         unknown: str | None = None
         failed: list[tuple[NodeInfo, list[Device]]] = []
+        # kube-scheduler filters every node: after the choice, a node can still fail the pod, but only
+        # where one of its selectors fails on a device.
+        may_fail = bool(claims) and self.inv.may_fail(claims, self.inv.devices, self.usage)
         for node in passed:
             if not claims:
                 feasible.append((node, []))
                 break
-            devices = self.inv.devices_on_node(node.name, node.labels)
-            outcomes = self.inv.allocate_on(claims, node.name, devices, self.usage)
-            if outcomes[0].ok:
-                feasible.append((node, outcomes))
+            if feasible and not may_fail:
                 break
+            devices = self.inv.devices_on_node(node.name, node.labels)
+            if feasible and not self.inv.may_fail(claims, devices, self.usage):
+                continue
+            outcomes = self.inv.allocate_on(claims, node.name, devices, self.usage)
+            if outcomes[0].error:
+                result.error = outcomes[0]
+                result.outcome = "error"
+                return result
+            if outcomes[0].ok:
+                feasible = feasible or [(node, outcomes)]
+                continue
             unknown = unknown or outcomes[0].unknown_reason
             failed.append((node, devices))
         if not feasible:
@@ -290,7 +332,11 @@ class Placement:
         return result
 
     def _filter(
-        self, pod: PodInfo, node: NodeInfo, pinned: list[tuple[PodClaim, dict[str, Any]]]
+        self,
+        pod: PodInfo,
+        node: NodeInfo,
+        pinned: list[tuple[PodClaim, dict[str, Any]]],
+        wanted: Mapping[str, Fraction],
     ) -> Rejection | None:
         spec = pod.spec
         tolerations = as_list(spec.get("tolerations"))
@@ -309,6 +355,12 @@ class Placement:
             return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
         if not _fits_node_selection(spec, node):
             return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
+        if wanted:
+            short = insufficient(
+                wanted, node.allocatable, self.requested.get(node.name, {}), self.dra_resources
+            )
+            if short is not None:
+                return Rejection(node.name, f"Insufficient {short[0]}", short[1])
         for pc, allocation in pinned:
             if not node_selector_matches(
                 as_dict(allocation.get("nodeSelector")) or None, node.name, node.labels
@@ -329,6 +381,9 @@ class Placement:
         for key in {pc.key for pc in result.pod.claims}:
             self.reserved[key] += 1
         self.load[result.node] += 1
+        held = self.requested.setdefault(result.node, {})
+        for name, q in extended_requests(result.pod.spec).items():
+            held[name] = held.get(name, Fraction(0)) + q
 
     def place(self, pods: Iterable[PodInfo]) -> list[PodResult]:
         """Every pod in the scheduler's order, each bound (and holding its devices) when it fits."""

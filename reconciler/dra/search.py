@@ -1,7 +1,8 @@
 """The backtracking search of the structured allocator (pure): one pod's claims on one node's devices.
 
 Claims in order, requests in order, ``firstAvailable`` alternatives in order, devices in inventory order,
-combinations (not permutations) within a request, as upstream's allocator does. Tracks, while it
+combinations (not permutations) within a request, as upstream's allocator does. Reaching a free device
+whose selectors fail at run time stops the search with :class:`SelectorFailure`, as upstream's does. Tracks, while it
 searches, the devices, partition counters and shared capacity being taken, and the claims'
 ``matchAttribute`` / ``distinctAttribute`` constraints. Bounded by a step budget.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.dra.capacity_math import consume
 from reconciler.dra.devices import Device, DeviceKey, Usage, untolerated_taint
+from reconciler.dra.selectors import SelectorError, SelectorFailure
 
 if TYPE_CHECKING:
     from reconciler.dra.allocator import Inventory
@@ -46,6 +48,14 @@ class Alternative:
     tolerations: list[Any]
     capacity: dict[str, Any]  # capacity.requests
     body: dict[str, Any]
+    # candidates whose selectors fail at run time (kept in their place: reaching one stops the search)
+    errors: dict[DeviceKey, SelectorError] = field(default_factory=dict)
+    # All mode: the first device failing its selectors, found before the search as upstream does
+    setup_error: tuple[Device, SelectorError] | None = None
+
+    @property
+    def matched(self) -> list[Device]:
+        return [d for d in self.candidates if d.key not in self.errors] if self.errors else self.candidates
 
 
 @dataclass
@@ -140,7 +150,9 @@ class Search:
         if remaining == 0:
             return self._request(ci, ri + 1)
         cands = alt.candidates
-        for idx in range(start, len(cands) - remaining + 1):
+        # Upstream walks every device even when too few are left, so it reaches a failing one.
+        end = len(cands) if alt.errors else len(cands) - remaining + 1
+        for idx in range(start, end):
             self.steps += 1
             if self.steps > STEP_BUDGET:
                 raise BudgetExceeded
@@ -157,9 +169,12 @@ class Search:
 
     def _add(self, ci: int, alt: Alternative, d: Device) -> bool:
         key = d.key
-        if not d.multi and alt.admin and ci in self.taking.get(key, ()):
-            return False
         if not alt.admin and not d.multi and self.in_use(key):
+            return False  # upstream checks "in use" before the selectors
+        error = alt.errors.get(key)
+        if error is not None:
+            raise SelectorFailure(error, key, ci)
+        if not d.multi and alt.admin and ci in self.taking.get(key, ()):
             return False
         capacity_in_use = d.multi and (key in self.usage.shared or key in self.shared)
         if d.consumes and not alt.admin and not capacity_in_use and not self._counters_free(d):

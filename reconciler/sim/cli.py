@@ -24,6 +24,24 @@ def _versions(value: str) -> tuple[str, ...]:
     return versions
 
 
+def _driver_configs(drivers: tuple[str, ...], template: Path | None) -> list[str | dict[str, Any]]:
+    """The drivers to simulate: the template's entries, and the other --driver names as they are."""
+    from reconciler.sim.devicetemplate import TemplateError, load_device_template
+
+    if template is None:
+        return list(drivers)
+    try:
+        entries = load_device_template(template)
+    except TemplateError as exc:
+        raise click.BadParameter(str(exc), param_hint="--device-template") from exc
+    templated = {e["name"] for e in entries}
+    return [*(d for d in drivers if d not in templated), *entries]
+
+
+def _names(configs: list[str | dict[str, Any]]) -> list[str]:
+    return [c if isinstance(c, str) else str(c["name"]) for c in configs]
+
+
 @click.group()
 def sim() -> None:
     """The embedded simulated Kubernetes cluster."""
@@ -55,6 +73,13 @@ def sim() -> None:
     default=("gpu.example.com",),
     show_default=True,
     help="DRA driver with hardware on the nodes (repeatable).",
+)
+@click.option(
+    "--device-template",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="YAML of per-driver device attributes and capacities (productName, type, memory, compute, ...); "
+    "its drivers are served too. See reconciler/sim/devicetemplate.py for the format.",
 )
 @click.option(
     "--driver-preinstalled",
@@ -113,6 +138,7 @@ def serve(
     components: str,
     devices_per_node: int,
     drivers: tuple[str, ...],
+    device_template: Path | None,
     driver_preinstalled: bool,
     served_versions: str,
     kubeconfig_out: Path | None,
@@ -125,6 +151,8 @@ def serve(
 ) -> None:
     """Run the simulated cluster in the foreground until interrupted (prints its URL on stdout)."""
     from reconciler.sim.server import SimCluster
+
+    configs = _driver_configs(drivers, device_template)
 
     cluster = SimCluster(
         port=port,
@@ -148,7 +176,7 @@ def serve(
                 cluster,
                 nodes=nodes,
                 devices_per_node=devices_per_node,
-                drivers=list(drivers),
+                drivers=configs,
                 driver_preinstalled=driver_preinstalled,
                 node_labels=[
                     {"dra-gitops.io/canary": "true"} if i < canary_nodes else {} for i in range(nodes)
@@ -158,7 +186,7 @@ def serve(
                 node_monitor_grace_period=node_monitor_grace_period,
             )
             click.echo(
-                f"sim: control plane with {nodes} node(s), driver(s) {', '.join(drivers)}, "
+                f"sim: control plane with {nodes} node(s), driver(s) {', '.join(_names(configs))}, "
                 f"{devices_per_node} device(s) per node"
                 + (
                     " (preinstalled)"

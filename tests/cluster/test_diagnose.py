@@ -144,7 +144,7 @@ def test_classify_exhaustion_from_fixture_event_and_claims() -> None:
     assert any(r.startswith("free devices by deleting or scaling down") for r in diag.recovery)
 
 
-def test_classify_exhaustion_unknown_when_cel_cannot_be_evaluated() -> None:
+def test_classify_unknown_free_count_is_pending_with_its_reason_never_exhaustion() -> None:
     _, pending = fixture_claims()
     pending = copy.deepcopy(pending)
     pending["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
@@ -163,8 +163,15 @@ def test_classify_exhaustion_unknown_when_cel_cannot_be_evaluated() -> None:
         scope_claims=[],
     )
     (diag,) = classify(snap)
-    assert diag.mode == "exhaustion"
-    assert diag.numbers["free"] == "unknown" and diag.numbers["total"] == "unknown"
+    assert diag.mode == "pending"
+    numbers = diag.numbers["classes"][GPU]
+    assert numbers["free"] == "unknown" and numbers["total"] == "unknown"
+    assert (
+        "whether devices are free is unknown (class gpu.example.com: selector #0 (device.nosuch())"
+        in diag.summary
+    )
+    assert "device.nosuch()" in numbers["unknown_reason"]
+    assert not any("free devices by deleting" in r for r in diag.recovery)
 
 
 def test_classify_missing_class_from_fixture_event_and_object() -> None:
@@ -354,6 +361,7 @@ def test_render_formats() -> None:
         "node-failure",
         "version-mismatch",
         "missing-class",
+        "selector-error",
         "prepare-failure",
         "pending",
     }

@@ -251,7 +251,10 @@ def test_unknown_selector_makes_allocation_unknown_not_denied() -> None:
     )
     out = A.allocate([EXAMPLE_SLICE], CLASSES, [], c, "worker-a")
     assert not out.ok and out.unknown
-    assert out.unknown_reason == "request gpu: a CEL selector could not be evaluated"
+    assert out.unknown_reason == (
+        "request gpu: selector #0 (device.attributes['gpu.example.com'].model.fancy()) cannot be evaluated "
+        "here: Undefined variable or function: 'fancy' (device worker-a/gpu-0)"
+    )
 
 
 def test_allocate_many_is_all_or_nothing_on_one_node() -> None:

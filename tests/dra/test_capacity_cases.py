@@ -73,7 +73,8 @@ def run_case(case: dict[str, Any]) -> dict[str, PodResult]:
                         "metadata": {"name": generated},
                         "spec": tmpl["spec"]["spec"],
                     }
-                pod_claims.append(PodClaim(pc["name"], ("default", generated), body))
+                missing = None if tmpl is not None else pc["resourceClaimTemplateName"]
+                pod_claims.append(PodClaim(pc["name"], ("default", generated), body, missing))
             else:
                 name = pc["resourceClaimName"]
                 pod_claims.append(PodClaim(pc["name"], ("default", name), claims.get(name)))

@@ -160,3 +160,60 @@ def test_semver_ordering() -> None:
 def test_unparsable_device_values_raise_valueerror() -> None:
     with pytest.raises(ValueError):
         cel.device_context("d", {}, {"memory": {"value": "lots"}})
+
+
+GPU_DEVICE = cel.device_context(
+    "gpu.example.com", {"model": {"string": "LATEST-GPU-MODEL"}}, {"memory": {"value": "80Gi"}}
+)
+
+
+@pytest.mark.parametrize(
+    ("expr", "message", "key"),
+    [
+        (
+            'device.attributes["gpu.example.com"].productName == "H200"',
+            "no such key: productName",
+            "productName",
+        ),
+        # a domain the device does not publish reads as an empty map: the attribute is the missing key
+        ('device.attributes["gpu.nvidia.com"].type == "gpu"', "no such key: type", "type"),
+        (
+            "device.capacity['gpu.example.com'].compute.compareTo(quantity('1')) >= 0",
+            "no such key: compute",
+            "compute",
+        ),
+        ("1 / 0 == 1", "division by zero", None),
+    ],
+)
+def test_runtime_errors_are_told_apart_from_unknown(expr: str, message: str, key: str | None) -> None:
+    result = cel.evaluate_detail(expr, GPU_DEVICE)
+    assert isinstance(result, cel.CelFailure) and result.runtime
+    assert (result.message, result.key) == (message, key)
+    assert cel.evaluate(expr, GPU_DEVICE) is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        'device.driver == "other.example.com" && device.attributes["gpu.example.com"].productName == "H200"',
+        '"productName" in device.attributes["gpu.example.com"] && device.attributes["gpu.example.com"].productName == "H200"',
+        'has(device.attributes["gpu.example.com"].productName)',
+        'device.attributes["gpu.example.com"].productName == "H200" && false',
+    ],
+)
+def test_guards_and_short_circuits_never_error(expr: str) -> None:
+    assert cel.evaluate_detail(expr, GPU_DEVICE) is False
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "device.driver ==",  # does not compile
+        "ip('10.0.0.1') == ip('10.0.0.1')",  # a Kubernetes extension the model does not have
+        "quantity('not a quantity') == quantity('1')",
+        "device.attributes['gpu.example.com'].model",  # not a bool
+    ],
+)
+def test_what_the_model_cannot_decide_is_not_a_runtime_error(expr: str) -> None:
+    result = cel.evaluate_detail(expr, GPU_DEVICE)
+    assert isinstance(result, cel.CelFailure) and not result.runtime and result.message

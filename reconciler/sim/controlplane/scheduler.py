@@ -5,7 +5,10 @@ Messages follow kube-scheduler (v1.36) word for word: the FitError
 available: N Preemption is not helpful for scheduling.`` The DynamicResources PostFilter says
 ``still not schedulable`` when the pod's claims got past PreFilter, ``no new claims to deallocate`` when
 PreFilter rejected it (e.g. a missing DeviceClass). Claims not created yet, missing, being deleted or
-not owned by the pod park the pod silently (PreEnqueue: no event), as the real scheduler does.
+not owned by the pod park the pod silently (PreEnqueue: no event), as the real scheduler does. A
+selector failing at run time on any node is a scheduling error, not unschedulable: condition reason
+``SchedulerError``, message ``running "DynamicResources" filter plugin: <error>``, and the
+FailedScheduling event again on every retry (back-off 1 s doubling to 10 s, as kube-scheduler's).
 
 The resource-claim controller part of kube-controller-manager lives here too: reservedFor entries of
 pods that are gone or finished are dropped, and a claim left with no consumer is deallocated and loses
@@ -14,10 +17,13 @@ its ``resource.kubernetes.io/delete-protection`` finalizer.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import Inventory
+from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import CLAIM_IN_USE, NodeInfo, Placement, PodClaim, PodInfo, pod_priority
 from reconciler.sim.controlplane.base import (
     CLAIM_FINALIZER,
@@ -34,20 +40,32 @@ from reconciler.sim.controlplane.base import (
     set_condition,
 )
 
-NOT_HELPFUL = "Preemption is not helpful for scheduling."
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+SCHEDULER_ERROR = "SchedulerError"
+RETRY_BACKOFF = (1.0, 10.0)  # kube-scheduler's podInitialBackoffSeconds, podMaxBackoffSeconds
+
+
+def _histogram(reasons: list[str]) -> str:
+    return ", ".join(sorted(f"{n} {r}" for r, n in Counter(reasons).items()))
 
 
 def fit_error(num_nodes: int, reasons: list[str], prefilter: str | None, post: str) -> str:
-    """kube-scheduler's FitError text plus the PostFilter (DRA, then preemption) messages."""
+    """kube-scheduler's FitError text plus the PostFilter (DRA, then preemption) messages.
+
+    Preemption could help only on nodes short of a resource (``Insufficient ...``); with nothing to
+    preempt there it finds no victims. Every other rejection cannot be resolved by preemption.
+    """
     if num_nodes == 0:
         return "no nodes available to schedule pods"
     msg = f"0/{num_nodes} nodes are available:"
     if prefilter:
         msg += f" {prefilter}."
+        verdicts = [NOT_HELPFUL] * num_nodes
     else:
-        hist = Counter(reasons)
-        msg += " " + ", ".join(sorted(f"{n} {r}" for r, n in hist.items())) + "."
-    preemption = f"preemption: 0/{num_nodes} nodes are available: {num_nodes} {NOT_HELPFUL}"
+        msg += f" {_histogram(reasons)}."
+        verdicts = [NO_VICTIMS if r.startswith("Insufficient ") else NOT_HELPFUL for r in reasons]
+    preemption = f"preemption: 0/{num_nodes} nodes are available: {_histogram(verdicts)}."
     return f"{msg} {post}, {preemption}"
 
 
@@ -79,6 +97,10 @@ class Scheduler(Component):
         }
     )
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._retries: dict[str, tuple[float, float]] = {}  # pod uid -> (next retry, its back-off)
+
     def reconcile(self) -> None:
         pods = self.store.list("", "pods")
         claims = self.store.list(RESOURCE, "resourceclaims")
@@ -91,6 +113,8 @@ class Scheduler(Component):
             and not is_terminating(p)
             and not pod_done(p)
         ]
+        waiting = {str(md(p).get("uid")) for p in pending}
+        self._retries = {uid: v for uid, v in self._retries.items() if uid in waiting}
         if not pending:
             return
         priority_classes = self.store.list("scheduling.k8s.io", "priorityclasses")
@@ -114,7 +138,7 @@ class Scheduler(Component):
         load = Counter(
             str((p.get("spec") or {}).get("nodeName")) for p in pods if (p.get("spec") or {}).get("nodeName")
         )
-        placement = Placement(inv, nodes, load)
+        placement = Placement(inv, nodes, load, node_requests=_node_requests(pods))
         for pod in pending:
             try:
                 self.schedule(pod, placement, claim_index)
@@ -138,6 +162,10 @@ class Scheduler(Component):
             pod_claims.append(PodClaim(pcname, (ns, cname), claim))
         num_nodes = len(placement.nodes)
         result = placement.attempt(PodInfo(ns, pname, pod.get("spec") or {}, pod_claims, uid=puid))
+        if result.scheduler_error is not None:
+            self.failed(pod, result.scheduler_error)
+            return
+        self._retries.pop(str(puid), None)
         if result.prefilter is not None:
             post = (
                 "still not schedulable" if result.prefilter == CLAIM_IN_USE else "no new claims to deallocate"
@@ -204,6 +232,24 @@ class Scheduler(Component):
             is not None
         )
 
+    def failed(self, pod: Obj, message: str) -> None:
+        """Scheduling failed with an error: condition reason SchedulerError, an event on each retry."""
+        uid = str(md(pod).get("uid"))
+        clock = time.monotonic()
+        due, backoff = self._retries.get(uid, (0.0, RETRY_BACKOFF[0]))
+        cond = condition(pod, "PodScheduled")
+        if cond is not None and cond.get("message") == message and clock < due:
+            return  # still backing off: the pod is not retried yet
+
+        def fn(obj: Obj) -> None:
+            st = obj.setdefault("status", {})
+            st["phase"] = "Pending"
+            set_condition(st, "PodScheduled", "False", SCHEDULER_ERROR, message)
+
+        self.try_mutate("", "pods", md(pod)["namespace"], md(pod)["name"], fn, status=True)
+        self.emit_event(pod, "FailedScheduling", message, component=SCHEDULER_NAME, action="Scheduling")
+        self._retries[uid] = (clock + backoff, min(backoff * 2, RETRY_BACKOFF[1]))
+
     def unschedulable(self, pod: Obj, message: str) -> None:
         cond = condition(pod, "PodScheduled")
         if cond is not None and cond.get("status") == "False" and cond.get("message") == message:
@@ -255,6 +301,19 @@ class Scheduler(Component):
                         obj["metadata"].pop("finalizers", None)
 
                 self.try_mutate(RESOURCE, "resourceclaims", ns, name, drop)
+
+
+def _node_requests(pods: list[Obj]) -> dict[str, dict[str, Fraction]]:
+    """The extended resources the pods bound to each node (and not finished) request."""
+    out: dict[str, dict[str, Fraction]] = {}
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if not node or pod_done(p):
+            continue
+        held = out.setdefault(str(node), {})
+        for name, q in extended_requests(p.get("spec") or {}).items():
+            held[name] = held.get(name, Fraction(0)) + q
+    return out
 
 
 def _allocate_fn(allocation: dict[str, Any], ref: dict[str, Any]) -> Any:
