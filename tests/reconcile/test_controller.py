@@ -338,6 +338,8 @@ def test_a_webhook_to_the_replica_without_the_lease_reaches_the_holder(
 
         leader = wait_for(holder, 30, "a holder")
         other = replicas["replica-b" if leader == "replica-a" else "replica-a"]
+        # The standby serves its hooks once it has started (it may still be importing on a loaded machine).
+        wait_for(lambda: other.get("/healthz") == 200, 60, "the standby serving")
         settings.write_text(settings.read_text().replace("v: '1'", "v: '2'"))
         second = remote.commit_and_push("v2")
         body, headers = github_push(remote)
