@@ -28,6 +28,9 @@ cluster_index := idx if {
 
 in_index(idx, section, key) if object.get(idx, [section, key], null) != null
 
+# The objects with a pod spec: the only ones with pod or container claims (every rule below reads only these).
+workloads := [obj | some obj in input.objects; obj._dra.role in {"workload", "driver", "driver-canary"}]
+
 pod_claims(obj) := object.get(obj._dra, "pod_claims", [])
 
 container_claims(obj) := object.get(obj._dra, "container_claims", [])
@@ -50,7 +53,7 @@ is_set(entry, field) if {
 
 # Container claims must name a pod-level entry (the API server rejects the pod otherwise).
 deny contains v if {
-	some obj in input.objects
+	some obj in workloads
 	some cc in container_claims(obj)
 	not declared(obj, cc.name)
 	msg := sprintf(
@@ -61,7 +64,7 @@ deny contains v if {
 }
 
 deny contains v if {
-	some obj in input.objects
+	some obj in workloads
 	some pc in pod_claims(obj)
 	is_set(pc, "claim")
 	is_set(pc, "template")
@@ -73,7 +76,7 @@ deny contains v if {
 }
 
 deny contains v if {
-	some obj in input.objects
+	some obj in workloads
 	some pc in pod_claims(obj)
 	not is_set(pc, "claim")
 	not is_set(pc, "template")
@@ -85,7 +88,7 @@ deny contains v if {
 }
 
 deny contains v if {
-	some obj in input.objects
+	some obj in workloads
 	some key in object.get(obj._dra, "claim_templates", [])
 	not in_index(input.index, "claim_templates", key)
 	not in_index(cluster_index, "claim_templates", key)
@@ -97,7 +100,7 @@ deny contains v if {
 }
 
 deny contains v if {
-	some obj in input.objects
+	some obj in workloads
 	some key in object.get(obj._dra, "claims", [])
 	not in_index(input.index, "claims", key)
 	not in_index(cluster_index, "claims", key)
@@ -110,7 +113,7 @@ deny contains v if {
 
 # An entry no container uses still gets devices allocated and reserved, but no container sees them.
 warn contains v if {
-	some obj in input.objects
+	some obj in workloads
 	some pc in pod_claims(obj)
 	not used_by_container(obj, pc.name)
 	msg := sprintf(

@@ -44,13 +44,15 @@ preexisting_class(name) if {
 }
 
 # v1alpha1/v1alpha2 claims name a ResourceClass, later versions a DeviceClass.
+# Claims and claim templates: the objects every rule below reads.
+claimants := [obj | some obj in input.objects; obj._dra.role in claim_roles]
+
 class_kind(obj) := "ResourceClass" if {
 	obj._dra.version in {"v1alpha1", "v1alpha2"}
 } else := "DeviceClass"
 
 deny contains v if {
-	some obj in input.objects
-	obj._dra.role in claim_roles
+	some obj in claimants
 	some class in obj._dra.device_classes
 	not known_class(class)
 	msg := sprintf(
@@ -75,8 +77,7 @@ class_stage := input.index.device_class_stages if {
 }
 
 deny contains v if {
-	some obj in input.objects
-	obj._dra.role in claim_roles
+	some obj in claimants
 	some class in obj._dra.device_classes
 	stage := class_stage[class]
 	stage > obj._dra.stage

@@ -127,13 +127,21 @@ instead(obj) := msg if {
 }
 
 # one pass over the objects; the messages are built for the few it keeps
-unserved contains obj if {
+unserved_kinds contains [group, kind, version] if {
 	by_kind
+	some [group, kind, version] in used_kinds
+	not version in object.get(cluster_kinds, [group, kind], [])
+	not version in object.get(input, ["index", "crds", group, kind, "versions"], [])
+	not dra_off({"_dra": {"group": group}})
+	not unavailable_group(group)
+}
+
+unserved contains obj if {
+	some [group, kind, version] in unserved_kinds
 	some obj in input.objects
-	not obj._dra.version in cluster_versions(obj)
-	not obj._dra.version in crd_versions(obj)
-	not dra_off(obj)
-	not unavailable_group(obj._dra.group)
+	obj._dra.kind == kind
+	obj._dra.group == group
+	obj._dra.version == version
 }
 
 deny contains v if {
@@ -225,12 +233,25 @@ deprecation(obj, f) := sprintf(", %s", [f.deprecated[obj._dra.version]]) if f.de
 deprecation(obj, f) := "" if not f.deprecated[obj._dra.version]
 
 # objects whose version the release does not serve by default: one pass, the rules below read these
-offline_suspects contains [obj, f] if {
+# The (group, kind, version) triples of the change, judged once each: a few, where objects are thousands.
+used_kinds contains [obj._dra.group, obj._dra.kind, obj._dra.version] if some obj in input.objects
+
+suspect_kinds contains [group, kind, version] if {
 	not online
 	release != null
+	some [group, kind, version] in used_kinds
+	f := object.get(release, ["kinds", group, kind], null)
+	f != null
+	not f.versions[version] == "default"
+}
+
+offline_suspects contains [obj, f] if {
+	some [group, kind, version] in suspect_kinds
 	some obj in input.objects
+	obj._dra.kind == kind
+	obj._dra.group == group
+	obj._dra.version == version
 	f := facts(obj)
-	not f.versions[obj._dra.version] == "default"
 	crd(obj) == null
 }
 
