@@ -73,12 +73,12 @@ class _Loader(_BaseLoader):
         return mapping
 
     def construct_tree(self, node: yaml.Node) -> Any:
-        """`construct_document` for a document without anchors: the same values in a fraction of the calls.
+        """`construct_document` for a document without aliases: the same values in a fraction of the calls.
 
         Strings, decimal ints, string-keyed mappings and sequences are built directly; any other node (other
         scalar types, explicit tags, merge keys, non-string keys) and any mapping with a repeated key goes
         through the base constructor, which gives the same value or the same error. Without anchors every
-        node occurs once, so no identity or recursion bookkeeping is needed.
+        node occurs once, so no identity or recursion bookkeeping is needed (an anchor alone shares nothing).
         """
         try:
             return self._tree(node)
@@ -224,6 +224,24 @@ def _check_compact_nesting(raw: bytes, path: str) -> None:
         )
 
 
+# An alias token (`*name`) where YAML allows one: at a line start, after blanks or a flow indicator. Only
+# aliases share nodes (an anchor alone is a label), so only a stream that may hold one needs the
+# alias-aware construction and the expansion limit. A `*` that merely looks like one (`a *b` in a string)
+# takes that slower path too; CEL's `&&` and `x * y` do not.
+_BEFORE_ALIAS = frozenset(b" \t\r\n[{,:?-")
+_NOT_ALIAS_NAME = frozenset(b" \t\r\n,[]{}")
+
+
+def _may_alias(raw: bytes) -> bool:
+    at = raw.find(b"*")
+    while at != -1:
+        after = raw[at + 1] if at + 1 < len(raw) else None
+        if (at == 0 or raw[at - 1] in _BEFORE_ALIAS) and after is not None and after not in _NOT_ALIAS_NAME:
+            return True
+        at = raw.find(b"*", at + 1)
+    return False
+
+
 def _items_lines(node: yaml.Node) -> list[int]:
     """Lines of the elements of a List document's `items`, in order."""
     if isinstance(node, yaml.MappingNode):
@@ -289,7 +307,7 @@ def parse_documents(text: str | bytes, path: str, limits: Limits = DEFAULT_LIMIT
             f"file is {len(text)} bytes, over the {limits.max_file_bytes}-byte limit", where=f"{path}:1"
         )
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    may_alias = b"&" in raw
+    may_alias = _may_alias(raw)
     _check_flow_depth(raw, path, limits.max_flow_depth)
     _check_compact_nesting(raw, path)
     loader = _Loader(text)

@@ -391,6 +391,39 @@ def test_alias_expansion_limit_is_configurable() -> None:
         parse_documents(text, "f.yaml", Limits(max_expanded_nodes=50))
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "[*x, *x]",  # after a flow indicator
+        "[1,*x]",  # after a comma, no blank
+        "{a: *x}",
+        "\n  - *x",  # at a block sequence entry
+        "\n  k: *x",  # a block mapping's value
+    ],
+)
+def test_every_place_an_alias_may_stand_is_measured_against_the_limit(value: str) -> None:
+    text = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\nx: &x [1, 2, 3, 4, 5, 6, 7, 8]\ny: "
+        + value
+        + "\n"
+    )
+    assert len(parse_documents(text, "f.yaml")) == 1
+    with raises_at("f.yaml:1", "more than 12 nodes"):
+        parse_documents(text, "f.yaml", Limits(max_expanded_nodes=12))
+
+
+def test_cel_operators_are_no_aliases_and_take_the_fast_construction() -> None:
+    """`&&` and `x * y` in a selector are text: the document is built without the alias bookkeeping (which
+    costs a multiple on a repository of DeviceClasses) and to the same value."""
+    expression = 'device.driver == "gpu.example.com" && device.capacity["gpu.example.com"].memory * 2 > 1'
+    text = (
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata:\n  name: c\n"
+        f"spec:\n  selectors:\n  - cel:\n      expression: {expression}\n"
+    )
+    (m,) = parse_documents(text, "f.yaml", Limits(max_expanded_nodes=1))  # never measured
+    assert m.body["spec"]["selectors"][0]["cel"]["expression"] == expression
+
+
 def test_recursive_alias_is_refused() -> None:
     with pytest.raises(ManifestError) as info:
         parse_documents("- &a [*a]\n", "f.yaml")
