@@ -90,3 +90,19 @@ def test_readme_command_table_lists_every_command() -> None:
     table = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([a-z]+)", table, re.M))
     assert listed == set(cli.commands), sorted(set(cli.commands) ^ listed)
+
+
+def test_the_tests_read_nothing_beside_the_repository() -> None:
+    """A bare clone runs its tests: test data lives under tests/ (only the optional run of the contract
+    suite beside the repository, which skips when it is absent, looks there)."""
+    beside = re.compile(r'parents\[[3-9]\]|\.parent\s*/\s*"shared"')
+    optional = {ROOT / "tests" / "sim" / "test_shared_contract.py"}
+    readers = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("tests", "benchmarks")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path not in optional
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if beside.search(line)
+    ]
+    assert readers == []

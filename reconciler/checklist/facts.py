@@ -33,7 +33,7 @@ class DriverWorkloadFact:
     old_pods: int = 0  # pods of an older template still present
     nodes: tuple[str, ...] = ()  # nodes running its current pods
     canary_for: str | None = None
-    idle_reason: str | None = None  # a canary that runs on no node
+    idle_reason: str | None = None  # a driver DaemonSet (canary or main) that runs on no node
 
 
 @dataclass(frozen=True)

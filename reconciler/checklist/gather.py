@@ -24,7 +24,7 @@ from reconciler.checklist.facts import (
     StateFact,
 )
 from reconciler.cluster import applyset
-from reconciler.cluster.canary import idle_canary_reason
+from reconciler.cluster.canary import idle_driver_reason
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.health import health_of
@@ -145,7 +145,7 @@ def driver_workload_fact(
             )
         ),
         canary_for=dra.canary_for(body),
-        idle_reason=idle_canary_reason(workload, nodes),
+        idle_reason=idle_driver_reason(workload, nodes),
     )
 
 

@@ -1,9 +1,11 @@
-"""A canary driver DaemonSet that runs on no node (DESIGN.md "Canary for driver changes").
+"""A driver DaemonSet that runs on no node (DESIGN.md "Canary for driver changes").
 
 A canary exists to try a new driver template on canary nodes. If its nodeSelector or affinity matches
 no node, its DaemonSet desires 0 pods, its rollout is "complete" at once and it has verified nothing. A
 canary whose template changed in the revision being applied fails its stage (1a) for that; one that is
 unchanged is a warning (stage wait, `check --cluster` through the driver-canary policy, `inventory`).
+A main driver DaemonSet that runs on no node verifies nothing either: it fails stage 1 (a warning when
+the cluster has no nodes at all, where no selector is to blame). `nodefit` says why no node fits.
 
 PURE: live objects in, reasons out.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from reconciler.cluster.nodefit import no_node
 from reconciler.model import dra
 
 
@@ -81,7 +84,10 @@ def idle_canary_reason(
         return None
     meta = _dict(workload.get("metadata"))
     who = f"canary DaemonSet/{meta.get('namespace')}/{meta.get('name')} (canary for {main})"
-    if selector:
+    unfit = no_node(_dict(_template(workload).get("spec")), nodes) if nodes is not None else None
+    if unfit is not None:
+        where = unfit.why
+    elif selector:
         where = (
             f"its nodeSelector {', '.join(f'{k}={v}' for k, v in sorted(selector.items()))} matches no node"
         )
@@ -95,9 +101,42 @@ def idle_canary_reason(
     )
 
 
+def idle_main_driver_reason(workload: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why a main (not canary) driver DaemonSet runs on no node, or None (it runs somewhere, or its
+    controller has not yet counted the nodes for its current spec)."""
+    body = dict(workload)
+    if workload.get("kind") != "DaemonSet" or dra.canary_for(body) is not None:
+        return None
+    if not dra.is_driver_workload(body) or not _observed(workload):
+        return None
+    if _dict(workload.get("status")).get("desiredNumberScheduled") != 0:
+        return None
+    nodes = list(nodes)
+    unfit = no_node(_dict(_template(workload).get("spec")), nodes)
+    if unfit is None:  # a node fits by our reading: the controller's count is older than that node's labels
+        return None
+    meta = _dict(workload.get("metadata"))
+    fix = f"; {unfit.fix}" if unfit.fix else ""
+    return (
+        f"driver DaemonSet/{meta.get('namespace')}/{meta.get('name')} runs on no node: {unfit.why} "
+        f"(0 pods desired), so it verifies nothing{fix}"
+    )
+
+
+def idle_driver_reason(
+    workload: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]] | None = None
+) -> str | None:
+    """Why a driver DaemonSet, canary or main, runs on no node (None: it runs, or is not one)."""
+    if dra.canary_for(dict(workload)) is not None:
+        return idle_canary_reason(workload, nodes)
+    return None if nodes is None else idle_main_driver_reason(workload, nodes)
+
+
 __all__ = [
     "has_node_affinity",
     "idle_canary_reason",
+    "idle_driver_reason",
+    "idle_main_driver_reason",
     "label_hint",
     "node_selector",
     "nodes_matching",

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cluster.canary import idle_canary_reason
+from reconciler.cluster.canary import idle_driver_reason
 from reconciler.cluster.objects import (
     APPS,
     DRA_GROUP,
@@ -294,7 +294,7 @@ def build_inventory(
         if not n.ready:
             warnings.append(f"node {n.name} is NotReady: {n.message}")
     for workload in workloads:
-        idle = idle_canary_reason(workload, nodes)
+        idle = idle_driver_reason(workload, nodes)
         if idle is not None:
             warnings.append(idle)
 

@@ -8,7 +8,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from reconciler.cluster.canary import idle_canary_reason, node_selector, template_changed
+from reconciler.cluster.canary import (
+    idle_canary_reason,
+    idle_main_driver_reason,
+    node_selector,
+    template_changed,
+)
 from reconciler.cluster.changeset import DRA_GROUP, WorkItem, error_text
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.health import Health, health_of, pod_failure
@@ -103,16 +108,37 @@ class StageWaiter:
         observed = (live.get("status") or {}).get("observedGeneration", -1) >= (
             (live.get("metadata") or {}).get("generation") or 0
         )
-        # Before its controller has observed it, the Nodes tell whether its nodeSelector can match.
-        nodes = None if observed or not node_selector(live) else self.client.list_kind("", "Node")
+        idle = observed and (live.get("status") or {}).get("desiredNumberScheduled") == 0
+        # Before its controller has observed it, the Nodes tell whether its nodeSelector can match; after,
+        # with 0 pods desired, they say why none does.
+        wanted = idle or (not observed and node_selector(live))
+        nodes = self.client.list_kind("", "Node") if wanted else None
         reason = idle_canary_reason(live, nodes)
         if reason is None or template_changed(item.live, live):
             return reason
-        warning = f"{item.result.ref}: {reason}"
+        self._warn(f"{item.result.ref}: {reason}")
+        return None
+
+    def _idle_main_driver(self, item: WorkItem) -> str | None:
+        """A main driver DaemonSet whose controller, having observed it, desires 0 pods fails its stage at
+        once when this revision created it or changed its template; unchanged, or in a cluster with no
+        nodes at all (nothing in the DaemonSet to blame), it is a warning."""
+        live = item.after
+        if live is None or live.get("kind") != "DaemonSet" or dra.canary_for(item.body) is not None:
+            return None
+        if (live.get("status") or {}).get("desiredNumberScheduled") != 0:
+            return None
+        nodes = self.client.list_kind("", "Node")
+        reason = idle_main_driver_reason(live, nodes)
+        if reason is None or (nodes and template_changed(item.live, live)):
+            return reason
+        self._warn(f"{item.result.ref}: {reason}")
+        return None
+
+    def _warn(self, warning: str) -> None:
         with self._lock:
             if warning not in self.warnings:
                 self.warnings.append(warning)
-        return None
 
     def _driver_slices(self, driver: str) -> list[dict[str, Any]]:
         return [s for s in self.client.list_kind(DRA_GROUP, "ResourceSlice") if dra.slice_driver(s) == driver]
@@ -130,9 +156,9 @@ class StageWaiter:
         is_driver = item.change.stage == DRIVERS and dra.is_driver_workload(item.body)
         if dra.pod_spec_of(item.body) is None or item.change.ref.kind == "Pod" or item.after is None:
             return health, None
-        canary = self._idle_canary(item) if is_driver else None
-        if canary is not None:
-            return Health("failed", canary), f"{item.result.ref}: {canary}"
+        idle = (self._idle_canary(item) or self._idle_main_driver(item)) if is_driver else None
+        if idle is not None:
+            return Health("failed", idle), f"{item.result.ref}: {idle}"
         # While the workload rolls, its current pods may already show a failure that will not fix itself;
         # once its controller calls it done, those same pods must also be Ready.
         pods = self._pods(item)

@@ -26,7 +26,7 @@ from reconciler.cluster.diagnose import (
 from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples"
+SHARED = Path(__file__).resolve().parents[1] / "data" / "dra-examples"
 FIXTURES = SHARED / "fixtures"
 GPU = "gpu.example.com"
 

@@ -20,7 +20,7 @@ from reconciler.errors import EnvironmentProblem
 from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples"
 
 GPU_CLASS = {
     "apiVersion": "resource.k8s.io/v1",

@@ -28,7 +28,7 @@ from reconciler.sim.server import SimCluster
 ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "deploy" / "reader" / "rbac-reader.yaml"
 NAMESPACE = ROOT / "deploy" / "namespace" / "namespace.yaml"
-SHARED = ROOT.parent / "shared" / "dra" / "examples"
+EXAMPLES = ROOT / "tests" / "data" / "dra-examples"
 Permission = tuple[str, str, str]  # (verb, apiGroup, resource[/subresource])
 
 WRITE_VERBS = frozenset(
@@ -121,14 +121,14 @@ def requests_made(audited: list[AuditEvent]) -> Iterator[set[Permission]]:
         client.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dra-example-driver"}})
         (ds,) = [
             d
-            for d in yaml.safe_load_all((SHARED / "driver" / "kubeletplugin-daemonset.yaml").read_text())
+            for d in yaml.safe_load_all((EXAMPLES / "driver" / "kubeletplugin-daemonset.yaml").read_text())
             if d
         ]
         client.apply(ds)
-        objs = [d for d in yaml.safe_load_all((SHARED / "v1" / "01-deviceclasses.yaml").read_text()) if d]
+        objs = [d for d in yaml.safe_load_all((EXAMPLES / "v1" / "01-deviceclasses.yaml").read_text()) if d]
         objs += [
             d
-            for d in yaml.safe_load_all((SHARED / "v1" / "02-claimtemplate-deployment.yaml").read_text())
+            for d in yaml.safe_load_all((EXAMPLES / "v1" / "02-claimtemplate-deployment.yaml").read_text())
             if d
         ]
         for obj in objs:

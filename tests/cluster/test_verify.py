@@ -26,7 +26,7 @@ from reconciler.cluster.verify import (
 from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples"
+SHARED = Path(__file__).resolve().parents[1] / "data" / "dra-examples"
 GPU = "gpu.example.com"
 
 

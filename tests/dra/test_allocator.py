@@ -12,7 +12,7 @@ import yaml
 from reconciler.dra import allocator as A
 from reconciler.dra.simulate import simulate
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples" / "v1"
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples" / "v1"
 
 
 def _docs(name: str) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import yaml
 
 from reconciler.dra import cel
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples" / "v1"
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples" / "v1"
 
 
 def _docs(name: str) -> list[dict[str, Any]]:

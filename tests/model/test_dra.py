@@ -1,4 +1,4 @@
-"""Tests for reconciler.model.dra against the shared example manifests of every resource.k8s.io version."""
+"""Tests for reconciler.model.dra against the example manifests of every resource.k8s.io version (tests/data)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import yaml
 from reconciler.model import dra
 from reconciler.model.dra import ContainerClaimRef, DeviceRequest, PodClaim, RequestAlternative
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-EXAMPLES = SHARED / "dra" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples"
 
 
 def load(rel: str) -> list[dict[str, Any]]:
@@ -31,7 +30,7 @@ ALL_FILES = sorted(str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*.yaml"
 
 
 def test_examples_are_present() -> None:
-    # Guards against the shared directory moving: every other test would otherwise be vacuous.
+    # Guards against the examples moving: every other test would otherwise be vacuous.
     assert len(ALL_FILES) >= 19
     assert "v1/01-deviceclasses.yaml" in ALL_FILES
 

@@ -847,9 +847,9 @@ def test_cluster_facts_defaults() -> None:
 
 
 def test_shared_examples_build_a_valid_json_document() -> None:
-    examples = Path(__file__).resolve().parents[2].parent / "shared" / "dra" / "examples"
+    examples = Path(__file__).resolve().parents[1] / "data" / "dra-examples"
     files = sorted(examples.rglob("*.yaml"))
-    assert len(files) >= 19, f"shared examples missing at {examples}"
+    assert len(files) >= 19, f"DRA examples missing at {examples}"
     for file in files:
         # One file at a time: the examples reuse names across versions and files.
         manifests = load_paths([file], display_root=examples).manifests

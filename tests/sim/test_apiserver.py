@@ -18,7 +18,7 @@ from kubernetes.dynamic import DynamicClient
 
 from reconciler.sim.server import SimCluster
 
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "dra" / "examples" / "v1"
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples" / "v1"
 
 
 def api_client(cluster: SimCluster, token: str | None = None) -> client.ApiClient:

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 from reconciler.sim import controlplane
 from reconciler.sim.server import SimCluster
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "shared" / "dra" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples"
 EXHAUSTED = (
     "0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 nodes are "
     "available: 1 Preemption is not helpful for scheduling."

@@ -194,6 +194,8 @@ def node_selector_matches(selector: Mapping[str, Any] | None, node: Mapping[str,
     labels = md(node).get("labels") or {}
     name = md(node).get("name")
     for term in terms:
+        if not term.get("matchExpressions") and not term.get("matchFields"):
+            continue  # an empty term matches no node
         ok = True
         for e in term.get("matchExpressions") or []:
             ok = ok and _req(e, labels.get(e.get("key")))

@@ -47,9 +47,20 @@ def _scaled(value: Any, total: int) -> int:
     return int(value)
 
 
-def _with_ds_tolerations(tolerations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+HOST_NETWORK_TOLERATION = {
+    "key": "node.kubernetes.io/network-unavailable",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+
+
+def _with_ds_tolerations(
+    tolerations: list[dict[str, Any]], host_network: bool = False
+) -> list[dict[str, Any]]:
+    """The template's tolerations plus the daemon controller's (AddOrUpdateDaemonPodTolerations)."""
     have = {(t.get("key"), t.get("effect")) for t in tolerations}
-    return tolerations + [t for t in DS_TOLERATIONS if (t["key"], t["effect"]) not in have]
+    extra = [*DS_TOLERATIONS, *([HOST_NETWORK_TOLERATION] if host_network else [])]
+    return tolerations + [t for t in extra if (t["key"], t["effect"]) not in have]
 
 
 def _no_execute_only(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -78,7 +89,9 @@ class DaemonSetControl(WorkloadController):
         generation = str(md(ds).get("generation", 1))
         rev = template_hash(template)
         self._sync_revision(ds, "DaemonSet", f"{name}-{rev}", rev)
-        tolerations = _with_ds_tolerations(list(tspec.get("tolerations") or []))
+        tolerations = _with_ds_tolerations(
+            list(tspec.get("tolerations") or []), bool(tspec.get("hostNetwork"))
+        )
         should_run: set[str] = set()
         may_continue: set[str] = set()
         for n in nodes:
