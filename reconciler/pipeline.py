@@ -28,7 +28,7 @@ from reconciler.cluster.verify import VerifyResult, render_evidence, verify_work
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
-from reconciler.model.stages import WORKLOADS
+from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.policy.report import finding_dict, skipped_dicts, skipped_lines, summary_line
 
 Progress = Callable[[str], None]
@@ -459,7 +459,13 @@ def _deliver_unchanged(
 ) -> Delivery:
     """The desired state is the one last delivered and every live object is still as it left them:
     nothing to write; the workloads are verified as after any apply."""
-    applied = ApplyResult(ok=True, stages=[], results=unchanged.results, writes=0)
+    stages: dict[tuple[int, int], StageResult] = {}
+    for change in plan.changes:
+        key = (change.stage, change.step)
+        if key not in stages:
+            stages[key] = StageResult(stage=change.stage, label=stage_label(change.stage, change.step))
+        stages[key].unchanged += 1
+    applied = ApplyResult(ok=True, stages=list(stages.values()), results=unchanged.results, writes=0)
     delivery = Delivery(
         "applied",
         desired.revision.sha,

@@ -74,6 +74,10 @@ def test_reapplying_the_delivered_tree_sends_no_dry_run_and_no_write(
     assert again["counts"]["unchanged"] == first["counts"]["create"] and again["writes"] == 0
     assert "as last delivered: live objects compared, no dry-run" in progress
     assert again["evidence"], "the workloads are verified as after any apply"
+    stages = again["stages"]
+    assert [s["label"] for s in stages] == [s["label"] for s in first["stages"] if s["applied"]]
+    assert all(s["applied"] == 0 and s["deleted"] == 0 and not s["error"] for s in stages)
+    assert sum(s["unchanged"] for s in stages) == again["counts"]["unchanged"]
 
 
 def test_an_object_edited_by_hand_takes_the_full_dry_run_and_is_put_back(
