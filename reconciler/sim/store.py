@@ -17,6 +17,7 @@ import builtins
 import secrets
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from reconciler.sim import selectors
 from reconciler.sim.collector import Collector
@@ -383,7 +384,9 @@ class Store(Collector):
             md["generation"] = omd["generation"]
         if not status:
             self._admit(rtype, new, old)
-        if new == old:
+        if new == old or _same_but_managed_times(new, old):
+            # kube-apiserver's IgnoreManagedFieldsTimestampsTransformer: a write whose only change is the
+            # time of a managedFields entry (an apply re-stating its values after defaulting) is a no-op.
             return old
         if rtype.has_generation and not status and _spec_changed(old, new):
             md["generation"] = omd.get("generation", 0) + 1
@@ -420,3 +423,21 @@ def _log_time() -> str:
     import datetime
 
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _same_but_managed_times(new: Obj, old: Obj) -> bool:
+    """Equal once the managedFields entries' times are left out."""
+    new_mf = (new.get("metadata") or {}).get("managedFields")
+    old_mf = (old.get("metadata") or {}).get("managedFields")
+    if not isinstance(new_mf, list) or not isinstance(old_mf, list) or len(new_mf) != len(old_mf):
+        return False
+
+    def untimed(obj: Obj, entries: list[Any]) -> Obj:
+        out = dict(obj)
+        out["metadata"] = dict(obj["metadata"])
+        out["metadata"]["managedFields"] = [
+            {k: v for k, v in e.items() if k != "time"} if isinstance(e, dict) else e for e in entries
+        ]
+        return out
+
+    return untimed(new, new_mf) == untimed(old, old_mf)
