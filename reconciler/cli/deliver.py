@@ -5,14 +5,13 @@ Parse, call, print, return an exit code; the work is in `pipeline` and `cluster/
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from reconciler.cli import (
-    cli,
+from reconciler.cli.options import (
+    F,
     connect,
     handle_errors,
     kube_options,
@@ -21,8 +20,6 @@ from reconciler.cli import (
     progress_printer,
     verbosity_options,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def source_options(func: F) -> F:
@@ -69,7 +66,7 @@ def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) 
     return load_directories(list(paths), DEFAULT_LIMITS)
 
 
-@cli.command("plan")
+@click.command("plan")
 @source_options
 @kube_options
 @target_options
@@ -125,7 +122,7 @@ def plan_command(
     return 3 if exit_code and result.changes_pending else 0
 
 
-@cli.command("apply")
+@click.command("apply")
 @source_options
 @kube_options
 @target_options

@@ -1,4 +1,4 @@
-"""Commands of the long-running reconciler: `run`, `status`, `rollback`, `retry`, `watch`.
+"""Commands of the long-running reconciler: `run`, `status`, `rollback`, `retry`.
 
 Parse, call, print, return an exit code; the work is in `controller`, `reconcile` and `state`.
 """
@@ -11,14 +11,14 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from reconciler.cli import (
-    cli,
+from reconciler.cli.options import (
+    F,
+    check_options,
     connect,
     handle_errors,
     kube_options,
@@ -27,8 +27,6 @@ from reconciler.cli import (
     progress_printer,
     verbosity_options,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def git_target_options(func: F) -> F:
@@ -139,12 +137,6 @@ def _cache_dir(value: Path | None) -> Path:
     return value if value is not None else Path(tempfile.mkdtemp(prefix="dra-gitops-cache-"))
 
 
-def _check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
-    from reconciler.check import CheckOptions
-
-    return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
-
-
 def _configure_logging(verbose: int, quiet: bool, log_format: str) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose > 1 else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
@@ -179,7 +171,7 @@ class _Formatter(logging.Formatter):
         return f"{self.formatTime(record)} {record.levelname.lower():7} {context + ' ' if context else ''}{message}"
 
 
-@cli.command("run")
+@click.command("run")
 @git_target_options
 @kube_options
 @policy_options
@@ -251,7 +243,7 @@ def run_command(**kwargs: Any) -> int:
         retry_period=max(0.2, kwargs["lease_duration"] / 7),
         stage_timeout=kwargs["stage_timeout"],
         verify_timeout=kwargs["verify_timeout"],
-        check=_check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
+        check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
     )
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"])
     controller = Controller(client, targets, options)
@@ -307,7 +299,7 @@ def state_target_options(func: F) -> F:
     )(func)
 
 
-@cli.command("status")
+@click.command("status")
 @state_target_options
 @kube_options
 @output_option(("text", "json"))
@@ -348,7 +340,7 @@ def status_command(
     return 0 if attempted.get("outcome") in (None, "applied") else 1
 
 
-@cli.command("retry")
+@click.command("retry")
 @state_target_options
 @kube_options
 @click.option("--sha", help="The sha to try again (default: the last attempted one).")
@@ -387,7 +379,7 @@ def retry_command(
     return 0
 
 
-@cli.command("rollback")
+@click.command("rollback")
 @git_target_options
 @kube_options
 @click.option(
@@ -418,7 +410,7 @@ def rollback_command(**kwargs: Any) -> int:
             client,
             revisions,
             ReconcileOptions(target=target.name, state_namespace=target.state_namespace, grace=target.grace),
-            _check_options((), None, None),
+            check_options((), None, None),
             progress=progress,
         )
         head = revisions.head().sha
@@ -434,44 +426,3 @@ def rollback_command(**kwargs: Any) -> int:
             click.echo(result.rollback.render_text(), nl=False)
     # What was asked for happened: unlike a pass of `run`, where a rollback means the commit failed.
     return 0 if result.outcome == ROLLED_BACK else result.exit_code
-
-
-@cli.command("watch")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@kube_options
-@policy_options
-@click.option(
-    "--cluster", "use_cluster", is_flag=True, help="Also check against the cluster and dry-run there."
-)
-@click.option(
-    "--debounce", type=float, default=0.3, show_default=True, help="Seconds of quiet before re-checking."
-)
-@output_option(("text", "json", "markdown"))
-@verbosity_options
-@handle_errors
-def watch_command(
-    directory: Path,
-    kubeconfig: str | None,
-    kube_context: str | None,
-    policy_dirs: tuple[Path, ...],
-    opa_url: str | None,
-    opa_token: str | None,
-    use_cluster: bool,
-    debounce: float,
-    output: str,
-    verbose: int,
-    quiet: bool,
-) -> int:
-    """Re-check a working copy on every save and print the report (Ctrl-C to stop)."""
-    from reconciler.watch import watch_directory
-
-    client = connect(kubeconfig, kube_context) if use_cluster else None
-    return watch_directory(
-        directory,
-        _check_options(policy_dirs, opa_url, opa_token),
-        output=output,
-        client=client,
-        debounce=debounce,
-        emit=lambda text: click.echo(text, nl=False),
-        progress=progress_printer(quiet),
-    )

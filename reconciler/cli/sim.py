@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from reconciler.sim.resources import RESOURCE_VERSIONS
-
 
 def _versions(value: str) -> tuple[str, ...]:
+    from reconciler.sim.resources import RESOURCE_VERSIONS
+
     if value.strip().lower() == "none":
         return ()  # a cluster without the DRA API, as a default 1.30 cluster
     versions = tuple(v.strip() for v in value.split(",") if v.strip())

@@ -1,0 +1,269 @@
+"""Commands that read and judge without writing: `check`, `inventory`, `diagnose`, `policy test`, `watch`.
+
+Parse, call, print, return an exit code; the work is in `delivery/check.py`, `delivery/watch.py`,
+`cluster/` and `policy/`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from reconciler.cli.options import (
+    check_options,
+    color_option,
+    connect,
+    handle_errors,
+    kube_options,
+    output_option,
+    policy_options,
+    progress_printer,
+    use_color,
+    verbosity_options,
+)
+from reconciler.errors import DraGitopsError
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--repo", type=click.Path(file_okay=False, path_type=Path), help="Git repository to read revisions from."
+)
+@click.option("--base", "base_rev", help="Base revision (with --repo): the state the change starts from.")
+@click.option("--head", "head_rev", default="HEAD", show_default=True, help="Head revision (with --repo).")
+@click.option(
+    "--path", "subdir", default="", help="Subdirectory of the repository holding the manifests (with --repo)."
+)
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="Add live cluster state to the check (needs the cluster edge; see README).",
+)
+@kube_options
+@policy_options
+@click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")
+@output_option()
+@color_option
+@verbosity_options
+@handle_errors
+def check(
+    paths: tuple[Path, ...],
+    repo: Path | None,
+    base_rev: str | None,
+    head_rev: str,
+    subdir: str,
+    cluster: bool,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    policy_dirs: tuple[Path, ...],
+    opa_url: str | None,
+    opa_token: str | None,
+    fail_on_warn: bool,
+    output: str,
+    color: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Check DRA manifests against the policies: offline, or with live cluster data (--cluster).
+
+    \b
+    dra-gitops check manifests/                       # files or directories, no base
+    dra-gitops check --repo . --base main --head HEAD  # only what changed between two revisions
+
+    With --repo both trees are read straight from Git (no checkout); a `dra-gitops.yaml` at the root of
+    the checked tree selects `paths` and sets policy `params`.
+    """
+    from reconciler.check import CheckOptions, check_git, check_paths
+    from reconciler.policy.report import RenderOptions, render
+    from reconciler.policy.result import error_result
+
+    if repo is None and (base_rev or subdir):
+        raise click.UsageError("--base and --path need --repo")
+    if repo is not None and paths:
+        raise click.UsageError("give either PATH arguments or --repo, not both")
+    if repo is not None and not base_rev:
+        raise click.UsageError("--repo needs --base (the revision the change starts from)")
+    if repo is None and not paths:
+        raise click.UsageError("give at least one PATH, or --repo with --base and --head")
+    options = CheckOptions(
+        policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress_printer(quiet)
+    )
+    colored = use_color(color, sys.stdout)
+    options_out = RenderOptions(color=colored, fail_on_warn=fail_on_warn)
+    try:
+        facts = None
+        if cluster or kubeconfig or kube_context:
+            from reconciler.cluster.facts import collect_facts
+
+            with connect(kubeconfig, kube_context) as client:
+                facts = collect_facts(client, options.progress)
+        if repo is not None:
+            assert base_rev is not None
+            run = check_git(repo, base_rev, head_rev, subdir, options, facts)
+        else:
+            run = check_paths(list(paths), options, facts)
+    except DraGitopsError as exc:
+        # A CI job reads stdout: a report in the asked format that carries the error, not an empty file.
+        # The text report is the error line on stderr alone. The exit code stays the error's.
+        if output != "text":
+            click.echo(render(error_result(exc), output, options_out), nl=False)
+        raise
+    if verbose:
+        click.echo(run.plan.render(), err=True, nl=False)
+        for uninspected in run.result.uninspected:
+            click.echo(f"dra-gitops: {uninspected.message}", err=True)
+        if run.result.capacity is not None:
+            from reconciler.dra.capacity import render_capacity
+
+            click.echo(render_capacity(run.result.capacity), err=True, nl=False)
+    started = time.perf_counter()
+    # click strips ANSI codes when stdout is not a terminal unless told otherwise (--color always).
+    click.echo(render(run.result, output, options_out), nl=False, color=colored)
+    run.timings["report"] = time.perf_counter() - started
+    if verbose > 1:
+        timings = ", ".join(f"{k} {v:.3f}s" for k, v in run.timings.items())
+        click.echo(f"dra-gitops: timings: {timings}", err=True)
+    return run.result.exit_code(fail_on_warn)
+
+
+@click.command()
+@kube_options
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def inventory(
+    kubeconfig: str | None, kube_context: str | None, output: str, verbose: int, quiet: bool
+) -> int:
+    """Environment inventory of a cluster's DRA setup (read-only).
+
+    Server version, resource.k8s.io versions served (and deprecated), nodes and readiness, DRA driver pods
+    and their health, DeviceClasses, ResourceSlices per driver/pool/node, device totals and allocations,
+    pending claims. Exit 4 when the cluster does not serve the DRA API (with what would enable it).
+    """
+    from reconciler.cluster.inventory import collect_inventory
+    from reconciler.cluster.inventory_render import render_inventory
+
+    with connect(kubeconfig, kube_context) as client:
+        progress_printer(quiet)(f"reading the DRA inventory of {client.host}")
+        found = collect_inventory(client)
+    click.echo(render_inventory(found, output), nl=False)
+    return 0
+
+
+@click.command()
+@click.argument("target", required=False)
+@click.option("-n", "--namespace", help="Diagnose every pending claim and pod of this namespace.")
+@kube_options
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def diagnose(
+    target: str | None,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Explain why a pod or claim has no device: failure mode, evidence and recovery steps.
+
+    \b
+    TARGET: pod/NAME, claim/NAME, NS/NAME or NAME (in --namespace); without it, everything pending.
+    Failure modes: driver-not-installed, exhaustion, node-failure, version-mismatch, missing-class,
+    selector-error, prepare-failure, pending. Exit 1 when a failure mode was found, 0 when nothing is
+    wrong.
+    """
+    from reconciler.cluster.diagnose import diagnose as run_diagnose
+    from reconciler.cluster.diagnose import render_diagnoses
+
+    with connect(kubeconfig, kube_context) as client:
+        found = run_diagnose(client, target, namespace=namespace)
+    click.echo(render_diagnoses(found, output), nl=False)
+    return 1 if any(d.mode != "pending" for d in found) else 0
+
+
+@click.group()
+def policy() -> None:
+    """Work with Rego policies."""
+
+
+@policy.command("test")
+@click.argument("dirs", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--run", "name_filter", help="Only tests whose name contains this text.")
+@click.option("--opa-url", envvar="DRA_GITOPS_OPA_URL", help="Also run the tests on this OPA server.")
+@output_option(("text", "json"))
+@verbosity_options
+@handle_errors
+def policy_test(
+    dirs: tuple[Path, ...],
+    name_filter: str | None,
+    opa_url: str | None,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Run the *_test.rego files in DIRS (default: the bundled policy pack)."""
+    from reconciler.policy.engine import bundled_policy_dir
+    from reconciler.policy.testing import run_policy_tests
+
+    targets = list(dirs) or [bundled_policy_dir()]
+    report = run_policy_tests(targets, name_filter)
+    reports = [("embedded", report)]
+    if opa_url:
+        from reconciler.policy.opa import run_policy_tests_on_opa
+
+        reports.append(("opa", run_policy_tests_on_opa(opa_url, targets, name_filter)))
+    failed = False
+    for engine_name, engine_report in reports:
+        failed = failed or engine_report.failed > 0 or engine_report.errors > 0
+        if output == "json":
+            click.echo(json.dumps({"engine": engine_name, **engine_report.to_json()}, indent=2))
+        else:
+            click.echo(engine_report.render(verbose=verbose > 0), nl=False)
+    return 1 if failed else 0
+
+
+@click.command("watch")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@kube_options
+@policy_options
+@click.option(
+    "--cluster", "use_cluster", is_flag=True, help="Also check against the cluster and dry-run there."
+)
+@click.option(
+    "--debounce", type=float, default=0.3, show_default=True, help="Seconds of quiet before re-checking."
+)
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def watch_command(
+    directory: Path,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    policy_dirs: tuple[Path, ...],
+    opa_url: str | None,
+    opa_token: str | None,
+    use_cluster: bool,
+    debounce: float,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Re-check a working copy on every save and print the report (Ctrl-C to stop)."""
+    from reconciler.watch import watch_directory
+
+    client = connect(kubeconfig, kube_context) if use_cluster else None
+    return watch_directory(
+        directory,
+        check_options(policy_dirs, opa_url, opa_token),
+        output=output,
+        client=client,
+        debounce=debounce,
+        emit=lambda text: click.echo(text, nl=False),
+        progress=progress_printer(quiet),
+    )
