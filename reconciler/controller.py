@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.check import CheckOptions
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseManager
+from reconciler.delivery.check import CheckOptions
 from reconciler.errors import DraGitopsError
 from reconciler.httpserver import ControllerServer, HookTarget
 from reconciler.metrics import Metrics

@@ -15,15 +15,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.check import CheckOptions, DesiredState
 from reconciler.cluster import applyset, drift
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
+from reconciler.delivery.check import CheckOptions, DesiredState
+from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, Delivery, deliver, deliver_drift
 from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.evidence import count_violations, drift_text, evidence_record
 from reconciler.model.loader import LoadResult
 from reconciler.model.objects import ObjRef
-from reconciler.pipeline import DeliverHooks, DeliverOptions, Delivery, deliver, deliver_drift
 from reconciler.policy.inputdoc import Revision
 from reconciler.reconcile_types import (
     APPLIED,

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.check import DesiredState
 from reconciler.cluster import applyset, drift
+from reconciler.delivery.check import DesiredState
+from reconciler.delivery.pipeline import Delivery
 from reconciler.errors import DraGitopsError
-from reconciler.pipeline import Delivery
 
 # Outcomes of a pass (metrics label them; `status` prints them).
 APPLIED = "applied"

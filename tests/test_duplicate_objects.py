@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 from helpers import GitRemote
 
-from reconciler.check import CheckOptions, check_paths, load_git_revisions
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
+from reconciler.delivery.check import CheckOptions, check_paths, load_git_revisions
 from reconciler.model.loader import DEFAULT_LIMITS
 from reconciler.reconcile import ReconcileOptions, Reconciler
 from reconciler.revisions import GitRevisions

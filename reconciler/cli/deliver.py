@@ -54,7 +54,7 @@ def target_options(func: F) -> F:
 
 
 def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) -> Any:
-    from reconciler.check import load_directories, load_git_revisions
+    from reconciler.delivery.check import load_directories, load_git_revisions
     from reconciler.model.loader import DEFAULT_LIMITS
 
     if repo is not None and paths:
@@ -101,8 +101,8 @@ def plan_command(
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run
     from reconciler.cluster.dryrun_render import render_plan
+    from reconciler.delivery.pipeline import stale_manifests
     from reconciler.model.plan import compute_plan
-    from reconciler.pipeline import stale_manifests
 
     desired = _desired(paths, repo, rev, subdir)
     head = desired.manifests.manifests
@@ -178,14 +178,14 @@ def apply_command(
     driver) fails fast with a diagnosis. Exit 0 applied and verified, 1 denied/rejected/failed, 4 cluster
     problems. (Rollback to the last good revision comes with the reconcile loop.)
     """
-    from reconciler.check import CheckOptions
-    from reconciler.pipeline import DeliverOptions, deliver
+    from reconciler.delivery.check import CheckOptions
+    from reconciler.delivery.pipeline import DeliverOptions, deliver
 
     if base_rev and repo is None:
         raise click.UsageError("--base needs --repo")
     base = None
     if repo is not None and base_rev:
-        from reconciler.check import load_git_revisions
+        from reconciler.delivery.check import load_git_revisions
         from reconciler.model.loader import DEFAULT_LIMITS
 
         desired, base = load_git_revisions(repo, [rev, base_rev], subdir, DEFAULT_LIMITS)

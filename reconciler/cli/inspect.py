@@ -77,7 +77,7 @@ def check(
     With --repo both trees are read straight from Git (no checkout); a `dra-gitops.yaml` at the root of
     the checked tree selects `paths` and sets policy `params`.
     """
-    from reconciler.check import CheckOptions, check_git, check_paths
+    from reconciler.delivery.check import CheckOptions, check_git, check_paths
     from reconciler.policy.report import RenderOptions, render
     from reconciler.policy.result import error_result
 
@@ -255,7 +255,7 @@ def watch_command(
     quiet: bool,
 ) -> int:
     """Re-check a working copy on every save and print the report (Ctrl-C to stop)."""
-    from reconciler.watch import watch_directory
+    from reconciler.delivery.watch import watch_directory
 
     client = connect(kubeconfig, kube_context) if use_cluster else None
     return watch_directory(

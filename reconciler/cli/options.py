@@ -86,7 +86,7 @@ def policy_options(func: F) -> F:
 
 def check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
     """The policy check's options from --policy, --opa-url and --opa-token (no progress of its own)."""
-    from reconciler.check import CheckOptions
+    from reconciler.delivery.check import CheckOptions
 
     return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
 

@@ -134,9 +134,9 @@ class DemoWorld:
         return self.repo
 
     def start_controller(self) -> int:
-        from reconciler.check import CheckOptions
         from reconciler.cluster.client import ClusterClient
         from reconciler.controller import Controller, ControllerOptions
+        from reconciler.delivery.check import CheckOptions
         from reconciler.targets import Secret, Target, WebhookAuth
 
         assert self.repo is not None

@@ -18,7 +18,6 @@ import pytest
 import yaml
 from helpers import GitRemote, wait_for
 
-from reconciler.check import CheckOptions
 from reconciler.checklist.gather import gather_facts
 from reconciler.checklist.items import (
     CHECKED,
@@ -29,6 +28,7 @@ from reconciler.checklist.items import (
     build_checklist,
 )
 from reconciler.cluster.client import ClusterClient
+from reconciler.delivery.check import CheckOptions
 from reconciler.reconcile import ReconcileOptions, Reconciler
 from reconciler.revisions import GitRevisions
 from reconciler.sim.controlplane import install

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from helpers import GitRemote, wait_for
 
-from reconciler.check import CheckOptions
 from reconciler.cluster import applyset
 from reconciler.cluster.apply import strip_server_fields
 from reconciler.cluster.client import ClusterClient
+from reconciler.delivery.check import CheckOptions
 from reconciler.reconcile import ReconcileOptions, Reconciler
 from reconciler.revisions import GitRevisions
 from reconciler.sim.controlplane import install

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from helpers import GitRemote
 
-from reconciler.check import CheckOptions
 from reconciler.cluster.client import ClusterClient
+from reconciler.delivery.check import CheckOptions
 from reconciler.reconcile import ReconcileOptions, Reconciler
 from reconciler.revisions import GitRevisions
 from reconciler.sim.controlplane import DriverConfig, install

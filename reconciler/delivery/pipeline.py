@@ -1,6 +1,6 @@
 """One-shot delivery of a revision: check → dry-run → staged apply → verify, with one evidence record.
 
-`dra-gitops apply` calls `deliver()`; the reconcile loop will call it per pass. Nothing here decides how
+`dra-gitops apply` calls `deliver()`; the reconcile loop (`loop/reconcile.py`) calls it per pass. Nothing here decides how
 to print: the result renders itself as text or JSON.
 """
 
@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.check import CheckOptions, CheckRun, DesiredState, run_check
 from reconciler.cluster import applyset, noop
 from reconciler.cluster.apply import (
     ApplyResult,
@@ -25,6 +24,7 @@ from reconciler.cluster.apply import (
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.facts import collect_facts
 from reconciler.cluster.verify import VerifyResult, render_evidence, verify_workloads
+from reconciler.delivery.check import CheckOptions, CheckRun, DesiredState, run_check
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
