@@ -18,7 +18,8 @@ from typing import Any
 from reconciler.cluster import applyset, drift
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
-from reconciler.delivery.check import CheckOptions, DesiredState
+from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, Delivery, deliver, deliver_drift
 from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.evidence import count_violations, drift_text, evidence_record

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reconciler.cluster import applyset, drift
-from reconciler.delivery.check import DesiredState
+from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.pipeline import Delivery
 from reconciler.errors import DraGitopsError
 

@@ -16,7 +16,8 @@ from helpers import GitRemote
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
-from reconciler.delivery.check import CheckOptions, check_paths, load_git_revisions
+from reconciler.delivery.check import CheckOptions, check_paths
+from reconciler.delivery.desired import load_git_revisions
 from reconciler.model.loader import DEFAULT_LIMITS
 from reconciler.reconcile import ReconcileOptions, Reconciler
 from reconciler.revisions import GitRevisions

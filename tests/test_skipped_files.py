@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.delivery.check import load_directories, load_git_revisions
+from reconciler.delivery.desired import load_directories, load_git_revisions
 from reconciler.model.loader import DEFAULT_LIMITS, SkippedFile, load_paths, skip_reason
 from reconciler.sim.server import SimCluster
 

@@ -54,7 +54,7 @@ def target_options(func: F) -> F:
 
 
 def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) -> Any:
-    from reconciler.delivery.check import load_directories, load_git_revisions
+    from reconciler.delivery.desired import load_directories, load_git_revisions
     from reconciler.model.loader import DEFAULT_LIMITS
 
     if repo is not None and paths:
@@ -185,7 +185,7 @@ def apply_command(
         raise click.UsageError("--base needs --repo")
     base = None
     if repo is not None and base_rev:
-        from reconciler.delivery.check import load_git_revisions
+        from reconciler.delivery.desired import load_git_revisions
         from reconciler.model.loader import DEFAULT_LIMITS
 
         desired, base = load_git_revisions(repo, [rev, base_rev], subdir, DEFAULT_LIMITS)

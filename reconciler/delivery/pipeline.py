@@ -24,7 +24,8 @@ from reconciler.cluster.apply import (
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.facts import collect_facts
 from reconciler.cluster.verify import VerifyResult, render_evidence, verify_workloads
-from reconciler.delivery.check import CheckOptions, CheckRun, DesiredState, run_check
+from reconciler.delivery.check import CheckOptions, CheckRun, run_check
+from reconciler.delivery.desired import DesiredState
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan

@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
-from reconciler.delivery.check import CheckOptions, load_directories
+from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.desired import load_directories
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.model.loader import DEFAULT_LIMITS
 from reconciler.sim.controlplane import install
