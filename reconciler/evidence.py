@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.delivery.pipeline import Delivery
+from reconciler.delivery.result import Delivery
 from reconciler.state import RECORD_ITEMS, now_iso
 
 # Characters of a verify-exec's output an evidence record keeps.

@@ -20,7 +20,8 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState
-from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, Delivery, deliver, deliver_drift
+from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
+from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.evidence import count_violations, drift_text, evidence_record
 from reconciler.model.loader import LoadResult

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from reconciler.cluster import applyset, drift
 from reconciler.delivery.desired import DesiredState
-from reconciler.delivery.pipeline import Delivery
+from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
 
 # Outcomes of a pass (metrics label them; `status` prints them).

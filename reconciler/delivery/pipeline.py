@@ -1,15 +1,14 @@
 """One-shot delivery of a revision: check → dry-run → staged apply → verify, with one evidence record.
 
-`dra-gitops apply` calls `deliver()`; the reconcile loop (`loop/reconcile.py`) calls it per pass. Nothing here decides how
-to print: the result renders itself as text or JSON.
+`dra-gitops apply` calls `deliver()`; the reconcile loop calls it per pass. Nothing here decides how to
+print: the result (`delivery/result.py`) renders itself as text or JSON.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reconciler.cluster import applyset, noop
@@ -19,18 +18,18 @@ from reconciler.cluster.apply import (
     StageResult,
     apply_plan,
     dry_run,
-    render_dry_run,
 )
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.facts import collect_facts
-from reconciler.cluster.verify import VerifyResult, render_evidence, verify_workloads
+from reconciler.cluster.verify import verify_workloads
 from reconciler.delivery.check import CheckOptions, CheckRun, run_check
 from reconciler.delivery.desired import DesiredState
+from reconciler.delivery.recreate import recreate_refused
+from reconciler.delivery.result import Delivery
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.stages import WORKLOADS, stage_label
-from reconciler.policy.report import finding_dict, skipped_dicts, skipped_lines, summary_line
 
 Progress = Callable[[str], None]
 
@@ -66,151 +65,6 @@ class DeliverHooks:
     cancelled: Callable[[], str | None] | None = None
 
 
-@dataclass
-class Delivery:
-    """The evidence record of one delivery attempt."""
-
-    outcome: str  # applied | denied | dry-run-failed | apply-failed | verify-failed
-    revision: str | None
-    plan: Plan
-    check: CheckRun | None = None
-    dry_run: DryRunResult | None = None
-    applied: ApplyResult | None = None
-    verified: VerifyResult | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    pruned: ApplyResult | None = None
-    pruned_first: bool = False
-    # Objects of the revision that existed before this delivery touched them (from the dry-run).
-    preexisting: frozenset[ObjRef] = frozenset()
-    cancelled: str | None = None
-    recreated: list[str] = field(default_factory=list)
-    # What dra-gitops wrote for its own bookkeeping (ApplySet parent and its namespace, state), by ref:
-    # create | update | unchanged. Never part of the revision's counts.
-    bookkeeping: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.outcome == "applied" else 1
-
-    @property
-    def wrote(self) -> bool:
-        """Whether anything reached the cluster (a denied or rejected delivery writes nothing)."""
-        return bool(self.recreated) or any(
-            r is not None and (r.writes or r.stages) for r in (self.applied, self.pruned)
-        )
-
-    def failure_message(self) -> str:
-        """The first reason this delivery did not succeed, or ''."""
-        if self.outcome == "applied":
-            return ""
-        if self.cancelled:
-            return f"cancelled: {self.cancelled}"
-        if self.check is not None and self.check.result.denials:
-            first = self.check.result.denials[0]
-            more = len(self.check.result.denials) - 1
-            return f"{first.where} {first.rule}: {first.msg}" + (f" (and {more} more)" if more else "")
-        if self.dry_run is not None and not self.dry_run.ok:
-            errors = [r for r in self.dry_run.results if r.error]
-            if errors:
-                return f"{errors[0].ref} dry-run failed: {errors[0].error}"
-        for result in (self.applied, self.pruned):
-            if result is not None and result.error:
-                return str(result.error)
-        if self.verified is not None and not self.verified.ok:
-            return self.verified.message
-        return self.outcome
-
-    def counts(self) -> dict[str, int]:
-        """The revision's create/update/delete/unchanged numbers: the server-side dry-run's, else the plan's."""
-        if self.dry_run is not None:
-            return self.dry_run.counts()
-        return {op: self.plan.count(op) for op in ("create", "update", "delete")}
-
-    def plan_line(self) -> str:
-        """The one summary of the numbers that progress, text and JSON all print."""
-        if self.dry_run is not None:
-            return self.dry_run.summary_line()
-        return f"{len(self.plan.changes)} object(s), not dry-run"
-
-    def stages(self) -> list[StageResult]:
-        """Every stage that ran, in order: applies, and the pruning (before them in a rollback)."""
-        parts = [self.pruned, self.applied] if self.pruned_first else [self.applied, self.pruned]
-        return [stage for part in parts if part is not None for stage in part.stages]
-
-    def bookkeeping_line(self) -> str | None:
-        if not self.bookkeeping:
-            return None
-        return ", ".join(f"{ref} {op}" for ref, op in sorted(self.bookkeeping.items()))
-
-    def to_json(self) -> dict[str, Any]:
-        check = self.check.result if self.check else None
-        return {
-            "outcome": self.outcome,
-            "revision": self.revision,
-            "plan": self.plan_line(),
-            "counts": self.counts(),
-            "bookkeeping": dict(sorted(self.bookkeeping.items())),
-            "findings": [finding_dict(f) for f in (check.findings if check else [])],
-            "skipped": skipped_dicts(check.skipped if check else []),
-            "dry_run": [
-                {"ref": r.ref, "op": r.op, "error": r.error, "path": r.path, "line": r.line}
-                for r in (self.dry_run.results if self.dry_run else [])
-            ],
-            "stages": [
-                {
-                    "stage": s.stage,
-                    "label": s.label,
-                    "applied": s.applied,
-                    "unchanged": s.unchanged,
-                    "deleted": s.deleted,
-                    "seconds": round(s.seconds, 3),
-                    "error": s.error,
-                }
-                for s in self.stages()
-            ],
-            "writes": sum(r.writes for r in (self.applied, self.pruned) if r is not None),
-            "evidence": [e.to_json() for e in (self.verified.evidence if self.verified else [])],
-            "diagnoses": [d.to_json() for d in (self.verified.diagnoses if self.verified else [])],
-            "exec": [
-                {"pod": x.pod, "container": x.container, "command": x.command, "ok": x.ok, "output": x.output}
-                for x in (self.verified.exec_results if self.verified else [])
-            ],
-            "timings": {k: round(v, 3) for k, v in self.timings.items()},
-        }
-
-    def render_json(self) -> str:
-        return json.dumps(self.to_json(), indent=2) + "\n"
-
-    def render_text(self) -> str:
-        lines = [f"revision: {self.revision or '(working tree)'}"]
-        suffix = " (server-side dry-run)" if self.dry_run is not None else ""
-        lines.append(f"plan: {self.plan_line()}{suffix}")
-        bookkeeping = self.bookkeeping_line()
-        if bookkeeping:
-            lines.append(f"bookkeeping (ApplySet parent, not counted in the plan): {bookkeeping}")
-        if self.check is not None:
-            lines.append(f"policy: {summary_line(self.check.result)}")
-            for finding in self.check.result.denials + self.check.result.warnings:
-                label = "DENY" if finding.severity == "deny" else "WARN"
-                lines.append(f"  {label} {finding.where}  {finding.rule}  {finding.msg}")
-            lines.extend(skipped_lines(self.check.result.skipped))
-        if self.dry_run is not None and (self.outcome == "dry-run-failed" or self.applied is None):
-            lines.append(render_dry_run(self.dry_run, show_diff=False).rstrip("\n"))
-        if self.applied is not None:
-            for stage in self.stages():
-                state = f"FAILED: {stage.error}" if stage.error else "ok"
-                lines.append(
-                    f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged, "
-                    f"{stage.deleted} deleted in {stage.seconds:.2f}s — {state}"
-                )
-        if self.verified is not None:
-            evidence = render_evidence(self.verified).rstrip("\n")
-            if evidence:
-                lines.append(evidence)
-        lines.append(f"outcome: {self.outcome}")
-        return "\n".join(lines) + "\n"
-
-
 def stale_manifests(
     client: ClusterClient, set_id: str, head: list[Manifest], keep: frozenset[ObjRef] = frozenset()
 ) -> list[Manifest]:
@@ -227,55 +81,6 @@ def workloads_of(head: list[Manifest]) -> list[dict[str, Any]]:
     return [
         m.body for m in head if dra.pod_spec_of(m.body) is not None and not dra.is_driver_workload(m.body)
     ]
-
-
-IMMUTABLE_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
-
-
-def _immutable_rejections(dry: DryRunResult, plan: Plan) -> list[Manifest]:
-    """Claims and templates the dry-run refused because their spec is immutable (and changed)."""
-    by_ref = {str(change.ref): change for change in plan.changes if change.op != "delete"}
-    found = []
-    for result in dry.results:
-        change = by_ref.get(result.ref)
-        if (
-            change is not None
-            and change.ref.kind in IMMUTABLE_KINDS
-            and result.error
-            and "immutable" in result.error.lower()
-        ):
-            found.append(change.current)
-    return found
-
-
-def _recreate(
-    client: ClusterClient, manifests: list[Manifest], timeout: float, progress: Progress
-) -> list[str]:
-    """Delete objects whose spec cannot change in place and wait until they are gone.
-
-    A claim goes only when nothing reserves it any more (its delete-protection finalizer), so pods of the
-    failed revision that still hold it are deleted too; their controllers recreate them, and they wait,
-    Pending, for the claim the apply recreates right after.
-    """
-    deadline = time.monotonic() + timeout
-    gone: list[str] = []
-    for manifest in manifests:
-        resource = client.resource_for(manifest.api_version, manifest.kind, where=str(manifest.ref))
-        namespace = manifest.ref.namespace or None
-        progress(f"recreate {manifest.ref}: its spec is immutable and differs")
-        live = client.get(resource, namespace, manifest.ref.name)
-        client.delete(resource, namespace, manifest.ref.name)
-        if manifest.kind == "ResourceClaim" and live is not None:
-            pods = client.resource_for("v1", "Pod")
-            for holder in (live.get("status") or {}).get("reservedFor") or []:
-                if holder.get("resource") == "pods" and holder.get("name"):
-                    client.delete(pods, namespace, str(holder["name"]))
-        while client.get(resource, namespace, manifest.ref.name) is not None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{manifest.ref}: still present {timeout:.0f}s after its delete")
-            time.sleep(0.1)
-        gone.append(str(manifest.ref))
-    return gone
 
 
 def deliver(
@@ -296,11 +101,11 @@ def deliver(
     `hooks.before_write` runs once, right before the first write.
     """
     hooks = hooks or DeliverHooks()
+    before_write = _once(hooks.before_write)
     timings: dict[str, float] = {}
     revision = desired.revision.sha
     head = desired.manifests.manifests
     set_id = applyset.applyset_id(options.target, options.namespace)
-    prune_first = options.prune_first
 
     started = time.perf_counter()
     stale = stale_manifests(client, set_id, head, options.keep) if options.prune else []
@@ -308,17 +113,7 @@ def deliver(
     plan = compute_plan(stale, head)
     check = None
     if options.check:
-        facts = collect_facts(client, progress)
-        # Policies judge the revision with live cluster data, and the change from `base` when there is one.
-        check = run_check(
-            desired.manifests,
-            base.manifests if base is not None else None,
-            check_options,
-            revision=desired.revision,
-            base_sha=base.revision.sha if base is not None else None,
-            repo_params=desired.params,
-            cluster=facts,
-        )
+        check = _check(client, desired, base, check_options, progress)
         timings["check"] = time.perf_counter() - started
         if check.result.denials:
             return Delivery("denied", revision, plan, check=check, timings=timings)
@@ -335,12 +130,8 @@ def deliver(
     timings["dry_run"] = time.perf_counter() - started
     recreated: list[str] = []
     if not dry.ok and options.recreate_immutable:
-        rejected = _immutable_rejections(dry, plan)
-        if rejected and len(rejected) == sum(1 for r in dry.results if r.error):
-            if hooks.before_write is not None:
-                hooks.before_write()
-                hooks = DeliverHooks(None, hooks.after_stage, hooks.cancelled)
-            recreated = _recreate(client, rejected, options.stage_timeout, progress)
+        recreated = recreate_refused(client, plan, dry, options.stage_timeout, before_write, progress)
+        if recreated:
             dry = dry_run(client, plan, applyset_id=set_id)
     preexisting = frozenset(
         change.ref
@@ -348,21 +139,156 @@ def deliver(
         if change.op != "delete" and result.op in ("update", "unchanged")
     )
     progress(f"plan: {dry.summary_line()} (server-side dry-run)")
+    delivery = Delivery(
+        "applied" if dry.ok else "dry-run-failed",
+        revision,
+        plan,
+        check=check,
+        dry_run=dry,
+        timings=timings,
+        preexisting=preexisting,
+        recreated=recreated,
+    )
     if not dry.ok:
-        return Delivery(
-            "dry-run-failed",
-            revision,
-            plan,
-            check=check,
-            dry_run=dry,
-            timings=timings,
-            preexisting=preexisting,
-            recreated=recreated,
+        return delivery
+    before_write()
+    _write(client, delivery, head, digest, options, hooks, progress)
+    return delivery
+
+
+def _once(hook: Callable[[], None] | None) -> Callable[[], None]:
+    """Calls `hook` the first time it is called, and never again (the first write, wherever it comes)."""
+    called = False
+
+    def call() -> None:
+        nonlocal called
+        if hook is not None and not called:
+            called = True
+            hook()
+
+    return call
+
+
+def _check(
+    client: ClusterClient,
+    desired: DesiredState,
+    base: DesiredState | None,
+    check_options: CheckOptions,
+    progress: Progress,
+) -> CheckRun:
+    """Policies judge the revision with live cluster data, and the change from `base` when there is one."""
+    facts = collect_facts(client, progress)
+    return run_check(
+        desired.manifests,
+        base.manifests if base is not None else None,
+        check_options,
+        revision=desired.revision,
+        base_sha=base.revision.sha if base is not None else None,
+        repo_params=desired.params,
+        cluster=facts,
+    )
+
+
+class _StagedWrites:
+    """Applies parts of a dry-run plan stage by stage, reporting each stage to `progress` and the hooks and
+    asking `hooks.cancelled` between stages; the first reason to stop is kept in `cancelled`."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        set_id: str,
+        dry: DryRunResult,
+        options: DeliverOptions,
+        hooks: DeliverHooks,
+        progress: Progress,
+    ) -> None:
+        self.client = client
+        self.set_id = set_id
+        self.dry = dry
+        self.options = options
+        self.hooks = hooks
+        self.progress = progress
+        self.cancelled: str | None = None
+
+    def run(self, part: Plan) -> ApplyResult:
+        return apply_plan(
+            self.client,
+            part,
+            applyset_id=self.set_id,
+            stage_timeout=self.options.stage_timeout,
+            checked=self.dry,  # the dry-run's answers stand for objects unchanged since: no second dry-run
+            # Verification is the workloads stage's wait: it knows the DRA signals that should end it early.
+            waited_by_caller=frozenset({WORKLOADS}) if self.options.verify else frozenset(),
+            on_stage=self._on_stage,
+            fail_fast=self._stop_for_shutdown,
         )
 
-    if hooks.before_write is not None:
-        hooks.before_write()
+    def _ask(self) -> str | None:
+        reason = self.hooks.cancelled() if self.hooks.cancelled is not None else None
+        if reason and self.cancelled is None:
+            self.cancelled = reason
+        return reason
+
+    def _stop_for_shutdown(self, _stage: int, _changes: Any) -> str | None:
+        return self._ask()
+
+    def _on_stage(self, stage: StageResult) -> None:
+        self.progress(
+            f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged, {stage.deleted} deleted"
+        )
+        if self.hooks.after_stage is not None:
+            self.hooks.after_stage(stage.label)
+        if self.cancelled is None:
+            self._ask()
+
+
+def _write(
+    client: ClusterClient,
+    delivery: Delivery,
+    head: list[Manifest],
+    digest: str,
+    options: DeliverOptions,
+    hooks: DeliverHooks,
+    progress: Progress,
+) -> None:
+    """The writes after a dry-run that passed: ApplySet parent, stages (prune first in a rollback), then
+    verification and, once verified, the prune. The outcome lands in `delivery`."""
+    assert delivery.dry_run is not None
+    set_id = applyset.applyset_id(options.target, options.namespace)
     started = time.perf_counter()
+    delivery.bookkeeping = _ensure_parent(client, options, head, progress)
+    writes = _StagedWrites(client, set_id, delivery.dry_run, options, hooks, progress)
+    applies = Plan(tuple(c for c in delivery.plan.changes if c.op != "delete"))
+    deletes = Plan(tuple(c for c in delivery.plan.changes if c.op == "delete"))
+    if options.prune_first and not deletes.empty:
+        delivery.pruned = writes.run(deletes)
+    delivery.pruned_first = options.prune_first
+    delivery.applied = writes.run(applies)
+    delivery.timings["apply"] = time.perf_counter() - started
+    if writes.cancelled:
+        delivery.outcome, delivery.cancelled = "apply-failed", writes.cancelled
+        return
+    if not delivery.applied.ok or (delivery.pruned is not None and not delivery.pruned.ok):
+        delivery.outcome = "apply-failed"
+        return
+    if options.verify and not _verify(client, delivery, workloads_of(head), options, progress):
+        return
+    if not options.prune_first and not deletes.empty:
+        # Only a verified revision prunes: a failed one leaves the old objects for the rollback.
+        started = time.perf_counter()
+        delivery.pruned = writes.run(deletes)
+        delivery.timings["prune"] = time.perf_counter() - started
+        if not delivery.pruned.ok:
+            delivery.outcome = "apply-failed"
+    if delivery.outcome == "applied":
+        # The next delivery of this very state may skip its dry-run (cluster/noop.py).
+        applyset.ensure_parent(client, options.target, options.namespace, delivered=digest)
+
+
+def _ensure_parent(
+    client: ClusterClient, options: DeliverOptions, head: list[Manifest], progress: Progress
+) -> dict[str, str]:
+    """The ApplySet parent (and its namespace) before the revision's objects; what it wrote, by ref."""
     bookkeeping: dict[str, str] = {}
     applyset.ensure_parent(
         client,
@@ -374,78 +300,7 @@ def deliver(
     progress(
         f"bookkeeping (ApplySet parent): {', '.join(f'{r} {o}' for r, o in sorted(bookkeeping.items()))}"
     )
-    applies = Plan(tuple(c for c in plan.changes if c.op != "delete"))
-    deletes = Plan(tuple(c for c in plan.changes if c.op == "delete"))
-    first, last = (deletes, applies) if prune_first else (applies, deletes)
-    cancelled: list[str] = []
-
-    def stop_for_shutdown(_stage: int, _changes: Any) -> str | None:
-        reason = hooks.cancelled() if hooks.cancelled is not None else None
-        if reason:
-            cancelled.append(reason)
-        return reason
-
-    def run(part: Plan) -> ApplyResult:
-        return apply_plan(
-            client,
-            part,
-            applyset_id=set_id,
-            stage_timeout=options.stage_timeout,
-            checked=dry,  # the dry-run's answers stand for objects unchanged since: no second dry-run
-            # Verification is the workloads stage's wait: it knows the DRA signals that should end it early.
-            waited_by_caller=frozenset({WORKLOADS}) if options.verify else frozenset(),
-            on_stage=on_stage,
-            fail_fast=stop_for_shutdown,
-        )
-
-    def on_stage(stage: StageResult) -> None:
-        progress(
-            f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged, {stage.deleted} deleted"
-        )
-        if hooks.after_stage is not None:
-            hooks.after_stage(stage.label)
-        if hooks.cancelled is not None and not cancelled:
-            reason = hooks.cancelled()
-            if reason:
-                cancelled.append(reason)
-
-    pruned = run(first) if prune_first and not deletes.empty else None
-    applied = run(last if prune_first else first)
-    timings["apply"] = time.perf_counter() - started
-    delivery = Delivery(
-        "applied",
-        revision,
-        plan,
-        check=check,
-        dry_run=dry,
-        applied=applied,
-        timings=timings,
-        pruned=pruned,
-        pruned_first=prune_first,
-        preexisting=preexisting,
-        recreated=recreated,
-        bookkeeping=bookkeeping,
-    )
-    if cancelled:
-        delivery.outcome, delivery.cancelled = "apply-failed", cancelled[0]
-        return delivery
-    if not applied.ok or (pruned is not None and not pruned.ok):
-        delivery.outcome = "apply-failed"
-        return delivery
-
-    if options.verify and not _verify(client, delivery, workloads_of(head), options, progress):
-        return delivery
-    if not prune_first and not deletes.empty:
-        # Only a verified revision prunes: a failed one leaves the old objects for the rollback.
-        started = time.perf_counter()
-        delivery.pruned = run(deletes)
-        timings["prune"] = time.perf_counter() - started
-        if not delivery.pruned.ok:
-            delivery.outcome = "apply-failed"
-    if delivery.outcome == "applied":
-        # The next delivery of this very state may skip its dry-run (cluster/noop.py).
-        applyset.ensure_parent(client, options.target, options.namespace, delivered=digest)
-    return delivery
+    return bookkeeping
 
 
 def _deliver_unchanged(

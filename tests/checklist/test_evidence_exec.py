@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reconciler.cluster.verify import ClaimEvidence, ExecResult, VerifyResult
-from reconciler.delivery.pipeline import Delivery
+from reconciler.delivery.result import Delivery
 from reconciler.evidence import EXEC_OUTPUT, evidence_record
 from reconciler.model.plan import Plan
 
