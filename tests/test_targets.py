@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from reconciler.errors import UserError
-from reconciler.targets import (
+from reconciler.loop.targets import (
     Secret,
     Target,
     WebhookAuth,

@@ -105,7 +105,7 @@ def git_target_options(func: F) -> F:
 
 
 def _targets(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> list[Any]:
-    from reconciler.targets import load_targets, target_from_flags
+    from reconciler.loop.targets import load_targets, target_from_flags
 
     config_file: Path | None = kwargs.get("config_file")
     if config_file is not None:
@@ -218,9 +218,9 @@ def run_command(**kwargs: Any) -> int:
     after any write rolls back to the last good revision. A failed commit is not retried until a newer
     commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0.
     """
-    from reconciler.controller import Controller, ControllerOptions
-    from reconciler.httpserver import parse_listen
-    from reconciler.reconcile import ROLLBACK_FAILED
+    from reconciler.loop.controller import Controller, ControllerOptions
+    from reconciler.loop.httpserver import parse_listen
+    from reconciler.loop.reconcile import ROLLBACK_FAILED
 
     _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -322,7 +322,7 @@ def status_command(
 
     Exit 0 when the last attempt applied, 1 when it failed (or was rolled back), 5 when a rollback failed.
     """
-    from reconciler.state import StateStore
+    from reconciler.loop.state import StateStore
 
     with connect(kubeconfig, kube_context) as client:
         state = StateStore(client, target_name, state_namespace).load()
@@ -331,7 +331,7 @@ def status_command(
         data["history"] = data["history"][: max(0, history_count)] if history_count >= 0 else data["history"]
         click.echo(json.dumps(data, indent=2))
     else:
-        from reconciler.statusview import render_status
+        from reconciler.loop.statusview import render_status
 
         click.echo(render_status(target_name, state, history_count), nl=False)
     attempted = state.last_attempted or {}
@@ -357,7 +357,7 @@ def retry_command(
 ) -> int:
     """Let the reconciler try a failed (or held) commit again on its next pass."""
     from reconciler.errors import UserError
-    from reconciler.state import StateStore
+    from reconciler.loop.state import StateStore
 
     chosen: list[str] = []
 
@@ -395,9 +395,9 @@ def rollback_command(**kwargs: Any) -> int:
     `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync). Exit 0 rolled back and
     verified, 5 when the rollback failed (the cluster needs a human), 4 cluster or Git problems.
     """
-    from reconciler.controller import git_source_for
-    from reconciler.reconcile import ROLLED_BACK, ReconcileOptions, Reconciler
-    from reconciler.revisions import GitRevisions
+    from reconciler.loop.controller import git_source_for
+    from reconciler.loop.reconcile import ROLLED_BACK, ReconcileOptions, Reconciler
+    from reconciler.loop.revisions import GitRevisions
 
     targets = _targets(kwargs)
     if len(targets) != 1:

@@ -135,9 +135,9 @@ class DemoWorld:
 
     def start_controller(self) -> int:
         from reconciler.cluster.client import ClusterClient
-        from reconciler.controller import Controller, ControllerOptions
         from reconciler.delivery.check import CheckOptions
-        from reconciler.targets import Secret, Target, WebhookAuth
+        from reconciler.loop.controller import Controller, ControllerOptions
+        from reconciler.loop.targets import Secret, Target, WebhookAuth
 
         assert self.repo is not None
         self.client = ClusterClient.from_kubeconfig(str(self.kubeconfig))

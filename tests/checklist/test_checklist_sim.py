@@ -29,8 +29,8 @@ from reconciler.checklist.items import (
 )
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.reconcile import ReconcileOptions, Reconciler
-from reconciler.revisions import GitRevisions
+from reconciler.loop.reconcile import ReconcileOptions, Reconciler
+from reconciler.loop.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

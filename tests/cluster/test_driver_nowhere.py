@@ -25,10 +25,10 @@ from reconciler.cluster.apply import apply_plan
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.inventory import collect_inventory
 from reconciler.delivery.check import CheckOptions
+from reconciler.loop.reconcile import ReconcileOptions, Reconciler
+from reconciler.loop.revisions import GitRevisions
 from reconciler.model.loader import load_paths
 from reconciler.model.plan import compute_plan
-from reconciler.reconcile import ReconcileOptions, Reconciler
-from reconciler.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

@@ -22,9 +22,9 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseManager
 from reconciler.delivery.check import CheckOptions
 from reconciler.errors import DraGitopsError
-from reconciler.httpserver import ControllerServer, HookTarget
-from reconciler.metrics import Metrics
-from reconciler.reconcile import (
+from reconciler.loop.httpserver import ControllerServer, HookTarget
+from reconciler.loop.metrics import Metrics
+from reconciler.loop.reconcile import (
     APPLIED,
     DRIFT_CORRECTED,
     ROLLBACK_FAILED,
@@ -33,9 +33,9 @@ from reconciler.reconcile import (
     ReconcileOptions,
     Reconciler,
 )
-from reconciler.revisions import GitRevisions
+from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.targets import Target, jittered
 from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
-from reconciler.targets import Target, jittered
 
 log = logging.getLogger("dra_gitops.controller")
 Progress = Callable[[str], None]

@@ -1,6 +1,6 @@
 """The values of a reconcile pass: its outcomes, options and result, and the source it reads revisions from.
 
-:mod:`reconciler.reconcile` re-exports every name, so callers keep importing them from there.
+:mod:`reconciler.loop.reconcile` re-exports every name, so callers keep importing them from there.
 """
 
 from __future__ import annotations

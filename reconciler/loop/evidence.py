@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.delivery.result import Delivery
-from reconciler.state import RECORD_ITEMS, now_iso
+from reconciler.loop.state import RECORD_ITEMS, now_iso
 
 # Characters of a verify-exec's output an evidence record keeps.
 EXEC_OUTPUT = 500

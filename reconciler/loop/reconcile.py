@@ -23,11 +23,8 @@ from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem
-from reconciler.evidence import count_violations, drift_text, evidence_record
-from reconciler.model.loader import LoadResult
-from reconciler.model.objects import ObjRef
-from reconciler.policy.inputdoc import Revision
-from reconciler.reconcile_types import (
+from reconciler.loop.evidence import count_violations, drift_text, evidence_record
+from reconciler.loop.reconcile_types import (
     APPLIED,
     DENIED,
     DRIFT_CORRECTED,
@@ -45,7 +42,10 @@ from reconciler.reconcile_types import (
     RevisionSource,
     SourceHead,
 )
-from reconciler.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
+from reconciler.loop.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
+from reconciler.model.loader import LoadResult
+from reconciler.model.objects import ObjRef
+from reconciler.policy.inputdoc import Revision
 
 __all__ = [
     "APPLIED",
