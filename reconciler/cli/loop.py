@@ -269,20 +269,17 @@ def run_command(**kwargs: Any) -> int:
 
 
 def _run_once(controller: Any) -> int:
-    controller.ensure_namespaces()
-    controller.leases.run_round()
+    """A pass of every target this replica can hold; a line per pass, the exit code of the worst."""
+    results = controller.run_once()
     codes = []
-    for name, worker in controller.workers.items():
-        if not controller.leases.held(name):
+    for name in (target.name for target in controller.targets):
+        if name not in results:
             click.echo(f"dra-gitops: {name}: another replica holds the lease; skipped", err=True)
             continue
-        worker.run_pass()
-        result = controller.last_results.get(name)
+        result = results[name]
         if result is not None:
             click.echo(f"{name}: {result.outcome} {result.sha or ''} {result.message}".rstrip())
             codes.append(result.exit_code)
-    controller.leases.stop()
-    controller.close()
     return max(codes, default=0)
 
 
