@@ -22,6 +22,7 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseManager
 from reconciler.delivery.check import CheckOptions
 from reconciler.errors import DraGitopsError
+from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import ControllerServer, HookTarget
 from reconciler.loop.metrics import Metrics
 from reconciler.loop.reconcile import (
@@ -34,7 +35,7 @@ from reconciler.loop.reconcile import (
     Reconciler,
 )
 from reconciler.loop.revisions import GitRevisions
-from reconciler.loop.targets import Target, jittered
+from reconciler.loop.targets import Target
 from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
 
 log = logging.getLogger("dra_gitops.controller")
