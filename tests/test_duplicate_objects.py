@@ -18,7 +18,8 @@ from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions, check_paths
 from reconciler.delivery.desired import load_git_revisions
-from reconciler.loop.reconcile import ReconcileOptions, Reconciler
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.state import StateStore
 from reconciler.model.loader import DEFAULT_LIMITS

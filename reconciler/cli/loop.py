@@ -220,7 +220,7 @@ def run_command(**kwargs: Any) -> int:
     """
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
-    from reconciler.loop.reconcile import ROLLBACK_FAILED
+    from reconciler.loop.reconcile_types import ROLLBACK_FAILED
 
     _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -393,7 +393,8 @@ def rollback_command(**kwargs: Any) -> int:
     verified, 5 when the rollback failed (the cluster needs a human), 4 cluster or Git problems.
     """
     from reconciler.loop.controller import git_source_for
-    from reconciler.loop.reconcile import ROLLED_BACK, ReconcileOptions, Reconciler
+    from reconciler.loop.reconcile import Reconciler
+    from reconciler.loop.reconcile_types import ROLLED_BACK, ReconcileOptions
     from reconciler.loop.revisions import GitRevisions
 
     targets = _targets(kwargs)

@@ -53,6 +53,11 @@ class DesiredState:
         return self.manifests.duplicates
 
 
+def empty_state(sha: str | None = None) -> DesiredState:
+    """No objects at all: what a rollback of a target's very first revision delivers."""
+    return DesiredState(LoadResult(manifests=[], files=[]), Revision(sha=sha), {})
+
+
 def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     """Files and directories on disk; a directory with a `dra-gitops.yaml` loads the `paths` it names."""
     to_load: list[Path | Selection] = []

@@ -25,14 +25,14 @@ from reconciler.errors import DraGitopsError
 from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import ControllerServer, HookTarget
 from reconciler.loop.metrics import Metrics
-from reconciler.loop.reconcile import (
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import (
     APPLIED,
     DRIFT_CORRECTED,
     ROLLBACK_FAILED,
     ROLLED_BACK,
     PassResult,
     ReconcileOptions,
-    Reconciler,
 )
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.targets import Target

@@ -19,7 +19,7 @@ from reconciler.cluster import applyset, drift
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
 from reconciler.delivery.check import CheckOptions
-from reconciler.delivery.desired import DesiredState
+from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem
@@ -28,7 +28,6 @@ from reconciler.loop.reconcile_types import (
     APPLIED,
     DENIED,
     DRIFT_CORRECTED,
-    DRY_RUN_FAILED,
     HELD,
     INTERRUPTED,
     ROLLBACK_FAILED,
@@ -43,38 +42,10 @@ from reconciler.loop.reconcile_types import (
     SourceHead,
 )
 from reconciler.loop.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
-from reconciler.model.loader import LoadResult
 from reconciler.model.objects import ObjRef
-from reconciler.policy.inputdoc import Revision
-
-__all__ = [
-    "APPLIED",
-    "DENIED",
-    "DRIFT_CORRECTED",
-    "DRY_RUN_FAILED",
-    "HELD",
-    "INTERRUPTED",
-    "ROLLBACK_FAILED",
-    "ROLLED_BACK",
-    "SOURCE_ERROR",
-    "UNCHANGED",
-    "UNVERIFIED",
-    "Cancelled",
-    "PassResult",
-    "Progress",
-    "ReconcileOptions",
-    "Reconciler",
-    "RevisionSource",
-    "SourceHead",
-    "empty_state",
-]
 
 Progress = Callable[[str], None]
 log = logging.getLogger("dra_gitops.reconcile")
-
-
-def empty_state(sha: str | None = None) -> DesiredState:
-    return DesiredState(LoadResult(manifests=[], files=[]), Revision(sha=sha), {})
 
 
 def _short(sha: str | None) -> str:

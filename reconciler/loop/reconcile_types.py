@@ -1,6 +1,6 @@
 """The values of a reconcile pass: its outcomes, options and result, and the source it reads revisions from.
 
-:mod:`reconciler.loop.reconcile` re-exports every name, so callers keep importing them from there.
+`reconcile.py` runs the pass; the controller, `revisions.py` and the commands import these from here.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from reconciler.checklist.items import (
 )
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.reconcile import ReconcileOptions, Reconciler
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster

@@ -25,7 +25,8 @@ from reconciler.cluster.apply import apply_plan
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.inventory import collect_inventory
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.reconcile import ReconcileOptions, Reconciler
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.model.loader import load_paths
 from reconciler.model.plan import compute_plan

@@ -19,7 +19,8 @@ from reconciler.cluster import applyset
 from reconciler.cluster.apply import strip_server_fields
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.reconcile import ReconcileOptions, Reconciler
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import install

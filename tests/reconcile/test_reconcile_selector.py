@@ -20,7 +20,8 @@ from helpers import GitRemote
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.reconcile import ReconcileOptions, Reconciler
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import DriverConfig, install
