@@ -126,6 +126,18 @@ class Reconciler:
 
         return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=self.should_stop)
 
+    def _deliver(
+        self,
+        state: TargetState,
+        desired: DesiredState,
+        marker: dict[str, Any],
+        options: DeliverOptions,
+        base: DesiredState | None = None,
+    ) -> Delivery:
+        """Deliver `desired`; from its first write the state shows `marker` in progress."""
+        hooks = self._hooks(state, marker)
+        return deliver(self.client, desired, self.check_options, options, self.progress, base, hooks=hooks)
+
     def _finish(self, state: TargetState, result: PassResult) -> PassResult:
         for record in reversed(result.records):
             state.record(record)
@@ -191,15 +203,7 @@ class Reconciler:
         base = self._desired(state.last_good) if state.last_good else None
         self.progress(f"{target}: delivering {_short(sha)} (last good {_short(state.last_good)})")
         marker = {"sha": sha, "operation": "apply", "from": state.last_good}
-        delivery = deliver(
-            self.client,
-            desired,
-            self.check_options,
-            self._deliver_options(),
-            self.progress,
-            base,
-            hooks=self._hooks(state, marker),
-        )
+        delivery = self._deliver(state, desired, marker, self._deliver_options(), base)
         record = evidence_record(delivery, sha, "apply")
         if head.forced:
             record["forcePush"] = {"previous": head.previous}
@@ -303,15 +307,7 @@ class Reconciler:
             # The first pass ever: objects that existed before it are not ours to delete.
             keep = failed.preexisting
         marker = {"sha": target_sha, "operation": "rollback", "from": failed_sha}
-        return deliver(
-            self.client,
-            desired,
-            self.check_options,
-            self._deliver_options(rollback=True, keep=keep),
-            self.progress,
-            None,
-            hooks=self._hooks(state, marker),
-        )
+        return self._deliver(state, desired, marker, self._deliver_options(rollback=True, keep=keep))
 
     def _revert(self, sha: str) -> dict[str, Any]:
         branch = self.options.git_revert_branch or ""
@@ -419,15 +415,7 @@ class Reconciler:
             sha = str(previous[0])
         desired = self._desired(sha)
         marker = {"sha": sha, "operation": "rollback", "from": state.last_good}
-        delivery = deliver(
-            self.client,
-            desired,
-            self.check_options,
-            self._deliver_options(rollback=True),
-            self.progress,
-            None,
-            hooks=self._hooks(state, marker),
-        )
+        delivery = self._deliver(state, desired, marker, self._deliver_options(rollback=True))
         record = evidence_record(delivery, sha, "rollback")
         record["from"] = state.last_good
         record["requestedBy"] = "dra-gitops rollback"
