@@ -1,6 +1,6 @@
 """Commands that deliver one revision by hand: `plan` (server-side dry-run) and `apply`.
 
-Parse, call, print, return an exit code; the work is in `pipeline` and `cluster/apply.py`.
+Parse, call, print, return an exit code; the work is in `delivery/pipeline.py` and `cluster/apply.py`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Commands of the long-running reconciler: `run`, `status`, `rollback`, `retry`.
 
-Parse, call, print, return an exit code; the work is in `controller`, `reconcile` and `state`.
+Parse, call, print, return an exit code; the work is in `loop/` (controller, reconcile, state).
 """
 
 from __future__ import annotations
