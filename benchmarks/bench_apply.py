@@ -32,13 +32,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reconciler.check import CheckOptions, load_directories  # noqa: E402
 from reconciler.cluster.apply import apply_plan, dry_run  # noqa: E402
 from reconciler.cluster.applyset import applyset_id  # noqa: E402
 from reconciler.cluster.client import ClusterClient  # noqa: E402
+from reconciler.delivery.check import CheckOptions  # noqa: E402
+from reconciler.delivery.desired import load_directories  # noqa: E402
+from reconciler.delivery.pipeline import DeliverOptions, deliver  # noqa: E402
 from reconciler.model.loader import DEFAULT_LIMITS, load_paths  # noqa: E402
 from reconciler.model.plan import compute_plan  # noqa: E402
-from reconciler.pipeline import DeliverOptions, deliver  # noqa: E402
 
 RATIO_TARGET = 3.0
 NOOP_TARGET = 2.0

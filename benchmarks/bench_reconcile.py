@@ -38,10 +38,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers import GitRemote  # noqa: E402
 
-from reconciler.check import CheckOptions  # noqa: E402
 from reconciler.cluster.client import ClusterClient  # noqa: E402
-from reconciler.reconcile import ReconcileOptions, Reconciler  # noqa: E402
-from reconciler.revisions import GitRevisions  # noqa: E402
+from reconciler.delivery.check import CheckOptions  # noqa: E402
+from reconciler.loop.reconcile import Reconciler  # noqa: E402
+from reconciler.loop.reconcile_types import ReconcileOptions  # noqa: E402
+from reconciler.loop.revisions import GitRevisions  # noqa: E402
 from reconciler.source.remote import GitSource  # noqa: E402
 
 EXAMPLE = ROOT / "manifests-example"

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.targets import load_targets
+from reconciler.loop.targets import load_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "ci" / "README.md"]

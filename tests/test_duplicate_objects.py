@@ -14,15 +14,17 @@ import pytest
 from click.testing import CliRunner
 from helpers import GitRemote
 
-from reconciler.check import CheckOptions, check_paths, load_git_revisions
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
+from reconciler.delivery.check import CheckOptions, check_paths
+from reconciler.delivery.desired import load_git_revisions
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
+from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.state import StateStore
 from reconciler.model.loader import DEFAULT_LIMITS
-from reconciler.reconcile import ReconcileOptions, Reconciler
-from reconciler.revisions import GitRevisions
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource
-from reconciler.state import StateStore
 
 NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shared-ns\n"
 # The same object as parsed: another comment, flow style, key order.

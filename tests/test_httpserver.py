@@ -16,9 +16,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.errors import UserError
-from reconciler.httpserver import ControllerServer, HookTarget, normalize_repo_url, parse_listen, read_secret
-from reconciler.metrics import Metrics
-from reconciler.targets import Secret, load_targets, target_from_flags
+from reconciler.loop.httpserver import (
+    ControllerServer,
+    HookTarget,
+    normalize_repo_url,
+    parse_listen,
+    read_secret,
+)
+from reconciler.loop.metrics import Metrics
+from reconciler.loop.targets import Secret, load_targets, target_from_flags
 
 GITHUB_SECRET = b"gh-secret-value"
 GITLAB_TOKEN = b"gl-token-value"
@@ -329,7 +335,7 @@ def test_chunked_bodies_are_refused(server: ControllerServer, recorder: Recorder
 
 
 def test_logs_carry_no_secret_and_no_body(server: ControllerServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="reconciler.httpserver")
+    caplog.set_level(logging.DEBUG, logger="reconciler.loop.httpserver")
     body = push()
     request(server, "POST", "/hooks/github?token=query-secret", body, github_headers(body))
     request(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.metrics import Metrics
+from reconciler.loop.metrics import Metrics
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

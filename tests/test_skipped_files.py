@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reconciler.check import load_directories, load_git_revisions
 from reconciler.cli import cli
+from reconciler.delivery.desired import load_directories, load_git_revisions
 from reconciler.model.loader import DEFAULT_LIMITS, SkippedFile, load_paths, skip_reason
 from reconciler.sim.server import SimCluster
 

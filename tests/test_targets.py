@@ -8,14 +8,12 @@ import textwrap
 import pytest
 
 from reconciler.errors import UserError
-from reconciler.targets import (
+from reconciler.loop.durations import format_duration, jittered, parse_duration
+from reconciler.loop.targets import (
     Secret,
     Target,
     WebhookAuth,
-    format_duration,
-    jittered,
     load_targets,
-    parse_duration,
     target_from_flags,
 )
 

@@ -107,7 +107,7 @@ class EventFact:
 
 @dataclass(frozen=True)
 class StateFact:
-    """The target's state ConfigMap (`reconciler/state.py`), as read."""
+    """The target's state ConfigMap (`reconciler/loop/state.py`), as read."""
 
     ref: str  # ConfigMap/ns/dra-gitops-<target>
     found: bool

@@ -46,8 +46,8 @@ from reconciler.cluster.rollout import RolloutContext, current_pods, rollout_con
 from reconciler.cluster.verify import chain_of
 from reconciler.dra.allocator import Inventory as DeviceInventory
 from reconciler.dra.simulate import simulate
+from reconciler.loop.state import TargetState
 from reconciler.model import dra
-from reconciler.state import TargetState
 
 STATE_PREFIX = "dra-gitops-"
 

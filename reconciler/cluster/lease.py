@@ -28,7 +28,8 @@ from typing import Any
 
 from reconciler.cluster.client import ClusterClient, Conflict, ResourceInfo
 from reconciler.errors import DraGitopsError
-from reconciler.targets import Target, jittered
+from reconciler.loop.durations import jittered
+from reconciler.loop.targets import Target
 
 log = logging.getLogger(__name__)
 

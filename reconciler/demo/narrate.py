@@ -111,8 +111,8 @@ def _driver_pod_lines(client: Any) -> list[str]:
 
 def history_table(client: Any, target: str) -> str:
     """`dra-gitops status`'s text for the target: last good, last attempt and the history of passes."""
-    from reconciler.state import StateStore
-    from reconciler.statusview import render_status
+    from reconciler.loop.state import StateStore
+    from reconciler.loop.statusview import render_status
 
     state = StateStore(client, target).load()
     return render_status(target, state, history_count=20).rstrip("\n")

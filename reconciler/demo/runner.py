@@ -134,10 +134,10 @@ class DemoWorld:
         return self.repo
 
     def start_controller(self) -> int:
-        from reconciler.check import CheckOptions
         from reconciler.cluster.client import ClusterClient
-        from reconciler.controller import Controller, ControllerOptions
-        from reconciler.targets import Secret, Target, WebhookAuth
+        from reconciler.delivery.check import CheckOptions
+        from reconciler.loop.controller import Controller, ControllerOptions
+        from reconciler.loop.targets import Secret, Target, WebhookAuth
 
         assert self.repo is not None
         self.client = ClusterClient.from_kubeconfig(str(self.kubeconfig))

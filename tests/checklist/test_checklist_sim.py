@@ -18,7 +18,6 @@ import pytest
 import yaml
 from helpers import GitRemote, wait_for
 
-from reconciler.check import CheckOptions
 from reconciler.checklist.gather import gather_facts
 from reconciler.checklist.items import (
     CHECKED,
@@ -29,8 +28,10 @@ from reconciler.checklist.items import (
     build_checklist,
 )
 from reconciler.cluster.client import ClusterClient
-from reconciler.reconcile import ReconcileOptions, Reconciler
-from reconciler.revisions import GitRevisions
+from reconciler.delivery.check import CheckOptions
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
+from reconciler.loop.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from reconciler.cluster.verify import ClaimEvidence, ExecResult, VerifyResult
-from reconciler.evidence import EXEC_OUTPUT, evidence_record
+from reconciler.delivery.result import Delivery
+from reconciler.loop.evidence import EXEC_OUTPUT, evidence_record
 from reconciler.model.plan import Plan
-from reconciler.pipeline import Delivery
 
 
 def delivery(exec_results: list[ExecResult]) -> Delivery:

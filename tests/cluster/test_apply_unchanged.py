@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from reconciler.check import CheckOptions, load_directories
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
+from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.desired import load_directories
+from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.model.loader import DEFAULT_LIMITS
-from reconciler.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 

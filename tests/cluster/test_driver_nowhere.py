@@ -19,16 +19,17 @@ import yaml
 from click.testing import CliRunner
 from helpers import GitRemote, wait_for
 
-from reconciler.check import CheckOptions
 from reconciler.checklist.gather import gather_facts
 from reconciler.cli import cli
 from reconciler.cluster.apply import apply_plan
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.inventory import collect_inventory
+from reconciler.delivery.check import CheckOptions
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
+from reconciler.loop.revisions import GitRevisions
 from reconciler.model.loader import load_paths
 from reconciler.model.plan import compute_plan
-from reconciler.reconcile import ReconcileOptions, Reconciler
-from reconciler.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

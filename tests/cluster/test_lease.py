@@ -11,8 +11,8 @@ from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient, ResourceInfo
 from reconciler.cluster.lease import LeaseLock, LeaseManager, LeaseRecord, parse_micro_time
+from reconciler.loop.targets import Target
 from reconciler.sim.server import SimCluster
-from reconciler.targets import Target
 
 NAMESPACE = "dra-gitops"
 

@@ -87,8 +87,8 @@ NOT_EXERCISED: dict[Permission, str] = {
         )
     },
     ("delete", "resource.k8s.io", "resourceclaims", ""): "prune, and the recreate of a claim whose spec "
-    "changed (immutable: reconciler/pipeline.py _recreate)",
-    ("delete", "", "pods", ""): "reconciler/pipeline.py _recreate deletes the pods holding a recreated claim",
+    "changed (immutable: reconciler/delivery/recreate.py)",
+    ("delete", "", "pods", ""): "reconciler/delivery/recreate.py deletes the pods holding a recreated claim",
     ("get", "", "pods/log", ""): "reconciler/cluster/diagnose.py reads a crashing driver pod's last lines",
     ("list", "apps", "controllerrevisions", ""): "reconciler/cluster/rollout.py, for DaemonSet pods without "
     "pod-template-generation (the DaemonSet controller always sets it)",

@@ -18,8 +18,8 @@ from deploy_support import KUBECTL, NO_KUBECTL, ROOT, kustomize
 from helpers import GitRemote, wait_for
 
 from reconciler.cli import cli
+from reconciler.loop.targets import load_targets
 from reconciler.sim.server import SimCluster
-from reconciler.targets import load_targets
 
 DOCKERFILE = ROOT / "Dockerfile"
 TARGETS = ROOT / "deploy" / "base" / "config" / "targets.yaml"

@@ -34,9 +34,9 @@ from ci_runner import (
 from helpers import GitRemote
 
 from reconciler.cluster.client import ClusterClient
+from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
-from reconciler.state import StateStore
 
 EXAMPLE = ROOT / "manifests-example"
 TARGET = "production"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.check import CheckOptions, run_check
+from reconciler.delivery.check import CheckOptions, run_check
 from reconciler.errors import EnvironmentProblem, PolicyError
 from reconciler.model.loader import load_paths
 from reconciler.policy.engine import EmbeddedEngine, load_policy_set

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from opa_standin import call, stored_modules
 
-from reconciler.check import CheckOptions, run_check
+from reconciler.delivery.check import CheckOptions, run_check
 from reconciler.errors import EnvironmentProblem
 from reconciler.model.loader import LoadResult, load_paths
 from reconciler.policy.engine import EmbeddedEngine, evaluate, load_policy_set

@@ -26,9 +26,9 @@ import yaml
 from helpers import GitRemote, wait_for
 
 from reconciler.cluster.client import ClusterClient
+from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
-from reconciler.state import StateStore
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "manifests-example"

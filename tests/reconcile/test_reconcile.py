@@ -15,16 +15,17 @@ import pytest
 import yaml
 from helpers import GitRemote, wait_for
 
-from reconciler.check import CheckOptions
 from reconciler.cluster import applyset
 from reconciler.cluster.apply import strip_server_fields
 from reconciler.cluster.client import ClusterClient
-from reconciler.reconcile import ReconcileOptions, Reconciler
-from reconciler.revisions import GitRevisions
+from reconciler.delivery.check import CheckOptions
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
+from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource
-from reconciler.state import StateStore
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "manifests-example"

@@ -18,14 +18,15 @@ import pytest
 import yaml
 from helpers import GitRemote
 
-from reconciler.check import CheckOptions
 from reconciler.cluster.client import ClusterClient
-from reconciler.reconcile import ReconcileOptions, Reconciler
-from reconciler.revisions import GitRevisions
+from reconciler.delivery.check import CheckOptions
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import ReconcileOptions
+from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import DriverConfig, install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource
-from reconciler.state import StateStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests-example"
 TARGET = "gpu-cluster"

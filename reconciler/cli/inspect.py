@@ -1,141 +1,34 @@
-"""Command line: parse, call, print, return an exit code. No logic beyond that.
+"""Commands that read and judge without writing: `check`, `inventory`, `diagnose`, `policy test`, `watch`.
 
-Exit codes (DESIGN.md): 0 success, 1 denied/rejected/failed, 2 usage, 3 plan has changes, 4 environment,
-5 rollback failed.
+Parse, call, print, return an exit code; the work is in `delivery/check.py`, `delivery/watch.py`,
+`cluster/` and `policy/`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
-from reconciler import __version__
-from reconciler.errors import DraGitopsError, UserError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-OUTPUT_FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "codeclimate")
-
-
-def _use_color(choice: str, stream: Any) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never" or os.environ.get("NO_COLOR"):
-        return False
-    return bool(getattr(stream, "isatty", lambda: False)())
-
-
-def output_option(formats: tuple[str, ...] = OUTPUT_FORMATS) -> Callable[[F], F]:
-    return click.option(
-        "-o",
-        "--output",
-        type=click.Choice(formats),
-        default="text",
-        show_default=True,
-        help="Output format for the result on stdout.",
-    )
+from reconciler.cli.options import (
+    check_options,
+    color_option,
+    connect,
+    handle_errors,
+    kube_options,
+    output_option,
+    policy_options,
+    progress_printer,
+    use_color,
+    verbosity_options,
+)
+from reconciler.errors import DraGitopsError
 
 
-def color_option(func: F) -> F:
-    return click.option(
-        "--color",
-        type=click.Choice(["auto", "always", "never"]),
-        default="auto",
-        show_default=True,
-        help="Colour the text output (auto: when stdout is a terminal and NO_COLOR is unset).",
-    )(func)
-
-
-def verbosity_options(func: F) -> F:
-    func = click.option("-v", "--verbose", count=True, help="More progress on stderr (repeatable).")(func)
-    return click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")(func)
-
-
-def kube_options(func: F) -> F:
-    func = click.option(
-        "--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file (default: $KUBECONFIG)."
-    )(func)
-    return click.option("--context", "kube_context", help="Kubeconfig context to use.")(func)
-
-
-def policy_options(func: F) -> F:
-    func = click.option(
-        "--policy",
-        "policy_dirs",
-        multiple=True,
-        type=click.Path(exists=True, file_okay=False, path_type=Path),
-        help="Extra policy directory (Rego modules and data.json); repeatable. The bundled pack always runs.",
-    )(func)
-    func = click.option(
-        "--opa-url",
-        envvar="DRA_GITOPS_OPA_URL",
-        help="Evaluate with an OPA server at this URL (http://host:port) instead of the embedded engine.",
-    )(func)
-    return click.option(
-        "--opa-token",
-        envvar="DRA_GITOPS_OPA_TOKEN",
-        help="Bearer token for the OPA server (env DRA_GITOPS_OPA_TOKEN).",
-    )(func)
-
-
-def connect(kubeconfig: str | None, context: str | None) -> Any:
-    """A cluster client from a kubeconfig/context (or the in-cluster service account)."""
-    from reconciler.cluster.client import ClusterClient
-
-    return ClusterClient.from_kubeconfig(kubeconfig, context)
-
-
-def progress_printer(quiet: bool) -> Callable[[str], None]:
-    def progress(message: str) -> None:
-        if not quiet:
-            click.echo(f"dra-gitops: {message}", err=True)
-
-    return progress
-
-
-def handle_errors(func: F) -> F:
-    """Turn our errors into one clear line on stderr and the exit code of their class; never a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            code = func(*args, **kwargs)
-        except DraGitopsError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
-        sys.exit(code or 0)
-
-    return wrapper  # type: ignore[return-value]
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="dra-gitops")
-def cli() -> None:
-    """GitOps reconciler and policy checker for Kubernetes Dynamic Resource Allocation (DRA).
-
-    \b
-    Exit codes:
-      0  success, nothing denied
-      1  policy denied, dry-run rejected, verification failed, or bad input
-      2  usage error
-      3  plan: changes pending (with --exit-code)
-      4  environment problem: cluster, git remote or OPA server unreachable, DRA API not served
-      5  rollback failed: the cluster needs a human
-    """
-
-
-@cli.command()
+@click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--repo", type=click.Path(file_okay=False, path_type=Path), help="Git repository to read revisions from."
@@ -184,7 +77,7 @@ def check(
     With --repo both trees are read straight from Git (no checkout); a `dra-gitops.yaml` at the root of
     the checked tree selects `paths` and sets policy `params`.
     """
-    from reconciler.check import CheckOptions, check_git, check_paths
+    from reconciler.delivery.check import CheckOptions, check_git, check_paths
     from reconciler.policy.report import RenderOptions, render
     from reconciler.policy.result import error_result
 
@@ -199,8 +92,8 @@ def check(
     options = CheckOptions(
         policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress_printer(quiet)
     )
-    use_color = _use_color(color, sys.stdout)
-    options_out = RenderOptions(color=use_color, fail_on_warn=fail_on_warn)
+    colored = use_color(color, sys.stdout)
+    options_out = RenderOptions(color=colored, fail_on_warn=fail_on_warn)
     try:
         facts = None
         if cluster or kubeconfig or kube_context:
@@ -229,7 +122,7 @@ def check(
             click.echo(render_capacity(run.result.capacity), err=True, nl=False)
     started = time.perf_counter()
     # click strips ANSI codes when stdout is not a terminal unless told otherwise (--color always).
-    click.echo(render(run.result, output, options_out), nl=False, color=use_color)
+    click.echo(render(run.result, output, options_out), nl=False, color=colored)
     run.timings["report"] = time.perf_counter() - started
     if verbose > 1:
         timings = ", ".join(f"{k} {v:.3f}s" for k, v in run.timings.items())
@@ -237,7 +130,7 @@ def check(
     return run.result.exit_code(fail_on_warn)
 
 
-@cli.command()
+@click.command()
 @kube_options
 @output_option(("text", "json", "markdown"))
 @verbosity_options
@@ -261,7 +154,7 @@ def inventory(
     return 0
 
 
-@cli.command()
+@click.command()
 @click.argument("target", required=False)
 @click.option("-n", "--namespace", help="Diagnose every pending claim and pod of this namespace.")
 @kube_options
@@ -294,7 +187,7 @@ def diagnose(
     return 1 if any(d.mode != "pending" for d in found) else 0
 
 
-@cli.group()
+@click.group()
 def policy() -> None:
     """Work with Rego policies."""
 
@@ -335,27 +228,42 @@ def policy_test(
     return 1 if failed else 0
 
 
-def _attach_optional_groups() -> None:
-    """Command groups built in their own packages (kept out of this module's imports at startup)."""
-    try:
-        from reconciler.sim.cli import sim
-    except ImportError:  # pragma: no cover - the sim ships with the package
-        return
-    cli.add_command(sim)
-    # The other commands register themselves on `cli` (plan, apply; run, status, rollback, retry, watch;
-    # checklist; demo).
-    import reconciler.cli_apply  # noqa: F401
-    import reconciler.cli_checklist  # noqa: F401
-    import reconciler.cli_demo  # noqa: F401
-    import reconciler.cli_reconcile  # noqa: F401
+@click.command("watch")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@kube_options
+@policy_options
+@click.option(
+    "--cluster", "use_cluster", is_flag=True, help="Also check against the cluster and dry-run there."
+)
+@click.option(
+    "--debounce", type=float, default=0.3, show_default=True, help="Seconds of quiet before re-checking."
+)
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def watch_command(
+    directory: Path,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    policy_dirs: tuple[Path, ...],
+    opa_url: str | None,
+    opa_token: str | None,
+    use_cluster: bool,
+    debounce: float,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Re-check a working copy on every save and print the report (Ctrl-C to stop)."""
+    from reconciler.delivery.watch import watch_directory
 
-
-_attach_optional_groups()
-
-
-def main() -> None:
-    try:
-        cli(prog_name="dra-gitops")
-    except UserError as exc:  # pragma: no cover - handled inside commands; kept as a last guard
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    client = connect(kubeconfig, kube_context) if use_cluster else None
+    return watch_directory(
+        directory,
+        check_options(policy_dirs, opa_url, opa_token),
+        output=output,
+        client=client,
+        debounce=debounce,
+        emit=lambda text: click.echo(text, nl=False),
+        progress=progress_printer(quiet),
+    )

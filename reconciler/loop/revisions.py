@@ -6,9 +6,9 @@ states it read, so a steady-state pass reads nothing from Git but one `git fetch
 
 from __future__ import annotations
 
-from reconciler.check import DesiredState, desired_from_trees
+from reconciler.delivery.desired import DesiredState, desired_from_trees
+from reconciler.loop.reconcile_types import SourceHead
 from reconciler.model.loader import DEFAULT_LIMITS, Limits
-from reconciler.reconcile import SourceHead
 from reconciler.source.remote import GitSource
 
 

@@ -1,18 +1,17 @@
 """Commands that deliver one revision by hand: `plan` (server-side dry-run) and `apply`.
 
-Parse, call, print, return an exit code; the work is in `pipeline` and `cluster/apply.py`.
+Parse, call, print, return an exit code; the work is in `delivery/pipeline.py` and `cluster/apply.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from reconciler.cli import (
-    cli,
+from reconciler.cli.options import (
+    F,
     connect,
     handle_errors,
     kube_options,
@@ -21,8 +20,6 @@ from reconciler.cli import (
     progress_printer,
     verbosity_options,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def source_options(func: F) -> F:
@@ -57,7 +54,7 @@ def target_options(func: F) -> F:
 
 
 def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) -> Any:
-    from reconciler.check import load_directories, load_git_revisions
+    from reconciler.delivery.desired import load_directories, load_git_revisions
     from reconciler.model.loader import DEFAULT_LIMITS
 
     if repo is not None and paths:
@@ -69,7 +66,7 @@ def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) 
     return load_directories(list(paths), DEFAULT_LIMITS)
 
 
-@cli.command("plan")
+@click.command("plan")
 @source_options
 @kube_options
 @target_options
@@ -104,8 +101,8 @@ def plan_command(
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run
     from reconciler.cluster.dryrun_render import render_plan
+    from reconciler.delivery.pipeline import stale_manifests
     from reconciler.model.plan import compute_plan
-    from reconciler.pipeline import stale_manifests
 
     desired = _desired(paths, repo, rev, subdir)
     head = desired.manifests.manifests
@@ -125,7 +122,7 @@ def plan_command(
     return 3 if exit_code and result.changes_pending else 0
 
 
-@cli.command("apply")
+@click.command("apply")
 @source_options
 @kube_options
 @target_options
@@ -181,14 +178,14 @@ def apply_command(
     driver) fails fast with a diagnosis. Exit 0 applied and verified, 1 denied/rejected/failed, 4 cluster
     problems. (Rollback to the last good revision comes with the reconcile loop.)
     """
-    from reconciler.check import CheckOptions
-    from reconciler.pipeline import DeliverOptions, deliver
+    from reconciler.delivery.check import CheckOptions
+    from reconciler.delivery.pipeline import DeliverOptions, deliver
 
     if base_rev and repo is None:
         raise click.UsageError("--base needs --repo")
     base = None
     if repo is not None and base_rev:
-        from reconciler.check import load_git_revisions
+        from reconciler.delivery.desired import load_git_revisions
         from reconciler.model.loader import DEFAULT_LIMITS
 
         desired, base = load_git_revisions(repo, [rev, base_rev], subdir, DEFAULT_LIMITS)

@@ -18,24 +18,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.check import CheckOptions
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseManager
+from reconciler.delivery.check import CheckOptions
 from reconciler.errors import DraGitopsError
-from reconciler.httpserver import ControllerServer, HookTarget
-from reconciler.metrics import Metrics
-from reconciler.reconcile import (
+from reconciler.loop.durations import jittered
+from reconciler.loop.httpserver import ControllerServer, HookTarget
+from reconciler.loop.metrics import Metrics
+from reconciler.loop.reconcile import Reconciler
+from reconciler.loop.reconcile_types import (
     APPLIED,
     DRIFT_CORRECTED,
     ROLLBACK_FAILED,
     ROLLED_BACK,
     PassResult,
     ReconcileOptions,
-    Reconciler,
 )
-from reconciler.revisions import GitRevisions
+from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.targets import Target
 from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
-from reconciler.targets import Target, jittered
 
 log = logging.getLogger("dra_gitops.controller")
 Progress = Callable[[str], None]
@@ -131,7 +132,8 @@ class _Worker:
             self.wake.wait(jittered(self.target.poll_interval))
             self.wake.clear()
 
-    def run_pass(self) -> None:
+    def run_pass(self) -> PassResult | None:
+        """One pass, observed by the controller; None when it raised (logged and counted as an error)."""
         controller = self.controller
         reason, self.reason = self.reason, "poll"
         try:
@@ -139,13 +141,14 @@ class _Worker:
         except DraGitopsError as exc:
             log.error("pass failed: %s", exc, extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, "error", 0.0)
-            return
+            return None
         except Exception:  # a bug must not kill the worker: log it and try again next time
             log.exception("pass crashed", extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, "error", 0.0)
-            return
+            return None
         self.passes += 1
         controller.observe(self.target.name, result, reason)
+        return result
 
 
 class Controller:
@@ -271,6 +274,25 @@ class Controller:
         for worker in self.workers.values():
             worker.thread.start()
         return port
+
+    def run_once(self) -> dict[str, PassResult | None]:
+        """One pass of every target whose Lease this replica takes now, in the caller's thread; then the
+        Leases are released and the sources closed (`run --once`).
+
+        By target, in order: its pass's result, or None when the pass raised (logged, as in `run`). A
+        target whose Lease another replica holds is left out.
+        """
+        results: dict[str, PassResult | None] = {}
+        try:
+            self.ensure_namespaces()
+            self.leases.run_round()
+            for name, worker in self.workers.items():
+                if self.leases.held(name):
+                    results[name] = worker.run_pass()
+        finally:
+            self.leases.stop()
+            self.close()
+        return results
 
     def stop(self) -> None:
         """Stop taking work; let running passes reach a stage boundary; release the leases."""

@@ -23,8 +23,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from reconciler.errors import UserError
-from reconciler.metrics import Metrics
-from reconciler.targets import Secret, Target
+from reconciler.loop.metrics import Metrics
+from reconciler.loop.targets import Secret, Target
 
 log = logging.getLogger(__name__)
 

@@ -1,18 +1,16 @@
-"""``dra-gitops sim serve``: run the simulated cluster in the foreground."""
+"""``dra-gitops sim serve``: run the simulated cluster in the foreground (the work is in `sim/serve.py`)."""
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
 import click
 
-from reconciler.sim.resources import RESOURCE_VERSIONS
-
 
 def _versions(value: str) -> tuple[str, ...]:
+    from reconciler.sim.resources import RESOURCE_VERSIONS
+
     if value.strip().lower() == "none":
         return ()  # a cluster without the DRA API, as a default 1.30 cluster
     versions = tuple(v.strip() for v in value.split(",") if v.strip())
@@ -36,10 +34,6 @@ def _driver_configs(drivers: tuple[str, ...], template: Path | None) -> list[str
         raise click.BadParameter(str(exc), param_hint="--device-template") from exc
     templated = {e["name"] for e in entries}
     return [*(d for d in drivers if d not in templated), *entries]
-
-
-def _names(configs: list[str | dict[str, Any]]) -> list[str]:
-    return [c if isinstance(c, str) else str(c["name"]) for c in configs]
 
 
 @click.group()
@@ -150,72 +144,30 @@ def serve(
     node_monitor_grace_period: float,
 ) -> None:
     """Run the simulated cluster in the foreground until interrupted (prints its URL on stdout)."""
-    from reconciler.sim.server import SimCluster
+    from reconciler.sim.serve import ServeOptions, serve_until_stopped, start_cluster
 
-    configs = _driver_configs(drivers, device_template)
-
-    cluster = SimCluster(
+    drivers_served = _driver_configs(drivers, device_template)  # a bad template is reported first
+    options = ServeOptions(
         port=port,
         served_versions=_versions(served_versions),
         token=token,
         kube_version=kube_version,
-        audit=audit_log or False,
+        audit_log=audit_log,
+        kubeconfig_out=kubeconfig_out,
+        control_plane=not no_control_plane,
+        nodes=nodes,
+        canary_nodes=canary_nodes,
+        components=tuple(c.strip() for c in components.split(",") if c.strip()),
+        devices_per_node=devices_per_node,
+        drivers=drivers_served,
+        driver_preinstalled=driver_preinstalled,
+        crash_images=crash_images,
+        node_monitor_grace_period=node_monitor_grace_period,
     )
     try:
-        cluster.start()
+        cluster = start_cluster(options)
     except OSError as e:
         raise click.ClickException(f"127.0.0.1:{port}: cannot listen: {e}") from e
-    control: Any = None
-    if not no_control_plane:
-        try:
-            from reconciler.sim import controlplane
-        except ImportError:
-            click.echo("sim: no simulated control plane available; serving the API only", err=True)
-        else:
-            control = controlplane.install(
-                cluster,
-                nodes=nodes,
-                devices_per_node=devices_per_node,
-                drivers=configs,
-                driver_preinstalled=driver_preinstalled,
-                node_labels=[
-                    {"dra-gitops.io/canary": "true"} if i < canary_nodes else {} for i in range(nodes)
-                ],
-                components=[c.strip() for c in components.split(",") if c.strip()],
-                crash_images=crash_images,
-                node_monitor_grace_period=node_monitor_grace_period,
-            )
-            click.echo(
-                f"sim: control plane with {nodes} node(s), driver(s) {', '.join(_names(configs))}, "
-                f"{devices_per_node} device(s) per node"
-                + (
-                    " (preinstalled)"
-                    if driver_preinstalled
-                    else " (published once the driver DaemonSet runs)"
-                ),
-                err=True,
-            )
-    if kubeconfig_out is not None:
-        cluster.write_kubeconfig(kubeconfig_out)
-        click.echo(f"sim: kubeconfig written to {kubeconfig_out}", err=True)
-    click.echo(
-        f"sim: serving resource.k8s.io {', '.join(cluster.api.served_versions)} as Kubernetes "
-        f"{cluster.api.kube_version}; Ctrl-C stops",
-        err=True,
+    serve_until_stopped(
+        cluster, options, say=lambda message: click.echo(message, err=True), announce=click.echo
     )
-    click.echo(cluster.url)
-    done = threading.Event()
-
-    def _stop(signum: int, frame: Any) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    try:
-        done.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        click.echo("sim: stopping", err=True)
-        if control is not None and hasattr(control, "stop"):
-            control.stop()
-        cluster.stop()

@@ -15,21 +15,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.check import CheckOptions, DesiredState
 from reconciler.cluster import applyset, drift
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
+from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.desired import DesiredState, empty_state
+from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
+from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem
-from reconciler.evidence import count_violations, drift_text, evidence_record
-from reconciler.model.loader import LoadResult
-from reconciler.model.objects import ObjRef
-from reconciler.pipeline import DeliverHooks, DeliverOptions, Delivery, deliver, deliver_drift
-from reconciler.policy.inputdoc import Revision
-from reconciler.reconcile_types import (
+from reconciler.loop.evidence import count_violations, drift_text, evidence_record
+from reconciler.loop.reconcile_types import (
     APPLIED,
     DENIED,
     DRIFT_CORRECTED,
-    DRY_RUN_FAILED,
     HELD,
     INTERRUPTED,
     ROLLBACK_FAILED,
@@ -43,36 +41,11 @@ from reconciler.reconcile_types import (
     RevisionSource,
     SourceHead,
 )
-from reconciler.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
-
-__all__ = [
-    "APPLIED",
-    "DENIED",
-    "DRIFT_CORRECTED",
-    "DRY_RUN_FAILED",
-    "HELD",
-    "INTERRUPTED",
-    "ROLLBACK_FAILED",
-    "ROLLED_BACK",
-    "SOURCE_ERROR",
-    "UNCHANGED",
-    "UNVERIFIED",
-    "Cancelled",
-    "PassResult",
-    "Progress",
-    "ReconcileOptions",
-    "Reconciler",
-    "RevisionSource",
-    "SourceHead",
-    "empty_state",
-]
+from reconciler.loop.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
+from reconciler.model.objects import ObjRef
 
 Progress = Callable[[str], None]
 log = logging.getLogger("dra_gitops.reconcile")
-
-
-def empty_state(sha: str | None = None) -> DesiredState:
-    return DesiredState(LoadResult(manifests=[], files=[]), Revision(sha=sha), {})
 
 
 def _short(sha: str | None) -> str:
@@ -153,6 +126,18 @@ class Reconciler:
 
         return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=self.should_stop)
 
+    def _deliver(
+        self,
+        state: TargetState,
+        desired: DesiredState,
+        marker: dict[str, Any],
+        options: DeliverOptions,
+        base: DesiredState | None = None,
+    ) -> Delivery:
+        """Deliver `desired`; from its first write the state shows `marker` in progress."""
+        hooks = self._hooks(state, marker)
+        return deliver(self.client, desired, self.check_options, options, self.progress, base, hooks=hooks)
+
     def _finish(self, state: TargetState, result: PassResult) -> PassResult:
         for record in reversed(result.records):
             state.record(record)
@@ -218,15 +203,7 @@ class Reconciler:
         base = self._desired(state.last_good) if state.last_good else None
         self.progress(f"{target}: delivering {_short(sha)} (last good {_short(state.last_good)})")
         marker = {"sha": sha, "operation": "apply", "from": state.last_good}
-        delivery = deliver(
-            self.client,
-            desired,
-            self.check_options,
-            self._deliver_options(),
-            self.progress,
-            base,
-            hooks=self._hooks(state, marker),
-        )
+        delivery = self._deliver(state, desired, marker, self._deliver_options(), base)
         record = evidence_record(delivery, sha, "apply")
         if head.forced:
             record["forcePush"] = {"previous": head.previous}
@@ -330,15 +307,7 @@ class Reconciler:
             # The first pass ever: objects that existed before it are not ours to delete.
             keep = failed.preexisting
         marker = {"sha": target_sha, "operation": "rollback", "from": failed_sha}
-        return deliver(
-            self.client,
-            desired,
-            self.check_options,
-            self._deliver_options(rollback=True, keep=keep),
-            self.progress,
-            None,
-            hooks=self._hooks(state, marker),
-        )
+        return self._deliver(state, desired, marker, self._deliver_options(rollback=True, keep=keep))
 
     def _revert(self, sha: str) -> dict[str, Any]:
         branch = self.options.git_revert_branch or ""
@@ -446,15 +415,7 @@ class Reconciler:
             sha = str(previous[0])
         desired = self._desired(sha)
         marker = {"sha": sha, "operation": "rollback", "from": state.last_good}
-        delivery = deliver(
-            self.client,
-            desired,
-            self.check_options,
-            self._deliver_options(rollback=True),
-            self.progress,
-            None,
-            hooks=self._hooks(state, marker),
-        )
+        delivery = self._deliver(state, desired, marker, self._deliver_options(rollback=True))
         record = evidence_record(delivery, sha, "rollback")
         record["from"] = state.last_good
         record["requestedBy"] = "dra-gitops rollback"

@@ -1,6 +1,6 @@
 """The values of a reconcile pass: its outcomes, options and result, and the source it reads revisions from.
 
-:mod:`reconciler.reconcile` re-exports every name, so callers keep importing them from there.
+`reconcile.py` runs the pass; the controller, `revisions.py` and the commands import these from here.
 """
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.check import DesiredState
 from reconciler.cluster import applyset, drift
+from reconciler.delivery.desired import DesiredState
+from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
-from reconciler.pipeline import Delivery
 
 # Outcomes of a pass (metrics label them; `status` prints them).
 APPLIED = "applied"

@@ -1,6 +1,6 @@
-"""Commands of the long-running reconciler: `run`, `status`, `rollback`, `retry`, `watch`.
+"""Commands of the long-running reconciler: `run`, `status`, `rollback`, `retry`.
 
-Parse, call, print, return an exit code; the work is in `controller`, `reconcile` and `state`.
+Parse, call, print, return an exit code; the work is in `loop/` (controller, reconcile, state).
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from reconciler.cli import (
-    cli,
+from reconciler.cli.options import (
+    F,
+    check_options,
     connect,
     handle_errors,
     kube_options,
@@ -27,8 +27,6 @@ from reconciler.cli import (
     progress_printer,
     verbosity_options,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def git_target_options(func: F) -> F:
@@ -107,7 +105,7 @@ def git_target_options(func: F) -> F:
 
 
 def _targets(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> list[Any]:
-    from reconciler.targets import load_targets, target_from_flags
+    from reconciler.loop.targets import load_targets, target_from_flags
 
     config_file: Path | None = kwargs.get("config_file")
     if config_file is not None:
@@ -137,12 +135,6 @@ def _targets(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> lis
 
 def _cache_dir(value: Path | None) -> Path:
     return value if value is not None else Path(tempfile.mkdtemp(prefix="dra-gitops-cache-"))
-
-
-def _check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
-    from reconciler.check import CheckOptions
-
-    return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
 
 
 def _configure_logging(verbose: int, quiet: bool, log_format: str) -> None:
@@ -179,7 +171,7 @@ class _Formatter(logging.Formatter):
         return f"{self.formatTime(record)} {record.levelname.lower():7} {context + ' ' if context else ''}{message}"
 
 
-@cli.command("run")
+@click.command("run")
 @git_target_options
 @kube_options
 @policy_options
@@ -226,9 +218,9 @@ def run_command(**kwargs: Any) -> int:
     after any write rolls back to the last good revision. A failed commit is not retried until a newer
     commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0.
     """
-    from reconciler.controller import Controller, ControllerOptions
-    from reconciler.httpserver import parse_listen
-    from reconciler.reconcile import ROLLBACK_FAILED
+    from reconciler.loop.controller import Controller, ControllerOptions
+    from reconciler.loop.httpserver import parse_listen
+    from reconciler.loop.reconcile_types import ROLLBACK_FAILED
 
     _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -251,7 +243,7 @@ def run_command(**kwargs: Any) -> int:
         retry_period=max(0.2, kwargs["lease_duration"] / 7),
         stage_timeout=kwargs["stage_timeout"],
         verify_timeout=kwargs["verify_timeout"],
-        check=_check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
+        check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
     )
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"])
     controller = Controller(client, targets, options)
@@ -277,20 +269,17 @@ def run_command(**kwargs: Any) -> int:
 
 
 def _run_once(controller: Any) -> int:
-    controller.ensure_namespaces()
-    controller.leases.run_round()
+    """A pass of every target this replica can hold; a line per pass, the exit code of the worst."""
+    results = controller.run_once()
     codes = []
-    for name, worker in controller.workers.items():
-        if not controller.leases.held(name):
+    for name in (target.name for target in controller.targets):
+        if name not in results:
             click.echo(f"dra-gitops: {name}: another replica holds the lease; skipped", err=True)
             continue
-        worker.run_pass()
-        result = controller.last_results.get(name)
+        result = results[name]
         if result is not None:
             click.echo(f"{name}: {result.outcome} {result.sha or ''} {result.message}".rstrip())
             codes.append(result.exit_code)
-    controller.leases.stop()
-    controller.close()
     return max(codes, default=0)
 
 
@@ -307,7 +296,7 @@ def state_target_options(func: F) -> F:
     )(func)
 
 
-@cli.command("status")
+@click.command("status")
 @state_target_options
 @kube_options
 @output_option(("text", "json"))
@@ -330,7 +319,7 @@ def status_command(
 
     Exit 0 when the last attempt applied, 1 when it failed (or was rolled back), 5 when a rollback failed.
     """
-    from reconciler.state import StateStore
+    from reconciler.loop.state import StateStore
 
     with connect(kubeconfig, kube_context) as client:
         state = StateStore(client, target_name, state_namespace).load()
@@ -339,7 +328,7 @@ def status_command(
         data["history"] = data["history"][: max(0, history_count)] if history_count >= 0 else data["history"]
         click.echo(json.dumps(data, indent=2))
     else:
-        from reconciler.statusview import render_status
+        from reconciler.loop.statusview import render_status
 
         click.echo(render_status(target_name, state, history_count), nl=False)
     attempted = state.last_attempted or {}
@@ -348,7 +337,7 @@ def status_command(
     return 0 if attempted.get("outcome") in (None, "applied") else 1
 
 
-@cli.command("retry")
+@click.command("retry")
 @state_target_options
 @kube_options
 @click.option("--sha", help="The sha to try again (default: the last attempted one).")
@@ -365,7 +354,7 @@ def retry_command(
 ) -> int:
     """Let the reconciler try a failed (or held) commit again on its next pass."""
     from reconciler.errors import UserError
-    from reconciler.state import StateStore
+    from reconciler.loop.state import StateStore
 
     chosen: list[str] = []
 
@@ -387,7 +376,7 @@ def retry_command(
     return 0
 
 
-@cli.command("rollback")
+@click.command("rollback")
 @git_target_options
 @kube_options
 @click.option(
@@ -403,9 +392,10 @@ def rollback_command(**kwargs: Any) -> int:
     `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync). Exit 0 rolled back and
     verified, 5 when the rollback failed (the cluster needs a human), 4 cluster or Git problems.
     """
-    from reconciler.controller import git_source_for
-    from reconciler.reconcile import ROLLED_BACK, ReconcileOptions, Reconciler
-    from reconciler.revisions import GitRevisions
+    from reconciler.loop.controller import git_source_for
+    from reconciler.loop.reconcile import Reconciler
+    from reconciler.loop.reconcile_types import ROLLED_BACK, ReconcileOptions
+    from reconciler.loop.revisions import GitRevisions
 
     targets = _targets(kwargs)
     if len(targets) != 1:
@@ -418,7 +408,7 @@ def rollback_command(**kwargs: Any) -> int:
             client,
             revisions,
             ReconcileOptions(target=target.name, state_namespace=target.state_namespace, grace=target.grace),
-            _check_options((), None, None),
+            check_options((), None, None),
             progress=progress,
         )
         head = revisions.head().sha
@@ -434,44 +424,3 @@ def rollback_command(**kwargs: Any) -> int:
             click.echo(result.rollback.render_text(), nl=False)
     # What was asked for happened: unlike a pass of `run`, where a rollback means the commit failed.
     return 0 if result.outcome == ROLLED_BACK else result.exit_code
-
-
-@cli.command("watch")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@kube_options
-@policy_options
-@click.option(
-    "--cluster", "use_cluster", is_flag=True, help="Also check against the cluster and dry-run there."
-)
-@click.option(
-    "--debounce", type=float, default=0.3, show_default=True, help="Seconds of quiet before re-checking."
-)
-@output_option(("text", "json", "markdown"))
-@verbosity_options
-@handle_errors
-def watch_command(
-    directory: Path,
-    kubeconfig: str | None,
-    kube_context: str | None,
-    policy_dirs: tuple[Path, ...],
-    opa_url: str | None,
-    opa_token: str | None,
-    use_cluster: bool,
-    debounce: float,
-    output: str,
-    verbose: int,
-    quiet: bool,
-) -> int:
-    """Re-check a working copy on every save and print the report (Ctrl-C to stop)."""
-    from reconciler.watch import watch_directory
-
-    client = connect(kubeconfig, kube_context) if use_cluster else None
-    return watch_directory(
-        directory,
-        _check_options(policy_dirs, opa_url, opa_token),
-        output=output,
-        client=client,
-        debounce=debounce,
-        emit=lambda text: click.echo(text, nl=False),
-        progress=progress_printer(quiet),
-    )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from reconciler.cli import cli, connect, handle_errors, kube_options, progress_printer, verbosity_options
+from reconciler.cli.options import connect, handle_errors, kube_options, progress_printer, verbosity_options
 
 
-@cli.command("checklist")
+@click.command("checklist")
 @kube_options
 @click.option(
     "--target",

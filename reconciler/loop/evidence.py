@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.pipeline import Delivery
-from reconciler.state import RECORD_ITEMS, now_iso
+from reconciler.delivery.result import Delivery
+from reconciler.loop.state import RECORD_ITEMS, now_iso
 
 # Characters of a verify-exec's output an evidence record keeps.
 EXEC_OUTPUT = 500

@@ -16,7 +16,7 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from reconciler.check import CheckOptions, check_paths
+from reconciler.delivery.check import CheckOptions, check_paths
 from reconciler.errors import DraGitopsError
 from reconciler.model.loader import REPO_CONFIG_NAMES, is_manifest_file
 from reconciler.policy.report import RenderOptions, render

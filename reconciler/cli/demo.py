@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from reconciler.cli import cli, handle_errors
+from reconciler.cli.options import handle_errors
 
 
-@cli.command("demo")
+@click.command("demo")
 @click.option(
     "--keep",
     is_flag=True,

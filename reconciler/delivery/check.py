@@ -1,6 +1,7 @@
 """The policy check pipeline: load → plan → input document → engine → findings.
 
-This module wires the pure core to the edges (local files, Git); the CLI only parses flags and prints.
+This module wires the pure core to the edges (local files, Git, through `delivery/desired.py`); the CLI
+only parses flags and prints.
 """
 
 from __future__ import annotations
@@ -9,35 +10,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from reconciler.errors import UserError
+from reconciler.delivery.desired import load_directories, load_git_revisions
 from reconciler.model.compare import live_driver_base
 from reconciler.model.dra_workloads import uninspected_pod_specs
-from reconciler.model.loader import (
-    REPO_CONFIG_NAMES,
-    SNIFF_BYTES,
-    Duplicate,
-    Limits,
-    LoadResult,
-    Selection,
-    SkippedFile,
-    excluded_reason,
-    is_excluded,
-    load_blobs,
-    load_paths,
-    load_repo_config,
-    looks_like_manifest,
-    outside_paths_reason,
-)
+from reconciler.model.loader import Limits, LoadResult
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
-
-if TYPE_CHECKING:
-    from reconciler.source.git import TreeFiles
 
 Progress = Callable[[str], None]
 
@@ -111,26 +94,6 @@ def _merge_params(*layers: dict[str, Any]) -> dict[str, Any]:
     for layer in layers:
         merged.update(layer)
     return merged
-
-
-def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any]]:
-    """What a `dra-gitops.yaml` at the root of a directory selects (its `paths`), else the directory."""
-    for name in REPO_CONFIG_NAMES:
-        config_file = root / name
-        if config_file.is_file():
-            config = load_repo_config(config_file.read_bytes(), config_file.as_posix())
-            paths = [root / p for p in config.get("paths") or []]
-            for path in paths:
-                if not path.resolve().is_relative_to(root.resolve()):
-                    raise UserError(
-                        f"`paths` entry {path} leaves the repository", where=config_file.as_posix()
-                    )
-            params = dict(config.get("params") or {})
-            exclude = tuple(config.get("exclude") or ())
-            if not paths and not exclude:
-                return [root], params
-            return [Selection(root, tuple(paths or [root]), config_file.as_posix(), exclude)], params
-    return [root], {}
 
 
 def run_check(
@@ -211,91 +174,6 @@ def run_check(
         f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"
     )
     return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
-
-
-@dataclass
-class DesiredState:
-    """The manifests of one revision (or of directories on disk) with the repository config's params."""
-
-    manifests: LoadResult
-    revision: Revision
-    params: dict[str, Any]
-
-    @property
-    def skipped(self) -> list[SkippedFile]:
-        """Manifest files of this state that are neither checked nor applied (hidden, outside `paths`)."""
-        return self.manifests.skipped
-
-    @property
-    def duplicates(self) -> list[Duplicate]:
-        """Objects defined again with the same content, loaded once."""
-        return self.manifests.duplicates
-
-
-def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
-    """Files and directories on disk; a directory with a `dra-gitops.yaml` loads the `paths` it names."""
-    to_load: list[Path | Selection] = []
-    params: dict[str, Any] = {}
-    for path in paths:
-        if path.is_dir():
-            config_paths, config_params = _config_paths(path)
-            to_load.extend(config_paths)
-            params.update(config_params)
-        else:
-            to_load.append(path)
-    return DesiredState(load_paths(to_load, limits), Revision(), params)
-
-
-def load_git_revisions(
-    repo_dir: Path, revs: Sequence[str], subdir: str, limits: Limits
-) -> list[DesiredState]:
-    """Revisions read straight from Git; the first revision's repository config selects paths for all."""
-    from reconciler.source import git as git_source
-
-    repo = git_source.open_repo(repo_dir)
-    trees = [git_source.read_tree(repo, rev, subdir, limits) for rev in revs]
-    return desired_from_trees(trees, subdir, limits)
-
-
-def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
-    """Desired states of trees read from Git; the first tree's repository config selects paths for all."""
-    params: dict[str, Any] = {}
-    wanted: list[str] = []
-    exclude: tuple[str, ...] = ()
-    config_path = ""
-    if trees[0].config is not None:
-        config_path, config_text = trees[0].config
-        config = load_repo_config(config_text, config_path)
-        params = dict(config.get("params") or {})
-        wanted = [p.strip("/") for p in config.get("paths") or []]
-        exclude = tuple(config.get("exclude") or ())
-    prefix = f"{subdir.strip('/')}/" if subdir else ""
-    states = []
-    for tree in trees:
-        blobs = tree.blobs
-        skipped = list(tree.skipped)
-        if wanted:
-            blobs = []
-            for path, data in tree.blobs:
-                if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in wanted):
-                    blobs.append((path, data))
-                elif looks_like_manifest(data[:SNIFF_BYTES]):
-                    skipped.append(SkippedFile(path, outside_paths_reason(config_path)))
-        if exclude:
-            kept = []
-            for path, data in blobs:
-                if is_excluded(path.removeprefix(prefix), exclude):
-                    if looks_like_manifest(data[:SNIFF_BYTES]):
-                        skipped.append(SkippedFile(path, excluded_reason(config_path)))
-                else:
-                    kept.append((path, data))
-            blobs = kept
-        commit = tree.commit
-        revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
-        shown_config = config_path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
-        loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config)
-        states.append(DesiredState(loaded, revision, params))
-    return states
 
 
 def _skipped_note(loaded: LoadResult) -> str:

@@ -1,0 +1,60 @@
+"""Command line: parse, call, print, return an exit code. No logic beyond that.
+
+The group is here; each family of commands lives in a module of its own and is registered below, one
+`add_command` per command. The family modules import click and `cli/options.py` only: the work they call
+(cluster client, policy engine, Git, the sim) is imported inside the command functions, so a part that
+fails to import fails its own commands only, not the listing of the others.
+
+Exit codes (see the group's help below): 0 success, 1 denied/rejected/failed, 2 usage, 3 plan has
+changes, 4 environment, 5 rollback failed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from reconciler import __version__
+from reconciler.cli import checklist, deliver, demo, inspect, loop, sim
+from reconciler.errors import UserError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="dra-gitops")
+def cli() -> None:
+    """GitOps reconciler and policy checker for Kubernetes Dynamic Resource Allocation (DRA).
+
+    \b
+    Exit codes:
+      0  success, nothing denied
+      1  policy denied, dry-run rejected, verification failed, or bad input
+      2  usage error
+      3  plan: changes pending (with --exit-code)
+      4  environment problem: cluster, git remote or OPA server unreachable, DRA API not served
+      5  rollback failed: the cluster needs a human
+    """
+
+
+cli.add_command(inspect.check)
+cli.add_command(inspect.inventory)
+cli.add_command(inspect.diagnose)
+cli.add_command(inspect.policy)
+cli.add_command(inspect.watch_command)
+cli.add_command(deliver.plan_command)
+cli.add_command(deliver.apply_command)
+cli.add_command(loop.run_command)
+cli.add_command(loop.status_command)
+cli.add_command(loop.rollback_command)
+cli.add_command(loop.retry_command)
+cli.add_command(checklist.checklist_command)
+cli.add_command(demo.demo_command)
+cli.add_command(sim.sim)
+
+
+def main() -> None:
+    try:
+        cli(prog_name="dra-gitops")
+    except UserError as exc:  # pragma: no cover - handled inside commands; kept as a last guard
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)

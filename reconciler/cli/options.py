@@ -1,0 +1,124 @@
+"""What every command shares: its common options, the cluster connection, error handling and progress.
+
+Importing this module imports click and the error classes only: every command family builds on it, so
+nothing heavy (the cluster client, the policy engine, the sim) is imported here but inside functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from reconciler.errors import DraGitopsError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+OUTPUT_FORMATS = ("text", "json", "markdown", "sarif", "junit", "github", "codeclimate")
+
+
+def use_color(choice: str, stream: Any) -> bool:
+    """Whether to colour text on `stream` for a --color choice (auto: a terminal and NO_COLOR unset)."""
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def output_option(formats: tuple[str, ...] = OUTPUT_FORMATS) -> Callable[[F], F]:
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(formats),
+        default="text",
+        show_default=True,
+        help="Output format for the result on stdout.",
+    )
+
+
+def color_option(func: F) -> F:
+    return click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        help="Colour the text output (auto: when stdout is a terminal and NO_COLOR is unset).",
+    )(func)
+
+
+def verbosity_options(func: F) -> F:
+    func = click.option("-v", "--verbose", count=True, help="More progress on stderr (repeatable).")(func)
+    return click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")(func)
+
+
+def kube_options(func: F) -> F:
+    func = click.option(
+        "--kubeconfig", type=click.Path(dir_okay=False), help="Kubeconfig file (default: $KUBECONFIG)."
+    )(func)
+    return click.option("--context", "kube_context", help="Kubeconfig context to use.")(func)
+
+
+def policy_options(func: F) -> F:
+    func = click.option(
+        "--policy",
+        "policy_dirs",
+        multiple=True,
+        type=click.Path(exists=True, file_okay=False, path_type=Path),
+        help="Extra policy directory (Rego modules and data.json); repeatable. The bundled pack always runs.",
+    )(func)
+    func = click.option(
+        "--opa-url",
+        envvar="DRA_GITOPS_OPA_URL",
+        help="Evaluate with an OPA server at this URL (http://host:port) instead of the embedded engine.",
+    )(func)
+    return click.option(
+        "--opa-token",
+        envvar="DRA_GITOPS_OPA_TOKEN",
+        help="Bearer token for the OPA server (env DRA_GITOPS_OPA_TOKEN).",
+    )(func)
+
+
+def check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
+    """The policy check's options from --policy, --opa-url and --opa-token (no progress of its own)."""
+    from reconciler.delivery.check import CheckOptions
+
+    return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
+
+
+def connect(kubeconfig: str | None, context: str | None) -> Any:
+    """A cluster client from a kubeconfig/context (or the in-cluster service account)."""
+    from reconciler.cluster.client import ClusterClient
+
+    return ClusterClient.from_kubeconfig(kubeconfig, context)
+
+
+def progress_printer(quiet: bool) -> Callable[[str], None]:
+    def progress(message: str) -> None:
+        if not quiet:
+            click.echo(f"dra-gitops: {message}", err=True)
+
+    return progress
+
+
+def handle_errors(func: F) -> F:
+    """Turn our errors into one clear line on stderr and the exit code of their class; never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            code = func(*args, **kwargs)
+        except DraGitopsError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code or 0)
+
+    return wrapper  # type: ignore[return-value]
