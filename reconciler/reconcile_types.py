@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reconciler.check import DesiredState
-from reconciler.cluster import applyset, drift
+from reconciler.cluster import applyset
+from reconciler.cluster.apply import DriftReport
 from reconciler.errors import DraGitopsError
 from reconciler.pipeline import Delivery
 
@@ -70,7 +71,7 @@ class PassResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     delivery: Delivery | None = None
     rollback: Delivery | None = None
-    drift: drift.DriftReport | None = None
+    drift: DriftReport | None = None
     violations: dict[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> count
 
     @property

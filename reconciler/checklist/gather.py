@@ -24,10 +24,8 @@ from reconciler.checklist.facts import (
     StateFact,
 )
 from reconciler.cluster import applyset
-from reconciler.cluster.canary import idle_driver_reason
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.diagnose import pod_claim_refs
-from reconciler.cluster.health import health_of
 from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
@@ -42,7 +40,14 @@ from reconciler.cluster.objects import (
     pod_phase,
     pod_ready,
 )
-from reconciler.cluster.rollout import RolloutContext, current_pods, rollout_context, selects
+from reconciler.cluster.readiness import (
+    RolloutContext,
+    current_pods,
+    health_of,
+    idle_driver_reason,
+    rollout_context,
+    selects,
+)
 from reconciler.cluster.verify import chain_of
 from reconciler.dra.allocator import Inventory as DeviceInventory
 from reconciler.dra.simulate import simulate

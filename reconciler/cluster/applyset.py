@@ -23,7 +23,7 @@ ID_LABEL = "applyset.kubernetes.io/id"
 TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
 GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
 # A digest of the desired state the set was last delivered from, written once that delivery verified and
-# removed before the next delivery's first write (reconciler/cluster/noop.py reads it).
+# removed before the next delivery's first write (reconciler/cluster/apply/noop.py reads it).
 DELIVERED_ANNOTATION = "dra-gitops.io/delivered-digest"
 DEFAULT_TARGET = "default"
 DEFAULT_NAMESPACE = "dra-gitops"

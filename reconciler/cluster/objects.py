@@ -3,7 +3,7 @@
 Object access (`meta`, `name_of`, `namespace_of`, `nsname`), pod and node state (`pod_phase`, `pod_ready`,
 `pod_health`, `node_ready`), ages, served/deprecated resource.k8s.io versions (`deprecated_versions`,
 `require_dra`) and driver workloads' pods (`workload_selector`, `driver_pods_of`). No I/O: the edges that
-read the objects are `inventory.py`, `diagnose.py`, `verify.py` and `checklist/gather.py`.
+read the objects are `inventory/`, `diagnose/`, `verify/` and `checklist/gather.py`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.cluster.health import condition
-from reconciler.cluster.rollout import RolloutContext, current_pods
+from reconciler.cluster.readiness import RolloutContext, condition, current_pods
 from reconciler.errors import EnvironmentProblem
 from reconciler.model import dra
 
@@ -222,7 +221,6 @@ __all__ = [
     "NOT_SERVED_EXPLANATION",
     "PodHealth",
     "age_seconds",
-    "condition",
     "deprecated_versions",
     "driver_pods_of",
     "format_age",

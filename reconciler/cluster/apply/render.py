@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.cluster.changeset import DryRunResult, ObjectResult
+from reconciler.cluster.apply.changeset import DryRunResult, ObjectResult
 from reconciler.markdown import md_code, md_fence, md_table, md_text
 from reconciler.model.loader import SkippedFile
 from reconciler.policy.report_common import skipped_dicts, skipped_lines

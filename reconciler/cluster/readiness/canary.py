@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.cluster.nodefit import no_node
+from reconciler.cluster.readiness.nodefit import no_node
 from reconciler.model import dra
 
 

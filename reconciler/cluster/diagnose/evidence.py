@@ -1,8 +1,8 @@
 """Small pure helpers on live objects that diagnosis turns into evidence lines and numbers.
 
 Event lines and the events of one object, a pod's claim references, a claim's allocation in one line, and
-the needed / free / total devices per requested class. `verify.py` and `checklist/gather.py` use some of
-them too (through `diagnose.py`, which re-exports them).
+the needed / free / total devices per requested class. `verify/` and `checklist/gather.py` use some of
+them too (through the package's face).
 """
 
 from __future__ import annotations

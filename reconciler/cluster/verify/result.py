@@ -1,6 +1,6 @@
 """What verification returns and how it reads: the evidence per claim, the verify-exec results, the result.
 
-Pure; split out of `verify.py`, which re-exports every name.
+Pure.
 """
 
 from __future__ import annotations

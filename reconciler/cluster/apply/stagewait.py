@@ -8,16 +8,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from reconciler.cluster.canary import (
+from reconciler.cluster.apply.changeset import DRA_GROUP, WorkItem, error_text
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.readiness import (
+    Health,
+    current_pods,
+    health_of,
     idle_canary_reason,
     idle_main_driver_reason,
     node_selector,
+    pod_failure,
+    rollout_context,
     template_changed,
 )
-from reconciler.cluster.changeset import DRA_GROUP, WorkItem, error_text
-from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.health import Health, health_of, pod_failure
-from reconciler.cluster.rollout import current_pods, rollout_context
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
 from reconciler.model.plan import Change

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from reconciler.cluster.changeset import (
+from reconciler.cluster.apply.changeset import (
     DRA_GROUP,
     ApplyResult,
     DryRunResult,
@@ -27,15 +27,13 @@ from reconciler.cluster.changeset import (
     read_live,
     resolve,
     stage_groups,
-    strip_server_fields,
     terminating,
-    unified_diff,
     version_of,
     work_items,
 )
+from reconciler.cluster.apply.dryrun import check_item
+from reconciler.cluster.apply.stagewait import POLL_MAX, POLL_START, SLICE_GRACE, FailFast, StageWaiter
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.dryrun import check_item, dry_run, render_dry_run
-from reconciler.cluster.stagewait import POLL_MAX, POLL_START, SLICE_GRACE, FailFast, StageWaiter
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
 from reconciler.model.objects import api_group
@@ -361,15 +359,4 @@ def group_kinds_of(plan: Plan) -> list[str]:
     return sorted(kinds)
 
 
-__all__ = [
-    "ApplyResult",
-    "DryRunResult",
-    "ObjectResult",
-    "StageResult",
-    "apply_plan",
-    "dry_run",
-    "group_kinds_of",
-    "render_dry_run",
-    "strip_server_fields",
-    "unified_diff",
-]
+__all__ = ["apply_plan", "group_kinds_of"]

@@ -10,7 +10,7 @@ DeviceClass that does not exist; a selector failing at run time (kube-scheduler'
 "cannot allocate all claims" persisting past `grace` (measured from when verify first saw it);
 FailedPrepareDynamicResources; a driver pod in CrashLoopBackOff; a workload pod that failed
 (CrashLoopBackOff, image pull, phase Failed). On failure the diagnoses of `diagnose.classify` are
-attached. The result types and their rendering are in `verify_result.py` (re-exported here).
+attached. The result types and their rendering are in `result.py`.
 
 Optional: annotation `dra-gitops.io/verify-exec: "<command>"` on a workload runs the command in the first
 container of each of its pods through the exec API once the chain holds; an error fails verification.
@@ -32,15 +32,13 @@ from reconciler.cluster.diagnose import (
     collect_snapshot,
     events_for,
     pod_claim_refs,
+    selector_failure_in,
 )
-from reconciler.cluster.diagnose_selector import selector_failure_in
-from reconciler.cluster.health import health_of, pod_failure
 from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
     _dict,
     _list,
-    condition,
     driver_pods_of,
     labels_match,
     meta,
@@ -52,13 +50,11 @@ from reconciler.cluster.objects import (
     pod_ready,
     workload_selector,
 )
-from reconciler.cluster.rollout import current_pods, rollout_context
-from reconciler.cluster.verify_result import (
+from reconciler.cluster.readiness import condition, current_pods, health_of, pod_failure, rollout_context
+from reconciler.cluster.verify.result import (
     ClaimEvidence,
     ExecResult,
     VerifyResult,
-    evidence_line,
-    render_evidence,
 )
 from reconciler.dra.allocator import CANNOT_ALLOCATE
 from reconciler.errors import DraGitopsError
@@ -452,13 +448,4 @@ def _run_exec(
     return out
 
 
-__all__ = [
-    "VERIFY_EXEC_ANNOTATION",
-    "ClaimEvidence",
-    "ExecResult",
-    "VerifyResult",
-    "chain_of",
-    "evidence_line",
-    "render_evidence",
-    "verify_workloads",
-]
+__all__ = ["VERIFY_EXEC_ANNOTATION", "chain_of", "verify_workloads"]

@@ -2,7 +2,7 @@
 
 `_Subject` is one claim in scope (possibly not created yet) with the pods that use it; `_ClassifierBase`
 finds them (`subjects`) and writes the event and driver-pod lines the modes cite. The modes build on it:
-per claim in `diagnose_claim_modes.py`, cluster-wide in `diagnose_classify.py`. Pure.
+per claim in `claim_modes.py`, cluster-wide in `classify.py`. Pure.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.cluster.diagnose_evidence import events_for, pod_claim_refs
-from reconciler.cluster.diagnose_types import Diagnosis, Snapshot
+from reconciler.cluster.diagnose.evidence import events_for, pod_claim_refs
+from reconciler.cluster.diagnose.types import Diagnosis, Snapshot
 from reconciler.cluster.objects import (
     _dict,
     driver_pods_of,

@@ -1,6 +1,6 @@
 """What a plan's changes became on the server: per-object results, diffs, and the work items behind them.
 
-Shared by the dry-run (`dryrun.py`), the stage waits (`stagewait.py`) and the staged apply (`apply.py`).
+Shared by the dry-run (`dryrun.py`), the stage waits (`stagewait.py`) and the staged apply (`staged.py`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from reconciler.cluster.changeset import (
+from reconciler.cluster.apply.changeset import (
     DryRunResult,
     ObjectResult,
     WorkItem,
@@ -28,14 +28,13 @@ from reconciler.cluster.changeset import (
     work_items,
 )
 from reconciler.cluster.client import ClusterClient, Invalid
-from reconciler.cluster.dryrun_render import render_dry_run
 from reconciler.errors import DraGitopsError
 from reconciler.model.plan import Plan
 
 # Where an object in a namespace the plan creates is dry-run for its schema (every cluster has it).
 PROBE_NAMESPACE = "default"
 
-__all__ = ["check_item", "dry_run", "render_dry_run"]
+__all__ = ["check_item", "dry_run"]
 
 # ---- one object ---------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reconciler.cluster.diagnose_types import Diagnosis
+from reconciler.cluster.diagnose.types import Diagnosis
 from reconciler.cluster.objects import _dict, _list
 from reconciler.dra.allocator import Inventory, normalise_requests
 from reconciler.dra.devices import Device, selector_exprs

@@ -1,7 +1,7 @@
 """What diagnosis works on and produces: the `Snapshot` classify() looks at, the `Diagnosis` it returns.
 
 `MODES` orders the failure modes, most specific first (classify() sorts by it); the event reasons are
-shared with `verify.py`. Split out of `diagnose.py`, which re-exports every name.
+shared with `verify/`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reconciler.cluster.rollout import RolloutContext
+from reconciler.cluster.readiness import RolloutContext
 
 MODES = (
     "missing-class",

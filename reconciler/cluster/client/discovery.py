@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.cluster.client_errors import NotFound
-from reconciler.cluster.transport import ApiTransport
+from reconciler.cluster.client.errors import NotFound
+from reconciler.cluster.client.transport import ApiTransport
 from reconciler.errors import DraGitopsError
 from reconciler.model.objects import api_group
 

@@ -10,9 +10,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.cluster.diagnose_claim_modes import _ClaimModes
-from reconciler.cluster.diagnose_evidence import pod_claim_refs
-from reconciler.cluster.diagnose_types import MODES, Diagnosis, Snapshot
+from reconciler.cluster.diagnose.claim_modes import _ClaimModes
+from reconciler.cluster.diagnose.evidence import pod_claim_refs
+from reconciler.cluster.diagnose.types import MODES, Diagnosis, Snapshot
 from reconciler.cluster.objects import (
     _dict,
     _list,

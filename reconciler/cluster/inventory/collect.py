@@ -2,12 +2,12 @@
 
 `collect_inventory(client)` reads the cluster once (discovery, nodes, driver workloads and their pods,
 DeviceClasses / ResourceClasses, ResourceSlices, ResourceClaims, DeviceTaintRules) and returns an
-`Inventory`; `render_inventory(inventory, fmt)` (inventory_render.py) is pure and prints it as text, JSON or
+`Inventory`; `render_inventory(inventory, fmt)` (render.py) is pure and prints it as text, JSON or
 Markdown. A cluster that does not serve resource.k8s.io at all is an `EnvironmentProblem` (exit 4) whose
 message says which Kubernetes versions serve which DRA API and with which flags.
 
 The small pure helpers on objects (pod health, node readiness, deprecated versions, driver pods) live in
-`objects.py`; `list_driver_workloads` / `list_driver_pods` here are shared with `diagnose.py` and `verify.py`.
+`objects.py`; `list_driver_workloads` / `list_driver_pods` here are shared with `diagnose/` and `verify/`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cluster.canary import idle_driver_reason
 from reconciler.cluster.objects import (
     APPS,
     DRA_GROUP,
@@ -25,7 +24,6 @@ from reconciler.cluster.objects import (
     _dict,
     _list,
     age_seconds,
-    condition,
     deprecated_versions,
     driver_pods_of,
     meta,
@@ -38,6 +36,7 @@ from reconciler.cluster.objects import (
     selector_string,
     workload_selector,
 )
+from reconciler.cluster.readiness import condition, idle_driver_reason
 from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra

@@ -3,7 +3,7 @@
 Requests are built as plain values (path, query, body) and sent through the official `ApiClient`, which
 brings kubeconfig, in-cluster config, TLS and auth. Temporary errors (429, 5xx, timeouts, refused
 connections) are retried with backoff and then raised as `TemporaryError` (exit 4); every other error
-answer becomes an `ApiError` (:mod:`reconciler.cluster.client_errors`).
+answer becomes an `ApiError` (:mod:`reconciler.cluster.client.errors`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.cluster.client_errors import error_for_response
+from reconciler.cluster.client.errors import error_for_response
 from reconciler.errors import TemporaryError
 
 RequestLog = list[tuple[str, str, tuple[tuple[str, Any], ...]]]

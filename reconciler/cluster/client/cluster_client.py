@@ -7,12 +7,12 @@ Every API error becomes an `ApiError` whose message starts with the object ref a
 message; temporary errors (429, 5xx, timeouts, refused connections) are retried with backoff and then
 raised as `TemporaryError` (exit 4).
 
-The client is built in layers, each its own module; this module re-exports their names:
+The client is built in layers, each its own module of this package (whose face names them all):
 
-* :mod:`reconciler.cluster.client_errors` `ApiError` and its subclasses, error answers → errors
-* :mod:`reconciler.cluster.transport`     `ApiTransport`: rate limit (`RateLimiter`), retries, one request
-* :mod:`reconciler.cluster.discovery`     `DiscoveryClient`: `ResourceInfo`, `GroupInfo`, the discovery cache
-* this module                             `ClusterClient`: construction, get/list/apply/delete/logs/exec
+* :mod:`reconciler.cluster.client.errors`    `ApiError` and its subclasses, error answers → errors
+* :mod:`reconciler.cluster.client.transport` `ApiTransport`: rate limit (`RateLimiter`), retries, one request
+* :mod:`reconciler.cluster.client.discovery` `DiscoveryClient`: `ResourceInfo`, `GroupInfo`, the discovery cache
+* this module                                `ClusterClient`: construction, get/list/apply/delete/logs/exec
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.cluster.client_errors import ApiError, Conflict, Forbidden, Invalid, NotFound, object_where
-from reconciler.cluster.discovery import DiscoveryClient, GroupInfo, ResourceInfo
-from reconciler.cluster.transport import RateLimiter, RequestLog
+from reconciler.cluster.client.discovery import DiscoveryClient, GroupInfo, ResourceInfo
+from reconciler.cluster.client.errors import ApiError, NotFound, object_where
+from reconciler.cluster.client.transport import RateLimiter, RequestLog
 from reconciler.errors import EnvironmentProblem, TemporaryError
-from reconciler.model.objects import CLUSTER_SCOPED_KINDS
 
 FIELD_MANAGER = "dra-gitops"
 
@@ -318,17 +317,7 @@ def _running_in_cluster() -> bool:
     )
 
 
-__all__ = [
-    "ApiError",
-    "ClusterClient",
-    "Conflict",
-    "FIELD_MANAGER",
-    "Forbidden",
-    "Invalid",
-    "NotFound",
-    "ResourceInfo",
-    "CLUSTER_SCOPED_KINDS",
-]
+__all__ = ["ClusterClient", "FIELD_MANAGER"]
 
 
 _EXEC_STATUS_CHANNEL = 3  # the exec protocols' error channel: a Status when the command has ended

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from reconciler.cluster.inventory import Inventory
+from reconciler.cluster.inventory.collect import Inventory
 from reconciler.cluster.objects import format_age
 from reconciler.markdown import md_table
 

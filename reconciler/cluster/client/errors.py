@@ -2,7 +2,7 @@
 
 Every API error becomes an `ApiError` whose message starts with the object ref and carries the server's
 message; temporary errors (429, 5xx) become `TemporaryError`, which the transport
-(:mod:`reconciler.cluster.transport`) retries with backoff before raising it (exit 4).
+(:mod:`reconciler.cluster.client.transport`) retries with backoff before raising it (exit 4).
 """
 
 from __future__ import annotations

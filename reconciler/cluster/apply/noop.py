@@ -4,7 +4,7 @@ Re-applying an unchanged tree must not cost a dry-run per object. When the diges
 is the one the last verified delivery recorded on the ApplySet parent (and no delivery wrote since), the
 manifests are exactly what the live objects were applied from, so a field the manifests stopped setting
 cannot be waiting for removal; the live copies are then compared in memory, as the reconcile loop's
-steady state does (`drift.scan`). Only when every object is still as delivered is the dry-run skipped; any
+steady state does (`drift.scan_drift`). Only when every object is still as delivered is the dry-run skipped; any
 drift, a deletion, or another digest takes the full dry-run.
 """
 
@@ -14,8 +14,9 @@ import hashlib
 import json
 from collections.abc import Sequence
 
-from reconciler.cluster import applyset, drift
-from reconciler.cluster.changeset import DryRunResult, ObjectResult
+from reconciler.cluster import applyset
+from reconciler.cluster.apply.changeset import DryRunResult, ObjectResult
+from reconciler.cluster.apply.drift import scan_drift
 from reconciler.cluster.client import ClusterClient
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan
@@ -39,7 +40,7 @@ def unchanged_since_delivery(
     if applyset.delivered_digest(client, target, namespace) != digest:
         return None
     set_id = applyset.applyset_id(target, namespace)
-    report = drift.scan(client, [change.current for change in plan.changes], set_id, {})
+    report = scan_drift(client, [change.current for change in plan.changes], set_id, {})
     if report.drifted:
         return None
     results = [

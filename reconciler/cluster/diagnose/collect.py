@@ -9,11 +9,7 @@ Failure modes: driver-not-installed, exhaustion, node-failure, version-mismatch,
 selector-error (a selector failing at run time: kube-scheduler's SchedulerError), prepare-failure, and
 pending (nothing conclusive yet, or a free count the model cannot know).
 
-This module is the entry point and keeps the edge; its parts (every public name is re-exported here):
-`diagnose_types.py` (Snapshot, Diagnosis, MODES), `diagnose_evidence.py` (pure helpers on objects),
-`diagnose_scope.py` (the claims in scope, shared evidence), `diagnose_claim_modes.py` (the per-claim
-modes; `diagnose_selector.py` the selector-error one), `diagnose_classify.py` (the cluster-wide modes
-and classify()), `diagnose_render.py` (text, json, markdown).
+This module is the edge: it reads the `Snapshot` (`types.py`) that `classify` (`classify.py`) judges.
 """
 
 from __future__ import annotations
@@ -21,16 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cluster.diagnose_classify import classify
-from reconciler.cluster.diagnose_evidence import (
-    claim_status_line,
-    class_counts,
-    event_line,
-    events_for,
+from reconciler.cluster.diagnose.classify import classify
+from reconciler.cluster.diagnose.evidence import (
     pod_claim_refs,
 )
-from reconciler.cluster.diagnose_render import render_diagnoses
-from reconciler.cluster.diagnose_types import FAILED_PREPARE, FAILED_SCHEDULING, MODES, Diagnosis, Snapshot
+from reconciler.cluster.diagnose.types import FAILED_PREPARE, Diagnosis, Snapshot
 from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
@@ -42,7 +33,7 @@ from reconciler.cluster.objects import (
     pod_ready,
     require_dra,
 )
-from reconciler.cluster.rollout import rollout_context
+from reconciler.cluster.readiness import rollout_context
 from reconciler.errors import UserError
 
 if TYPE_CHECKING:
@@ -174,19 +165,4 @@ def diagnose(
     return classify(snap)
 
 
-__all__ = [
-    "FAILED_PREPARE",
-    "FAILED_SCHEDULING",
-    "MODES",
-    "Diagnosis",
-    "Snapshot",
-    "claim_status_line",
-    "class_counts",
-    "classify",
-    "collect_snapshot",
-    "diagnose",
-    "event_line",
-    "events_for",
-    "pod_claim_refs",
-    "render_diagnoses",
-]
+__all__ = ["collect_snapshot", "diagnose"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from reconciler.cluster.diagnose_types import Diagnosis
+from reconciler.cluster.diagnose.types import Diagnosis
 
 
 def render_diagnoses(diagnoses: Sequence[Diagnosis], fmt: str = "text") -> str:

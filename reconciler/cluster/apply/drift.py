@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.cluster import applyset
-from reconciler.cluster.apply import strip_server_fields
+from reconciler.cluster.apply.changeset import strip_server_fields
 from reconciler.cluster.client import ClusterClient, NotFound, ResourceInfo
 from reconciler.errors import DraGitopsError
 from reconciler.model.compare import covers
@@ -81,7 +81,7 @@ def _resources(
     return list(by_kind.values())
 
 
-def scan(
+def scan_drift(
     client: ClusterClient,
     desired: Sequence[Manifest],
     set_id: str,
@@ -132,4 +132,4 @@ def _dry_run_unchanged(
     return strip_server_fields(answer) == strip_server_fields(live)
 
 
-__all__ = ["DriftReport", "Fingerprints", "covers", "fingerprint", "scan"]
+__all__ = ["DriftReport", "Fingerprints", "fingerprint", "scan_drift"]

@@ -1,5 +1,5 @@
 """The failure modes of one claim in scope, checked in order: missing-class, selector-error
-(`diagnose_selector.py`), node-failure, prepare-failure, exhaustion (only when the free count is known),
+(`selector.py`), node-failure, prepare-failure, exhaustion (only when the free count is known),
 else pending (nothing conclusive yet, an unknown free count with its reason; nothing when it is
 healthy). Pure.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reconciler.cluster.diagnose_evidence import _is_int, claim_status_line, class_counts, event_line
-from reconciler.cluster.diagnose_scope import _ClassifierBase, _Subject
-from reconciler.cluster.diagnose_selector import selector_diagnosis
-from reconciler.cluster.diagnose_types import FAILED_PREPARE, FAILED_SCHEDULING, Diagnosis
+from reconciler.cluster.diagnose.evidence import _is_int, claim_status_line, class_counts, event_line
+from reconciler.cluster.diagnose.scope import _ClassifierBase, _Subject
+from reconciler.cluster.diagnose.selector import selector_diagnosis
+from reconciler.cluster.diagnose.types import FAILED_PREPARE, FAILED_SCHEDULING, Diagnosis
 from reconciler.cluster.objects import _dict, _list, node_ready, nsname, pod_health, pod_phase, pod_ready
 from reconciler.dra.allocator import claim_spec
 from reconciler.model import dra

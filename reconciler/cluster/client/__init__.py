@@ -1,0 +1,26 @@
+"""The Kubernetes edge: one small client over the official `kubernetes` package.
+
+Built from parts, each its own module: `errors.py` (the API server's error answers as typed errors),
+`transport.py` (one request: rate limit, retries), `discovery.py` (the groups, versions and resources the
+cluster serves) and `cluster_client.py` (`ClusterClient`: construction, get/list/apply/delete, logs, exec).
+"""
+
+from reconciler.cluster.client.cluster_client import FIELD_MANAGER, ClusterClient, exec_outcome
+from reconciler.cluster.client.discovery import GroupInfo, ResourceInfo, ServedKinds
+from reconciler.cluster.client.errors import ApiError, Conflict, Forbidden, Invalid, NotFound
+from reconciler.cluster.client.transport import RequestLog
+
+__all__ = [
+    "FIELD_MANAGER",
+    "ApiError",
+    "ClusterClient",
+    "Conflict",
+    "Forbidden",
+    "GroupInfo",
+    "Invalid",
+    "NotFound",
+    "RequestLog",
+    "ResourceInfo",
+    "ServedKinds",
+    "exec_outcome",
+]

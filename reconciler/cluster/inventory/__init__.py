@@ -1,0 +1,22 @@
+"""Environment inventory (`dra-gitops inventory`): what a cluster offers for Dynamic Resource Allocation.
+
+`collect.py` reads the cluster once and builds the `Inventory`; `render.py` prints it (pure).
+"""
+
+from reconciler.cluster.inventory.collect import (
+    Inventory,
+    build_inventory,
+    collect_inventory,
+    list_driver_pods,
+    list_driver_workloads,
+)
+from reconciler.cluster.inventory.render import render_inventory
+
+__all__ = [
+    "Inventory",
+    "build_inventory",
+    "collect_inventory",
+    "list_driver_pods",
+    "list_driver_workloads",
+    "render_inventory",
+]
