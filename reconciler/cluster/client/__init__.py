@@ -1,8 +1,9 @@
 """The Kubernetes edge: one small client over the official `kubernetes` package.
 
-Built from parts, each its own module: `errors.py` (the API server's error answers as typed errors),
-`transport.py` (one request: rate limit, retries), `discovery.py` (the groups, versions and resources the
-cluster serves) and `cluster_client.py` (`ClusterClient`: construction, get/list/apply/delete, logs, exec).
+Composed of parts, each its own module: `errors.py` (the API server's error answers as typed errors),
+`transport.py` (`ApiTransport`: one request, rate limit, retries, counters), `discovery.py` (`Discovery`
+over a transport: the groups, versions and resources the cluster serves) and `cluster_client.py`
+(`ClusterClient`, which holds a transport and its discovery: construction, get/list/apply/delete, logs, exec).
 """
 
 from reconciler.cluster.client.cluster_client import FIELD_MANAGER, ClusterClient, exec_outcome

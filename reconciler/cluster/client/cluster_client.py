@@ -7,32 +7,37 @@ Every API error becomes an `ApiError` whose message starts with the object ref a
 message; temporary errors (429, 5xx, timeouts, refused connections) are retried with backoff and then
 raised as `TemporaryError` (exit 4).
 
-The client is built in layers, each its own module of this package (whose face names them all):
+The client is composed of parts, each its own module of this package:
 
 * :mod:`reconciler.cluster.client.errors`    `ApiError` and its subclasses, error answers → errors
 * :mod:`reconciler.cluster.client.transport` `ApiTransport`: rate limit (`RateLimiter`), retries, one request
-* :mod:`reconciler.cluster.client.discovery` `DiscoveryClient`: `ResourceInfo`, `GroupInfo`, the discovery cache
-* this module                                `ClusterClient`: construction, get/list/apply/delete/logs/exec
+* :mod:`reconciler.cluster.client.discovery` `Discovery` over the transport: `ResourceInfo`, `GroupInfo`, the
+  discovery cache
+* this module                                `ClusterClient`, which holds a transport and its discovery:
+  construction, get/list/apply/delete/logs/exec
 """
 
 from __future__ import annotations
 
 import builtins
 import json
-import threading
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.cluster.client.discovery import DiscoveryClient, GroupInfo, ResourceInfo
+from reconciler.cluster.client.discovery import Discovery, GroupInfo, ResourceInfo, ServedKinds
 from reconciler.cluster.client.errors import ApiError, NotFound, object_where
-from reconciler.cluster.client.transport import RateLimiter, RequestLog
+from reconciler.cluster.client.transport import ApiTransport, RequestLog
 from reconciler.errors import EnvironmentProblem, TemporaryError
 
 FIELD_MANAGER = "dra-gitops"
 
 
-class ClusterClient(DiscoveryClient):
-    """A connection to one cluster for one pass: discovery cache, reads, apply, delete, logs, exec."""
+class ClusterClient:
+    """A connection to one cluster for one pass: discovery cache, reads, apply, delete, logs, exec.
+
+    It holds its transport (one request: rate limit, retries, the counters of what was sent) and the
+    discovery cache read through that transport; what callers use of either is asked of the client.
+    """
 
     def __init__(
         self,
@@ -46,20 +51,12 @@ class ClusterClient(DiscoveryClient):
         field_manager: str = FIELD_MANAGER,
     ) -> None:
         self.api = api_client
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        self.transport = ApiTransport(
+            api_client, timeout=timeout, retries=retries, backoff=backoff, qps=qps, burst=burst
+        )
+        self.discovery = Discovery(self.transport)
+        self.host = self.transport.host
         self.field_manager = field_manager
-        self.host = str(getattr(api_client.configuration, "host", "?"))
-        self._limiter = RateLimiter(qps, burst)
-        self._lock = threading.Lock()
-        self._groups: dict[str, GroupInfo] | None = None
-        self._resources: dict[str, list[ResourceInfo]] = {}
-        self._version: dict[str, Any] | None = None
-        self.requests_sent = 0
-        self.writes_sent = 0
-        # (method, path, query) of every request when set to a list: what RBAC a command needs, tests.
-        self.request_log: RequestLog | None = None
 
     # ---- construction -------------------------------------------------------------------------------
 
@@ -113,6 +110,82 @@ class ClusterClient(DiscoveryClient):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ---- the transport --------------------------------------------------------------------------------
+
+    @property
+    def requests_sent(self) -> int:
+        return self.transport.requests_sent
+
+    @property
+    def writes_sent(self) -> int:
+        return self.transport.writes_sent
+
+    @property
+    def request_log(self) -> RequestLog | None:
+        """(method, path, query) of every request when set to a list: what RBAC a command needs, tests."""
+        return self.transport.request_log
+
+    @request_log.setter
+    def request_log(self, log: RequestLog | None) -> None:
+        self.transport.request_log = log
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        where: str | None = None,
+        timeout: float | None = None,
+        raw: bool = False,
+        retries: int | None = None,
+    ) -> Any:
+        """Send one request; JSON answer (or text with raw=True). Temporary failures are retried."""
+        return self.transport.request(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            where=where,
+            timeout=timeout,
+            raw=raw,
+            retries=retries,
+        )
+
+    # ---- discovery ------------------------------------------------------------------------------------
+
+    def server_version(self) -> str:
+        return self.discovery.server_version()
+
+    def groups(self) -> dict[str, GroupInfo]:
+        return self.discovery.groups()
+
+    def served_versions(self, group: str) -> list[str]:
+        return self.discovery.served_versions(group)
+
+    def resource_for(self, api_version: str, kind: str, *, where: str | None = None) -> ResourceInfo:
+        """The served resource for an apiVersion and kind; `NotFound` naming what is served when it is not."""
+        return self.discovery.resource_for(api_version, kind, where=where)
+
+    def kind_versions(self, group: str, kind: str) -> list[str]:
+        """The versions of `group` whose resource list has `kind`, preferred first."""
+        return self.discovery.kind_versions(group, kind)
+
+    def served_kinds(self, concurrency: int = 8) -> ServedKinds:
+        """Every group version's resource list (read in parallel, cached for later lookups)."""
+        return self.discovery.served_kinds(concurrency)
+
+    def find_kind(self, group: str, kind: str) -> ResourceInfo | None:
+        """The resource for a kind in its group's preferred version (any served version if needed)."""
+        return self.discovery.find_kind(group, kind)
+
+    def invalidate(self) -> None:
+        """Forget discovery (after CRDs were created)."""
+        self.discovery.invalidate()
 
     # ---- reads ----------------------------------------------------------------------------------------
 

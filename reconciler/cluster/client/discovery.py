@@ -70,20 +70,21 @@ def group_version(group: str, version: str) -> str:
     return f"{group}/{version}" if group else version
 
 
-class DiscoveryClient(ApiTransport):
-    """The discovery cache of a cluster client (base of `ClusterClient`, whose constructor sets these
-    attributes)."""
+class Discovery:
+    """The discovery cache of one client, read through its transport: groups, versions, resources."""
 
-    _lock: threading.Lock
-    _groups: dict[str, GroupInfo] | None
-    _resources: dict[str, list[ResourceInfo]]
-    _version: dict[str, Any] | None
+    def __init__(self, transport: ApiTransport) -> None:
+        self.transport = transport
+        self._lock = threading.Lock()
+        self._groups: dict[str, GroupInfo] | None = None
+        self._resources: dict[str, list[ResourceInfo]] = {}
+        self._version: dict[str, Any] | None = None
 
     # ---- discovery ----------------------------------------------------------------------------------
 
     def version(self) -> dict[str, Any]:
         if self._version is None:
-            self._version = dict(self.request("GET", "/version", where=self.host))
+            self._version = dict(self.transport.request("GET", "/version", where=self.transport.host))
         return self._version
 
     def server_version(self) -> str:
@@ -93,10 +94,12 @@ class DiscoveryClient(ApiTransport):
         with self._lock:
             if self._groups is None:
                 groups: dict[str, GroupInfo] = {}
-                core = self.request("GET", "/api", where=self.host)
+                core = self.transport.request("GET", "/api", where=self.transport.host)
                 core_versions = tuple(core.get("versions") or ["v1"])
                 groups[""] = GroupInfo("", core_versions, core_versions[0])
-                for group in self.request("GET", "/apis", where=self.host).get("groups") or []:
+                for group in (
+                    self.transport.request("GET", "/apis", where=self.transport.host).get("groups") or []
+                ):
                     versions = tuple(v["version"] for v in group.get("versions") or [])
                     preferred = (group.get("preferredVersion") or {}).get("version") or (
                         versions[0] if versions else ""
@@ -117,7 +120,7 @@ class DiscoveryClient(ApiTransport):
             return cached
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
         try:
-            listing = self.request("GET", path, where=key, retries=retries)
+            listing = self.transport.request("GET", path, where=key, retries=retries)
         except NotFound:
             listing = {"resources": []}
         found: list[ResourceInfo] = []

@@ -47,17 +47,22 @@ class RateLimiter:
 
 
 class ApiTransport:
-    """The transport of a cluster client (base of `ClusterClient`, whose constructor sets these attributes)."""
+    """Sends requests to one API server through the official `ApiClient`: the rate limit, the retries of
+    temporary failures and the counters of what was sent are its own."""
 
-    api: Any
-    host: str
-    timeout: float
-    retries: int
-    backoff: float
-    _limiter: RateLimiter
-    requests_sent: int
-    writes_sent: int
-    request_log: RequestLog | None
+    def __init__(
+        self, api: Any, *, timeout: float, retries: int, backoff: float, qps: float, burst: int
+    ) -> None:
+        self.api = api
+        self.host = str(getattr(api.configuration, "host", "?"))
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._limiter = RateLimiter(qps, burst)
+        self.requests_sent = 0
+        self.writes_sent = 0
+        # (method, path, query) of every request when set to a list: what RBAC a command needs, tests.
+        self.request_log: RequestLog | None = None
 
     # ---- transport ----------------------------------------------------------------------------------
 
