@@ -26,7 +26,7 @@ from reconciler.checklist.facts import (
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.diagnose import pod_claim_refs
-from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
+from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
     deprecated_versions,

@@ -1,26 +1,24 @@
 """Small pure helpers on Kubernetes objects, shared by the cluster edge and the checklist.
 
-Object access (`meta`, `name_of`, `namespace_of`, `nsname`), pod and node state (`pod_phase`, `pod_ready`,
-`pod_health`, `node_ready`), ages, served/deprecated resource.k8s.io versions (`deprecated_versions`,
-`require_dra`) and driver workloads' pods (`workload_selector`, `driver_pods_of`). No I/O: the edges that
-read the objects are `inventory/`, `diagnose/`, `verify/` and `checklist/gather.py`.
+Object access (`meta`, `name_of`, `namespace_of`, `nsname`, `condition`), pod and node state (`pod_phase`,
+`pod_ready`, `pod_health`, `node_ready`), ages, served/deprecated resource.k8s.io versions
+(`deprecated_versions`, `require_dra`) and which pods a workload selects (`workload_selector`,
+`labels_match`, `owned_by`). No I/O: the edges that read the objects are `drivers.py`, `inventory/`,
+`diagnose/`, `verify/` and `checklist/gather.py`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.cluster.readiness import RolloutContext, condition, current_pods
 from reconciler.errors import EnvironmentProblem
 from reconciler.model import dra
 
 DRA_GROUP = dra.DRA_GROUP
-APPS = "apps"
-DRIVER_WORKLOAD_KINDS = ("DaemonSet", "Deployment", "StatefulSet")
 
 NOT_SERVED_EXPLANATION = (
     "the cluster does not serve the Dynamic Resource Allocation API (no resource.k8s.io group in discovery). "
@@ -59,6 +57,13 @@ def namespace_of(obj: Mapping[str, Any]) -> str:
 def nsname(obj: Mapping[str, Any]) -> str:
     ns = namespace_of(obj)
     return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
+
+
+def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
+    for cond in _dict(obj.get("status")).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == ctype:
+            return cond
+    return None
 
 
 def node_ready(node: Mapping[str, Any]) -> bool:
@@ -185,44 +190,13 @@ def owned_by(pod: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
     return bool(uid) and any(_dict(r).get("uid") == uid for r in _list(meta(pod).get("ownerReferences")))
 
 
-def driver_pods_of(
-    workloads: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    current: RolloutContext | None = None,
-) -> list[tuple[dict[str, Any], str | None, dict[str, Any]]]:
-    """(workload, driver name, pod) for every pod of a driver workload (selected by labels).
-
-    With `current` (a rollout context), only the pods of each workload's current template: what fail-fast
-    signals and diagnoses judge. Without it, every pod (the inventory lists what runs).
-    """
-    pods = list(pods)
-    out: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = []
-    for wl in workloads:
-        wl = dict(wl)
-        if not dra.is_driver_workload(wl):
-            continue
-        driver = dra.workload_driver(wl)
-        if current is not None:
-            out.extend((wl, driver, pod) for pod in current_pods(wl, pods, current))
-            continue
-        selector = workload_selector(wl)
-        for pod in pods:
-            if namespace_of(pod) != namespace_of(wl):
-                continue
-            if labels_match(selector, _dict(meta(pod).get("labels"))):
-                out.append((wl, driver, dict(pod)))
-    return out
-
-
 __all__ = [
-    "APPS",
     "DRA_GROUP",
-    "DRIVER_WORKLOAD_KINDS",
     "NOT_SERVED_EXPLANATION",
     "PodHealth",
     "age_seconds",
+    "condition",
     "deprecated_versions",
-    "driver_pods_of",
     "format_age",
     "kube_minor",
     "labels_match",

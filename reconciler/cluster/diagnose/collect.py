@@ -22,7 +22,7 @@ from reconciler.cluster.diagnose.evidence import (
     pod_claim_refs,
 )
 from reconciler.cluster.diagnose.types import FAILED_PREPARE, Diagnosis, Snapshot
-from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
+from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
     _dict,

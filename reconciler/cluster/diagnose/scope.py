@@ -13,16 +13,8 @@ from typing import Any
 
 from reconciler.cluster.diagnose.evidence import events_for, pod_claim_refs
 from reconciler.cluster.diagnose.types import Diagnosis, Snapshot
-from reconciler.cluster.objects import (
-    _dict,
-    driver_pods_of,
-    meta,
-    name_of,
-    namespace_of,
-    nsname,
-    pod_health,
-    pod_phase,
-)
+from reconciler.cluster.drivers import driver_pods_of
+from reconciler.cluster.objects import _dict, meta, name_of, namespace_of, nsname, pod_health, pod_phase
 from reconciler.dra.allocator import Inventory
 from reconciler.model import dra
 

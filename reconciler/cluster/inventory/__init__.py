@@ -7,8 +7,6 @@ from reconciler.cluster.inventory.collect import (
     Inventory,
     build_inventory,
     collect_inventory,
-    list_driver_pods,
-    list_driver_workloads,
 )
 from reconciler.cluster.inventory.render import render_inventory
 
@@ -16,7 +14,5 @@ __all__ = [
     "Inventory",
     "build_inventory",
     "collect_inventory",
-    "list_driver_pods",
-    "list_driver_workloads",
     "render_inventory",
 ]

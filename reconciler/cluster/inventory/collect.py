@@ -7,7 +7,7 @@ Markdown. A cluster that does not serve resource.k8s.io at all is an `Environmen
 message says which Kubernetes versions serve which DRA API and with which flags.
 
 The small pure helpers on objects (pod health, node readiness, deprecated versions, driver pods) live in
-`objects.py`; `list_driver_workloads` / `list_driver_pods` here are shared with `diagnose/` and `verify/`.
+`objects.py`, the driver workloads and their pods in `drivers.py`.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cluster.drivers import driver_pods_of, list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
-    APPS,
     DRA_GROUP,
-    DRIVER_WORKLOAD_KINDS,
     _dict,
     _list,
     age_seconds,
+    condition,
     deprecated_versions,
-    driver_pods_of,
     meta,
     name_of,
     namespace_of,
@@ -33,10 +32,8 @@ from reconciler.cluster.objects import (
     nsname,
     pod_health,
     require_dra,
-    selector_string,
-    workload_selector,
 )
-from reconciler.cluster.readiness import condition, idle_driver_reason
+from reconciler.cluster.readiness import idle_driver_reason
 from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
@@ -315,32 +312,6 @@ def build_inventory(
     )
 
 
-def list_driver_workloads(client: ClusterClient) -> list[dict[str, Any]]:
-    """Every DaemonSet/Deployment/StatefulSet of the cluster that runs a DRA kubelet plugin."""
-    out: list[dict[str, Any]] = []
-    for kind in DRIVER_WORKLOAD_KINDS:
-        out.extend(w for w in client.list_kind(APPS, kind) if dra.is_driver_workload(w))
-    return out
-
-
-def list_driver_pods(client: ClusterClient, workloads: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Pods of the driver workloads (one label-selected LIST per workload)."""
-    pods: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for wl in workloads:
-        selector = workload_selector(wl)
-        if not selector:
-            continue
-        for pod in client.list_kind(
-            "", "Pod", namespace_of(wl) or None, label_selector=selector_string(selector)
-        ):
-            key = nsname(pod)
-            if key not in seen:
-                seen.add(key)
-                pods.append(pod)
-    return pods
-
-
 def collect_inventory(client: ClusterClient, *, now: datetime | None = None) -> Inventory:
     """Read the cluster and build its DRA inventory; EnvironmentProblem when resource.k8s.io is not served."""
     server_version = client.server_version()
@@ -379,6 +350,4 @@ __all__ = [
     "SliceInfo",
     "build_inventory",
     "collect_inventory",
-    "list_driver_pods",
-    "list_driver_workloads",
 ]

@@ -12,14 +12,13 @@ from reconciler.cluster.readiness.canary import (
     node_selector,
     template_changed,
 )
-from reconciler.cluster.readiness.health import Health, condition, health_of, pod_failure
+from reconciler.cluster.readiness.health import Health, health_of, pod_failure
 from reconciler.cluster.readiness.nodefit import fitting_nodes, no_node
 from reconciler.cluster.readiness.rollout import RolloutContext, current_pods, rollout_context, selects
 
 __all__ = [
     "Health",
     "RolloutContext",
-    "condition",
     "current_pods",
     "fitting_nodes",
     "health_of",

@@ -8,9 +8,10 @@ current as soon as it exists.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from reconciler.cluster.objects import condition
 
 State = Literal["current", "in-progress", "failed"]
 CURRENT: State = "current"
@@ -57,13 +58,6 @@ def _int(value: Any, default: int = 0) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     return default
-
-
-def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
-    for cond in _dict(obj.get("status")).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == ctype:
-            return cond
-    return None
 
 
 def _cond_true(obj: dict[str, Any], ctype: str) -> bool:
@@ -277,4 +271,4 @@ def health_of(obj: dict[str, Any] | None) -> Health:
     return check(obj)
 
 
-__all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "Health", "State", "condition", "health_of", "pod_failure"]
+__all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "Health", "State", "health_of", "pod_failure"]

@@ -34,12 +34,12 @@ from reconciler.cluster.diagnose import (
     pod_claim_refs,
     selector_failure_in,
 )
-from reconciler.cluster.inventory import list_driver_pods, list_driver_workloads
+from reconciler.cluster.drivers import driver_pods_of, list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
     _dict,
     _list,
-    driver_pods_of,
+    condition,
     labels_match,
     meta,
     name_of,
@@ -50,7 +50,7 @@ from reconciler.cluster.objects import (
     pod_ready,
     workload_selector,
 )
-from reconciler.cluster.readiness import condition, current_pods, health_of, pod_failure, rollout_context
+from reconciler.cluster.readiness import current_pods, health_of, pod_failure, rollout_context
 from reconciler.cluster.verify.result import (
     ClaimEvidence,
     ExecResult,
