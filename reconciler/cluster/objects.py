@@ -17,6 +17,7 @@ from typing import Any
 
 from reconciler.errors import EnvironmentProblem
 from reconciler.model import dra
+from reconciler.model.fields import as_dict, as_list, parse_time
 
 DRA_GROUP = dra.DRA_GROUP
 
@@ -34,16 +35,8 @@ NOT_SERVED_EXPLANATION = (
 )
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _dict(obj.get("metadata"))
+    return as_dict(obj.get("metadata"))
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -60,7 +53,7 @@ def nsname(obj: Mapping[str, Any]) -> str:
 
 
 def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
-    for cond in _dict(obj.get("status")).get("conditions") or []:
+    for cond in as_dict(obj.get("status")).get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == ctype:
             return cond
     return None
@@ -72,7 +65,7 @@ def node_ready(node: Mapping[str, Any]) -> bool:
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
-    return str(_dict(pod.get("status")).get("phase") or "Pending")
+    return str(as_dict(pod.get("status")).get("phase") or "Pending")
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -98,29 +91,20 @@ class PodHealth:
 
 
 def pod_health(pod: Mapping[str, Any]) -> PodHealth:
-    status = _dict(pod.get("status"))
+    status = as_dict(pod.get("status"))
     restarts = 0
     crash = False
     waiting = ""
-    for cs in _list(status.get("initContainerStatuses")) + _list(status.get("containerStatuses")):
-        cs = _dict(cs)
+    for cs in as_list(status.get("initContainerStatuses")) + as_list(status.get("containerStatuses")):
+        cs = as_dict(cs)
         count = cs.get("restartCount")
         restarts += count if isinstance(count, int) else 0
-        reason = str(_dict(_dict(cs.get("state")).get("waiting")).get("reason") or "")
+        reason = str(as_dict(as_dict(cs.get("state")).get("waiting")).get("reason") or "")
         if reason == "CrashLoopBackOff":
             crash = True
         if reason and not waiting:
             waiting = reason
     return PodHealth(pod_phase(pod), pod_ready(pod), restarts, crash, waiting)
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def age_seconds(obj: Mapping[str, Any], now: datetime) -> float | None:
@@ -174,10 +158,10 @@ def selector_string(match_labels: Mapping[str, Any]) -> str:
 
 def workload_selector(workload: Mapping[str, Any]) -> dict[str, str]:
     """matchLabels of a workload's selector, else its pod template's labels."""
-    spec = _dict(workload.get("spec"))
-    labels = _dict(_dict(spec.get("selector")).get("matchLabels"))
+    spec = as_dict(workload.get("spec"))
+    labels = as_dict(as_dict(spec.get("selector")).get("matchLabels"))
     if not labels:
-        labels = _dict(_dict(_dict(spec.get("template")).get("metadata")).get("labels"))
+        labels = as_dict(as_dict(as_dict(spec.get("template")).get("metadata")).get("labels"))
     return {str(k): str(v) for k, v in labels.items()}
 
 
@@ -187,7 +171,7 @@ def labels_match(selector: Mapping[str, str], labels: Mapping[str, Any]) -> bool
 
 def owned_by(pod: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
     uid = meta(workload).get("uid")
-    return bool(uid) and any(_dict(r).get("uid") == uid for r in _list(meta(pod).get("ownerReferences")))
+    return bool(uid) and any(as_dict(r).get("uid") == uid for r in as_list(meta(pod).get("ownerReferences")))
 
 
 __all__ = [
@@ -206,7 +190,6 @@ __all__ = [
     "node_ready",
     "nsname",
     "owned_by",
-    "parse_time",
     "pod_health",
     "pod_phase",
     "pod_ready",

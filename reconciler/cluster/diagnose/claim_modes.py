@@ -13,9 +13,10 @@ from reconciler.cluster.diagnose.evidence import _is_int, claim_status_line, cla
 from reconciler.cluster.diagnose.scope import _ClassifierBase, _Subject
 from reconciler.cluster.diagnose.selector import selector_diagnosis
 from reconciler.cluster.diagnose.types import FAILED_PREPARE, FAILED_SCHEDULING, Diagnosis
-from reconciler.cluster.objects import _dict, _list, node_ready, nsname, pod_health, pod_phase, pod_ready
+from reconciler.cluster.objects import node_ready, nsname, pod_health, pod_phase, pod_ready
 from reconciler.dra.allocator import claim_spec
 from reconciler.model import dra
+from reconciler.model.fields import as_dict, as_list
 
 _MISSING_CLASS_RE = re.compile(r"device class (?P<cls>[A-Za-z0-9.\-]+) does not exist")
 
@@ -40,7 +41,7 @@ class _ClaimModes(_ClassifierBase):
             )
         for pod in s.pods:
             h = pod_health(pod)
-            node = _dict(pod.get("spec")).get("nodeName")
+            node = as_dict(pod.get("spec")).get("nodeName")
             evidence.append(f"pod {nsname(pod)}: {h.describe()}, node {node or '(not scheduled)'}")
         ev_lines = [event_line(e) for e in events if e.get("type") != "Normal"]
         # 1. missing class (the object, or the scheduler's event)
@@ -97,8 +98,8 @@ class _ClaimModes(_ClassifierBase):
             messages += [
                 str(c.get("message") or "")
                 for pod in s.pods
-                for c in _list(_dict(pod.get("status")).get("conditions"))
-                if _dict(c).get("type") == "PodScheduled" and _dict(c).get("status") == "False"
+                for c in as_list(as_dict(pod.get("status")).get("conditions"))
+                if as_dict(c).get("type") == "PodScheduled" and as_dict(c).get("status") == "False"
             ]
             claim_name = f"{s.namespace}/{s.name}" if s.name else f"{s.namespace}/(not created)"
             failing = selector_diagnosis(
@@ -117,19 +118,19 @@ class _ClaimModes(_ClassifierBase):
         # 2. node failure
         nodes_of_claim = [alloc["node"]] if alloc.get("node") else []
         for pod in s.pods:
-            n = _dict(pod.get("spec")).get("nodeName")
+            n = as_dict(pod.get("spec")).get("nodeName")
             if n and n not in nodes_of_claim:
                 nodes_of_claim.append(n)
         for node_name in nodes_of_claim:
             node = self.nodes.get(node_name)
             if node is not None and node_ready(node):
                 continue
-            ready = _dict(
+            ready = as_dict(
                 next(
                     (
                         c
-                        for c in _list(_dict(_dict(node).get("status")).get("conditions"))
-                        if _dict(c).get("type") == "Ready"
+                        for c in as_list(as_dict(as_dict(node).get("status")).get("conditions"))
+                        if as_dict(c).get("type") == "Ready"
                     ),
                     {},
                 )
@@ -157,7 +158,7 @@ class _ClaimModes(_ClassifierBase):
         # 3. prepare failure
         prepare = [e for e in events if e.get("reason") == FAILED_PREPARE]
         if prepare:
-            node = _dict(prepare[-1].get("source")).get("host") or (alloc.get("node") if alloc else None)
+            node = as_dict(prepare[-1].get("source")).get("host") or (alloc.get("node") if alloc else None)
             drivers = (
                 sorted({d["driver"] for d in alloc.get("devices", []) if d.get("driver")}) if alloc else []
             )

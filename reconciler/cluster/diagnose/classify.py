@@ -14,8 +14,6 @@ from reconciler.cluster.diagnose.claim_modes import _ClaimModes
 from reconciler.cluster.diagnose.evidence import pod_claim_refs
 from reconciler.cluster.diagnose.types import MODES, Diagnosis, Snapshot
 from reconciler.cluster.objects import (
-    _dict,
-    _list,
     name_of,
     namespace_of,
     node_ready,
@@ -25,6 +23,7 @@ from reconciler.cluster.objects import (
     pod_ready,
 )
 from reconciler.model import dra
+from reconciler.model.fields import as_dict, as_list
 
 _VERSION_IN_LOG_RE = re.compile(r"resource\.k8s\.io/(?P<v>v1(?:alpha\d+|beta\d+)?)\b")
 # Driver images known to need one resource.k8s.io version (DRA.md section 9).
@@ -81,8 +80,8 @@ class _Classifier(_ClaimModes):
             wref = f"{wl.get('kind')}/{nsname(wl)}"
             needs: set[str] = set()
             evidence: list[str] = []
-            for c in _list(_dict(dra.pod_spec_of(wl)).get("containers")):
-                image = str(_dict(c).get("image") or "")
+            for c in as_list(as_dict(dra.pod_spec_of(wl)).get("containers")):
+                image = str(as_dict(c).get("image") or "")
                 for pattern, version in _IMAGE_VERSIONS:
                     if pattern.search(image) and version not in served:
                         needs.add(version)
@@ -167,7 +166,7 @@ class _Classifier(_ClaimModes):
         """Pods with no claims that are stuck: reported only when they sit on a failed node."""
         if pod_claim_refs(pod) or pod_ready(pod) or pod_phase(pod) == "Succeeded":
             return
-        node_name = _dict(pod.get("spec")).get("nodeName")
+        node_name = as_dict(pod.get("spec")).get("nodeName")
         node = self.nodes.get(str(node_name)) if node_name else None
         if node_name and (node is None or not node_ready(node)):
             self.add(

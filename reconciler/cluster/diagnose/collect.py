@@ -25,7 +25,6 @@ from reconciler.cluster.diagnose.types import FAILED_PREPARE, Diagnosis, Snapsho
 from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
-    _dict,
     name_of,
     namespace_of,
     nsname,
@@ -35,6 +34,7 @@ from reconciler.cluster.objects import (
 )
 from reconciler.cluster.readiness import rollout_context
 from reconciler.errors import UserError
+from reconciler.model.fields import as_dict
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
@@ -105,13 +105,13 @@ def collect_snapshot(
     driver_pods = list_driver_pods(client, workloads)
     logs: dict[str, str] = {}
     failed_nodes = {
-        str(_dict(e.get("source")).get("host"))
+        str(as_dict(e.get("source")).get("host"))
         for e in events
-        if e.get("reason") == FAILED_PREPARE and _dict(e.get("source")).get("host")
+        if e.get("reason") == FAILED_PREPARE and as_dict(e.get("source")).get("host")
     }
     for dp in driver_pods:
         h = pod_health(dp)
-        if not h.ready or h.crash_loop or _dict(dp.get("spec")).get("nodeName") in failed_nodes:
+        if not h.ready or h.crash_loop or as_dict(dp.get("spec")).get("nodeName") in failed_nodes:
             logs[nsname(dp)] = client.pod_logs(namespace_of(dp), name_of(dp), tail_lines=log_lines)
     return Snapshot(
         pods=scope_pods,

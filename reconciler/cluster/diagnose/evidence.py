@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.cluster.objects import _dict, _list, meta, namespace_of, nsname
+from reconciler.cluster.objects import meta, namespace_of, nsname
 from reconciler.dra.allocator import Inventory, normalise_requests
 from reconciler.model import dra
+from reconciler.model.fields import as_dict, as_list
 
 # ---- small helpers -----------------------------------------------------------------------------------
 
@@ -21,18 +22,18 @@ def _event_count(event: Mapping[str, Any]) -> int:
     count = event.get("count")
     if isinstance(count, int) and count > 0:
         return count
-    series = _dict(event.get("series")).get("count")
+    series = as_dict(event.get("series")).get("count")
     return series if isinstance(series, int) and series > 0 else 1
 
 
 def event_line(event: Mapping[str, Any]) -> str:
-    inv = _dict(event.get("involvedObject") or event.get("regarding"))
+    inv = as_dict(event.get("involvedObject") or event.get("regarding"))
     obj = (
         f"{inv.get('kind')}/{inv.get('namespace')}/{inv.get('name')}"
         if inv.get("namespace")
         else f"{inv.get('kind')}/{inv.get('name')}"
     )
-    source = _dict(event.get("source")).get("component") or event.get("reportingComponent") or ""
+    source = as_dict(event.get("source")).get("component") or event.get("reportingComponent") or ""
     src = f" from {source}" if source else ""
     message = str(event.get("message") or event.get("note") or "").strip()
     return f"event {event.get('reason')} (x{_event_count(event)}){src} on {obj}: {message}"
@@ -43,7 +44,7 @@ def events_for(
 ) -> list[dict[str, Any]]:
     out = []
     for ev in events:
-        inv = _dict(ev.get("involvedObject") or ev.get("regarding"))
+        inv = as_dict(ev.get("involvedObject") or ev.get("regarding"))
         if inv.get("kind") != kind or inv.get("name") != name:
             continue
         if namespace and (inv.get("namespace") or namespace_of(ev)) != namespace:
@@ -57,11 +58,11 @@ def events_for(
 def pod_claim_refs(pod: Mapping[str, Any]) -> list[tuple[str, str | None, str | None]]:
     """(pod claim name, ResourceClaim name or None when not generated yet, template name or None)."""
     statuses = {
-        _dict(s).get("name"): _dict(s).get("resourceClaimName")
-        for s in _list(_dict(pod.get("status")).get("resourceClaimStatuses"))
+        as_dict(s).get("name"): as_dict(s).get("resourceClaimName")
+        for s in as_list(as_dict(pod.get("status")).get("resourceClaimStatuses"))
     }
     out: list[tuple[str, str | None, str | None]] = []
-    for pc in dra.pod_claims(_dict(pod.get("spec"))):
+    for pc in dra.pod_claims(as_dict(pod.get("spec"))):
         if pc.claim:
             out.append((pc.name, pc.claim, None))
         else:
@@ -91,9 +92,9 @@ def _first_request_bodies(spec: Mapping[str, Any]) -> list[tuple[str, dict[str, 
     out = []
     for req in normalise_requests(spec):
         if "exactly" in req:
-            body = _dict(req.get("exactly"))
+            body = as_dict(req.get("exactly"))
         else:
-            alts = [_dict(a) for a in _list(req.get("firstAvailable"))]
+            alts = [as_dict(a) for a in as_list(req.get("firstAvailable"))]
             body = alts[0] if alts else {}
         out.append((str(body.get("deviceClassName") or ""), body))
     return out
@@ -101,9 +102,9 @@ def _first_request_bodies(spec: Mapping[str, Any]) -> list[tuple[str, dict[str, 
 
 def _selectors(body: Mapping[str, Any]) -> list[str]:
     return [
-        str(_dict(_dict(s).get("cel")).get("expression"))
-        for s in _list(body.get("selectors"))
-        if isinstance(_dict(_dict(s).get("cel")).get("expression"), str)
+        str(as_dict(as_dict(s).get("cel")).get("expression"))
+        for s in as_list(body.get("selectors"))
+        if isinstance(as_dict(as_dict(s).get("cel")).get("expression"), str)
     ]
 
 

@@ -14,9 +14,10 @@ from typing import Any
 from reconciler.cluster.diagnose.evidence import events_for, pod_claim_refs
 from reconciler.cluster.diagnose.types import Diagnosis, Snapshot
 from reconciler.cluster.drivers import driver_pods_of
-from reconciler.cluster.objects import _dict, meta, name_of, namespace_of, nsname, pod_health, pod_phase
+from reconciler.cluster.objects import meta, name_of, namespace_of, nsname, pod_health, pod_phase
 from reconciler.dra.allocator import Inventory
 from reconciler.model import dra
+from reconciler.model.fields import as_dict
 
 _LOG_LINES = 5
 
@@ -114,7 +115,7 @@ class _ClassifierBase:
         for wl, drv, pod in self.driver_pods:
             if driver is not None and drv not in (driver, None):
                 continue
-            pnode = _dict(pod.get("spec")).get("nodeName")
+            pnode = as_dict(pod.get("spec")).get("nodeName")
             if node is not None and pnode not in (node, None):
                 continue
             h = pod_health(pod)

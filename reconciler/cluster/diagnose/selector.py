@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.cluster.diagnose.types import Diagnosis
-from reconciler.cluster.objects import _dict, _list
 from reconciler.dra.allocator import Inventory, normalise_requests
 from reconciler.dra.devices import Device, selector_exprs
 from reconciler.dra.selectors import SelectorError
+from reconciler.model.fields import as_dict, as_list
 
 __all__ = ["SCHEDULER_ERROR_RE", "selector_diagnosis", "selector_failure_in"]
 
@@ -46,9 +46,9 @@ def _request_selectors(spec: Mapping[str, Any]) -> list[tuple[str, str, list[str
     for req in normalise_requests(spec):
         name = str(req.get("name", ""))
         bodies = (
-            [("", _dict(req.get("exactly")))]
+            [("", as_dict(req.get("exactly")))]
             if "exactly" in req
-            else [(str(_dict(s).get("name", "")), _dict(s)) for s in _list(req.get("firstAvailable"))]
+            else [(str(as_dict(s).get("name", "")), as_dict(s)) for s in as_list(req.get("firstAvailable"))]
         )
         for sub, body in bodies:
             exprs = selector_exprs(body.get("selectors")) or []
@@ -155,7 +155,7 @@ def _from_message(
     owner, index, error = seen.group("owner"), int(seen.group("index")), seen.group("error")
     key = error.removeprefix("no such key: ") if error.startswith("no such key: ") else None
     kind, _, name = owner.partition(" ")
-    exprs = selector_exprs(_dict(_dict(classes.get(name)).get("spec")).get("selectors")) or []
+    exprs = selector_exprs(as_dict(as_dict(classes.get(name)).get("spec")).get("selectors")) or []
     expression = exprs[index] if kind == "class" and index < len(exprs) else None
     summary = (
         f"{owner} selector #{index} fails at run time ({error}): kube-scheduler stops with SchedulerError "

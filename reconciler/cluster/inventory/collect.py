@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 from reconciler.cluster.drivers import driver_pods_of, list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
-    _dict,
-    _list,
     age_seconds,
     condition,
     deprecated_versions,
@@ -37,6 +35,7 @@ from reconciler.cluster.readiness import idle_driver_reason
 from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
+from reconciler.model.fields import as_dict, as_list
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
@@ -189,8 +188,8 @@ def build_inventory(
     for node in sorted(nodes, key=name_of):
         ready = condition(node, "Ready") or {}
         taints = [
-            f"{_dict(t).get('key')}:{_dict(t).get('effect')}"
-            for t in _list(_dict(node.get("spec")).get("taints"))
+            f"{as_dict(t).get('key')}:{as_dict(t).get('effect')}"
+            for t in as_list(as_dict(node.get("spec")).get("taints"))
         ]
         node_infos.append(NodeInfo(name_of(node), node_ready(node), str(ready.get("message") or ""), taints))
 
@@ -203,7 +202,7 @@ def build_inventory(
                 name=name_of(pod),
                 workload=f"{wl.get('kind')}/{nsname(wl)}",
                 driver=driver,
-                node=_dict(pod.get("spec")).get("nodeName"),
+                node=as_dict(pod.get("spec")).get("nodeName"),
                 phase=h.phase,
                 ready=h.ready,
                 restarts=h.restarts,

@@ -17,24 +17,21 @@ from typing import Any
 
 from reconciler.cluster.readiness.nodefit import no_node
 from reconciler.model import dra
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+from reconciler.model.fields import as_dict
 
 
 def _template(workload: Mapping[str, Any] | None) -> dict[str, Any]:
-    return _dict(_dict(_dict(workload).get("spec")).get("template"))
+    return as_dict(as_dict(as_dict(workload).get("spec")).get("template"))
 
 
 def node_selector(workload: Mapping[str, Any]) -> dict[str, str]:
-    spec = _dict(_template(workload).get("spec"))
-    return {str(k): str(v) for k, v in _dict(spec.get("nodeSelector")).items()}
+    spec = as_dict(_template(workload).get("spec"))
+    return {str(k): str(v) for k, v in as_dict(spec.get("nodeSelector")).items()}
 
 
 def has_node_affinity(workload: Mapping[str, Any]) -> bool:
-    spec = _dict(_template(workload).get("spec"))
-    return bool(_dict(_dict(spec.get("affinity")).get("nodeAffinity")))
+    spec = as_dict(_template(workload).get("spec"))
+    return bool(as_dict(as_dict(spec.get("affinity")).get("nodeAffinity")))
 
 
 def template_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
@@ -45,9 +42,9 @@ def template_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any] 
 def nodes_matching(selector: Mapping[str, str], nodes: Iterable[Mapping[str, Any]]) -> list[str]:
     out = []
     for node in nodes:
-        labels = _dict(_dict(node.get("metadata")).get("labels"))
+        labels = as_dict(as_dict(node.get("metadata")).get("labels"))
         if all(labels.get(k) == v for k, v in selector.items()):
-            out.append(str(_dict(node.get("metadata")).get("name") or ""))
+            out.append(str(as_dict(node.get("metadata")).get("name") or ""))
     return out
 
 
@@ -57,8 +54,8 @@ def label_hint(selector: Mapping[str, str]) -> str:
 
 
 def _observed(workload: Mapping[str, Any]) -> bool:
-    generation = _dict(workload.get("metadata")).get("generation")
-    observed = _dict(workload.get("status")).get("observedGeneration")
+    generation = as_dict(workload.get("metadata")).get("generation")
+    observed = as_dict(workload.get("status")).get("observedGeneration")
     return generation is None or (isinstance(observed, int) and observed >= generation)
 
 
@@ -75,16 +72,16 @@ def idle_canary_reason(
     if main is None or workload.get("kind") != "DaemonSet":
         return None
     selector = node_selector(workload)
-    status = _dict(workload.get("status"))
+    status = as_dict(workload.get("status"))
     desired = status.get("desiredNumberScheduled")
     if _observed(workload) and isinstance(desired, int):
         if desired > 0:
             return None
     elif nodes is None or not selector or nodes_matching(selector, nodes):
         return None
-    meta = _dict(workload.get("metadata"))
+    meta = as_dict(workload.get("metadata"))
     who = f"canary DaemonSet/{meta.get('namespace')}/{meta.get('name')} (canary for {main})"
-    unfit = no_node(_dict(_template(workload).get("spec")), nodes) if nodes is not None else None
+    unfit = no_node(as_dict(_template(workload).get("spec")), nodes) if nodes is not None else None
     if unfit is not None:
         where = unfit.why
     elif selector:
@@ -109,13 +106,13 @@ def idle_main_driver_reason(workload: Mapping[str, Any], nodes: Iterable[Mapping
         return None
     if not dra.is_driver_workload(body) or not _observed(workload):
         return None
-    if _dict(workload.get("status")).get("desiredNumberScheduled") != 0:
+    if as_dict(workload.get("status")).get("desiredNumberScheduled") != 0:
         return None
     nodes = list(nodes)
-    unfit = no_node(_dict(_template(workload).get("spec")), nodes)
+    unfit = no_node(as_dict(_template(workload).get("spec")), nodes)
     if unfit is None:  # a node fits by our reading: the controller's count is older than that node's labels
         return None
-    meta = _dict(workload.get("metadata"))
+    meta = as_dict(workload.get("metadata"))
     fix = f"; {unfit.fix}" if unfit.fix else ""
     return (
         f"driver DaemonSet/{meta.get('namespace')}/{meta.get('name')} runs on no node: {unfit.why} "

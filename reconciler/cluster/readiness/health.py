@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from reconciler.cluster.objects import condition
+from reconciler.model.fields import as_dict
 
 State = Literal["current", "in-progress", "failed"]
 CURRENT: State = "current"
@@ -46,10 +47,6 @@ class Health:
         return self.state == FAILED
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _int(value: Any, default: int = 0) -> int:
     if isinstance(value, bool):
         return default
@@ -67,22 +64,22 @@ def _cond_true(obj: dict[str, Any], ctype: str) -> bool:
 
 def _generation_observed(obj: dict[str, Any]) -> bool:
     """False while the controller has not seen the latest spec (a missing generation counts as seen)."""
-    generation = _dict(obj.get("metadata")).get("generation")
+    generation = as_dict(obj.get("metadata")).get("generation")
     if generation is None:
         return True
-    observed = _dict(obj.get("status")).get("observedGeneration")
+    observed = as_dict(obj.get("status")).get("observedGeneration")
     return observed is not None and _int(observed, -1) >= _int(generation)
 
 
 def _terminating(obj: dict[str, Any]) -> Health | None:
-    if _dict(obj.get("metadata")).get("deletionTimestamp"):
+    if as_dict(obj.get("metadata")).get("deletionTimestamp"):
         return Health(IN_PROGRESS, "being deleted")
     return None
 
 
 def _namespace(obj: dict[str, Any]) -> Health:
-    phase = _dict(obj.get("status")).get("phase")
-    if phase == "Terminating" or _dict(obj.get("metadata")).get("deletionTimestamp"):
+    phase = as_dict(obj.get("status")).get("phase")
+    if phase == "Terminating" or as_dict(obj.get("metadata")).get("deletionTimestamp"):
         return Health(IN_PROGRESS, "namespace is terminating")
     if phase in (None, "Active"):
         # A namespace without status is what an API double may return; the server makes it Active.
@@ -102,7 +99,7 @@ def _crd(obj: dict[str, Any]) -> Health:
 
 
 def _deployment(obj: dict[str, Any]) -> Health:
-    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
     progressing = condition(obj, "Progressing")
     if (
         progressing is not None
@@ -131,7 +128,7 @@ def _deployment(obj: dict[str, Any]) -> Health:
 
 
 def _replicaset(obj: dict[str, Any]) -> Health:
-    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
     failure = condition(obj, "ReplicaFailure")
     if failure is not None and failure.get("status") == "True":
         return Health(
@@ -150,15 +147,15 @@ def _replicaset(obj: dict[str, Any]) -> Health:
 
 
 def _statefulset(obj: dict[str, Any]) -> Health:
-    spec, status = _dict(obj.get("spec")), _dict(obj.get("status"))
+    spec, status = as_dict(obj.get("spec")), as_dict(obj.get("status"))
     if not _generation_observed(obj):
         return Health(IN_PROGRESS, "statefulset spec not observed yet")
     want = _int(spec.get("replicas"), 1) if spec.get("replicas") is not None else 1
     ready = _int(status.get("readyReplicas"))
     current = _int(status.get("currentReplicas"))
     updated = _int(status.get("updatedReplicas"))
-    strategy = _dict(spec.get("updateStrategy"))
-    partition = _int(_dict(strategy.get("rollingUpdate")).get("partition"))
+    strategy = as_dict(spec.get("updateStrategy"))
+    partition = _int(as_dict(strategy.get("rollingUpdate")).get("partition"))
     if ready < want:
         return Health(IN_PROGRESS, f"{ready}/{want} replicas ready")
     if strategy.get("type", "RollingUpdate") == "RollingUpdate":
@@ -173,7 +170,7 @@ def _statefulset(obj: dict[str, Any]) -> Health:
 
 
 def _daemonset(obj: dict[str, Any]) -> Health:
-    status = _dict(obj.get("status"))
+    status = as_dict(obj.get("status"))
     if not _generation_observed(obj):
         return Health(IN_PROGRESS, "daemonset spec not observed yet")
     if "desiredNumberScheduled" not in status:
@@ -199,7 +196,7 @@ def _job(obj: dict[str, Any]) -> Health:
         return Health(FAILED, f"job failed: {failed.get('message') or failed.get('reason') or ''}".strip())
     if _cond_true(obj, "Complete"):
         return Health(CURRENT, "job complete")
-    status = _dict(obj.get("status"))
+    status = as_dict(obj.get("status"))
     return Health(
         IN_PROGRESS,
         f"job running: {_int(status.get('active'))} active, {_int(status.get('succeeded'))} succeeded",
@@ -208,7 +205,7 @@ def _job(obj: dict[str, Any]) -> Health:
 
 def pod_failure(obj: dict[str, Any]) -> str | None:
     """Why a pod will not become Ready by itself (CrashLoopBackOff, image pull, phase Failed), or None."""
-    status = _dict(obj.get("status"))
+    status = as_dict(obj.get("status"))
     if status.get("phase") == "Failed":
         reason = status.get("reason") or status.get("message") or "pod failed"
         return f"phase Failed: {reason}"
@@ -216,7 +213,7 @@ def pod_failure(obj: dict[str, Any]) -> str | None:
         for cstatus in status.get(field) or []:
             if not isinstance(cstatus, dict):
                 continue
-            waiting = _dict(_dict(cstatus.get("state")).get("waiting"))
+            waiting = as_dict(as_dict(cstatus.get("state")).get("waiting"))
             reason = waiting.get("reason")
             if reason in FAILED_WAITING_REASONS:
                 message = waiting.get("message")
@@ -229,7 +226,7 @@ def _pod(obj: dict[str, Any]) -> Health:
     failure = pod_failure(obj)
     if failure is not None:
         return Health(FAILED, failure)
-    status = _dict(obj.get("status"))
+    status = as_dict(obj.get("status"))
     phase = status.get("phase") or "Pending"
     if phase == "Succeeded":
         return Health(CURRENT, "pod succeeded")

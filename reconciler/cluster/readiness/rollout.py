@@ -23,6 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cluster.objects import labels_match, meta, owned_by, workload_selector
+from reconciler.model.fields import as_dict
+
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
 
@@ -32,16 +35,8 @@ POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 DEPLOYMENT_REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _dict(obj.get("metadata"))
-
-
 def _labels(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _dict(_meta(obj).get("labels"))
+    return as_dict(meta(obj).get("labels"))
 
 
 def _number(value: Any) -> int | None:
@@ -54,37 +49,21 @@ def _number(value: Any) -> int | None:
     return None
 
 
-def _owned_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
-    uid = _meta(owner).get("uid")
-    return bool(uid) and any(_dict(r).get("uid") == uid for r in _meta(obj).get("ownerReferences") or [])
-
-
 def _observed(workload: Mapping[str, Any]) -> bool:
-    generation = _number(_meta(workload).get("generation"))
+    generation = _number(meta(workload).get("generation"))
     if generation is None:
         return True
-    observed = _number(_dict(workload.get("status")).get("observedGeneration"))
+    observed = _number(as_dict(workload.get("status")).get("observedGeneration"))
     return observed is not None and observed >= generation
-
-
-def match_labels(workload: Mapping[str, Any]) -> dict[str, str]:
-    """matchLabels of a workload's selector, else its pod template's labels."""
-    spec = _dict(workload.get("spec"))
-    labels = _dict(_dict(spec.get("selector")).get("matchLabels"))
-    if not labels:
-        labels = _dict(_dict(_dict(spec.get("template")).get("metadata")).get("labels"))
-    return {str(k): str(v) for k, v in labels.items()}
 
 
 def selects(workload: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     """The pod is the workload's: same namespace, and owned by it or matched by its selector labels."""
-    if str(_meta(pod).get("namespace") or "") != str(_meta(workload).get("namespace") or ""):
+    if str(meta(pod).get("namespace") or "") != str(meta(workload).get("namespace") or ""):
         return False
-    if _owned_by(pod, workload):
+    if owned_by(pod, workload):
         return True
-    selector = match_labels(workload)
-    labels = _labels(pod)
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+    return labels_match(workload_selector(workload), _labels(pod))
 
 
 def newest_replica_set(
@@ -94,24 +73,24 @@ def newest_replica_set(
     mine = [
         rs
         for rs in replica_sets
-        if str(_meta(rs).get("namespace") or "") == str(_meta(deployment).get("namespace") or "")
-        and (_owned_by(rs, deployment) if _meta(deployment).get("uid") else selects(deployment, rs))
+        if str(meta(rs).get("namespace") or "") == str(meta(deployment).get("namespace") or "")
+        and (owned_by(rs, deployment) if meta(deployment).get("uid") else selects(deployment, rs))
     ]
 
     def revision(rs: Mapping[str, Any]) -> int:
-        return _number(_dict(_meta(rs).get("annotations")).get(DEPLOYMENT_REVISION_ANNOTATION)) or 0
+        return _number(as_dict(meta(rs).get("annotations")).get(DEPLOYMENT_REVISION_ANNOTATION)) or 0
 
     return max(mine, key=revision, default=None)
 
 
 def newest_revision_hash(workload: Mapping[str, Any], revisions: Iterable[Mapping[str, Any]]) -> str | None:
     """The hash label of the workload's newest ControllerRevision (highest .revision), or None."""
-    mine = [r for r in revisions if _owned_by(r, workload)]
+    mine = [r for r in revisions if owned_by(r, workload)]
     newest = max(mine, key=lambda r: _number(r.get("revision")) or 0, default=None)
     if newest is None:
         return None
     value = _labels(newest).get(REVISION_HASH_LABEL)
-    return str(value) if value else str(_meta(newest).get("name") or "").rsplit("-", 1)[-1] or None
+    return str(value) if value else str(meta(newest).get("name") or "").rsplit("-", 1)[-1] or None
 
 
 @dataclass(frozen=True)
@@ -123,7 +102,7 @@ class RolloutContext:
 
 
 def _daemonset_current(ds: Mapping[str, Any], context: RolloutContext) -> Any:
-    generation = _meta(ds).get("generation")
+    generation = meta(ds).get("generation")
     newest_hash = newest_revision_hash(ds, context.revisions) if context.revisions else None
 
     def current(pod: Mapping[str, Any]) -> bool:
@@ -146,7 +125,7 @@ def _deployment_current(deployment: Mapping[str, Any], context: RolloutContext) 
     template_hash = _labels(newest).get(POD_TEMPLATE_HASH_LABEL)
 
     def current(pod: Mapping[str, Any]) -> bool:
-        if _owned_by(pod, newest):
+        if owned_by(pod, newest):
             return True
         return template_hash is not None and _labels(pod).get(POD_TEMPLATE_HASH_LABEL) == template_hash
 
@@ -154,7 +133,7 @@ def _deployment_current(deployment: Mapping[str, Any], context: RolloutContext) 
 
 
 def _statefulset_current(sts: Mapping[str, Any], context: RolloutContext) -> Any:
-    target = _dict(sts.get("status")).get("updateRevision")
+    target = as_dict(sts.get("status")).get("updateRevision")
     if not _observed(sts):
         return lambda pod: False
     if not target:
@@ -180,14 +159,14 @@ def current_pods(
         return [
             dict(p)
             for p in pods
-            if _meta(p).get("name") == _meta(workload).get("name")
-            and _meta(p).get("namespace") == _meta(workload).get("namespace")
-            and not _meta(p).get("deletionTimestamp")
+            if meta(p).get("name") == meta(workload).get("name")
+            and meta(p).get("namespace") == meta(workload).get("namespace")
+            and not meta(p).get("deletionTimestamp")
         ]
     rule = _RULES.get(str(workload.get("kind") or ""))
     current = rule(workload, context) if rule is not None else (lambda pod: True)
     return [
-        dict(p) for p in pods if not _meta(p).get("deletionTimestamp") and selects(workload, p) and current(p)
+        dict(p) for p in pods if not meta(p).get("deletionTimestamp") and selects(workload, p) and current(p)
     ]
 
 
@@ -200,7 +179,7 @@ def rollout_context(
     deployment_namespaces: set[str] = set()
     daemonset_namespaces: set[str] = set()
     for wl in workloads:
-        namespace = str(_meta(wl).get("namespace") or "")
+        namespace = str(meta(wl).get("namespace") or "")
         if wl.get("kind") == "Deployment":
             deployment_namespaces.add(namespace)
         elif wl.get("kind") == "DaemonSet":
@@ -209,7 +188,7 @@ def rollout_context(
     for namespace in sorted(deployment_namespaces):
         replica_sets += client.list_kind("apps", "ReplicaSet", namespace or None)
     unlabelled = {
-        str(_meta(p).get("namespace") or "")
+        str(meta(p).get("namespace") or "")
         for p in pods
         if TEMPLATE_GENERATION_LABEL not in _labels(p) and REVISION_HASH_LABEL in _labels(p)
     }
@@ -222,7 +201,6 @@ def rollout_context(
 __all__ = [
     "RolloutContext",
     "current_pods",
-    "match_labels",
     "newest_replica_set",
     "newest_revision_hash",
     "rollout_context",

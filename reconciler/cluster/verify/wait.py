@@ -37,8 +37,6 @@ from reconciler.cluster.diagnose import (
 from reconciler.cluster.drivers import driver_pods_of, list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
     DRA_GROUP,
-    _dict,
-    _list,
     condition,
     labels_match,
     meta,
@@ -59,6 +57,7 @@ from reconciler.cluster.verify.result import (
 from reconciler.dra.allocator import CANNOT_ALLOCATE
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
+from reconciler.model.fields import as_dict, as_list
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
@@ -97,7 +96,7 @@ def _pods_of(wl: Mapping[str, Any], pods: Sequence[dict[str, Any]]) -> list[dict
         p
         for p in pods
         if namespace_of(p) == ns
-        and labels_match(selector, _dict(meta(p).get("labels")))
+        and labels_match(selector, as_dict(meta(p).get("labels")))
         and not meta(p).get("deletionTimestamp")
     ]
 
@@ -160,7 +159,7 @@ def chain_of(
     """Evidence for every claim of one pod (pure)."""
     ns = namespace_of(pod)
     uid = meta(pod).get("uid")
-    pod_node = _dict(pod.get("spec")).get("nodeName") or None
+    pod_node = as_dict(pod.get("spec")).get("nodeName") or None
     done = pod_phase(pod) == "Succeeded"
     ready = pod_ready(pod)
     out: list[ClaimEvidence] = []
@@ -202,7 +201,7 @@ def chain_of(
             continue
         alloc = dra.claim_allocation(dict(claim))
         reserved = any(
-            _dict(r).get("uid") == uid for r in _list(_dict(claim.get("status")).get("reservedFor"))
+            as_dict(r).get("uid") == uid for r in as_list(as_dict(claim.get("status")).get("reservedFor"))
         )
         devices = [f"{d['driver']}/{d['pool']}/{d['device']}" for d in alloc["devices"]]
         node = alloc["node"] or pod_node
@@ -254,7 +253,7 @@ def _requested_classes(
 def _allocation_picture(obs: _Observation) -> frozenset[tuple[str, ...]]:
     """Which claims exist and which are allocated, and which pods exist: what changes when devices move."""
     claims = {
-        (ns, name, "allocated" if _dict(claim.get("status")).get("allocation") else "pending")
+        (ns, name, "allocated" if as_dict(claim.get("status")).get("allocation") else "pending")
         for (ns, name), claim in obs.claims.items()
     }
     pods = {("pod", str(meta(pod).get("uid"))) for group in obs.pods.values() for pod in group}
@@ -287,7 +286,7 @@ def _terminal(obs: _Observation, now: float, grace: float, first_seen: dict[str,
             failing = selector_failure_in(messages)
             if failing is not None:
                 return f"pod {ref}: selector error: {failing.group(0)}"
-            unscheduled = not _dict(pod.get("spec")).get("nodeName")
+            unscheduled = not as_dict(pod.get("spec")).get("nodeName")
             if unscheduled and any(CANNOT_ALLOCATE in m for m in messages):
                 seen = first_seen.setdefault(uid, now)
                 if now - seen >= grace:
@@ -332,13 +331,13 @@ def _workload_done(wl: Mapping[str, Any], obs: _Observation) -> tuple[bool, str]
 
 
 def _expected_pods(live: Mapping[str, Any]) -> int:
-    spec = _dict(live.get("spec"))
+    spec = as_dict(live.get("spec"))
     kind = live.get("kind")
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
         replicas = spec.get("replicas", 1)
         return replicas if isinstance(replicas, int) else 1
     if kind == "DaemonSet":
-        desired = _dict(live.get("status")).get("desiredNumberScheduled")
+        desired = as_dict(live.get("status")).get("desiredNumberScheduled")
         return desired if isinstance(desired, int) else 0
     return 1
 
@@ -431,15 +430,15 @@ def _run_exec(
 ) -> list[ExecResult]:
     out: list[ExecResult] = []
     for wl in workloads:
-        command = _dict(meta(wl).get("annotations")).get(VERIFY_EXEC_ANNOTATION)
+        command = as_dict(meta(wl).get("annotations")).get(VERIFY_EXEC_ANNOTATION)
         if not isinstance(command, str) or not command.strip():
             continue
         argv = shlex.split(command)
         for pod in obs.pods.get(workload_key(wl), []):
             if pod_phase(pod) != "Running":
                 continue
-            containers = _list(_dict(pod.get("spec")).get("containers"))
-            container = str(_dict(containers[0]).get("name")) if containers else None
+            containers = as_list(as_dict(pod.get("spec")).get("containers"))
+            container = str(as_dict(containers[0]).get("name")) if containers else None
             try:
                 output = client.exec(namespace_of(pod), name_of(pod), argv, container=container)
                 out.append(ExecResult(nsname(pod), container, command, True, output))
