@@ -55,6 +55,8 @@ class ClusterClient:
             api_client, timeout=timeout, retries=retries, backoff=backoff, qps=qps, burst=burst
         )
         self.discovery = Discovery(self.transport)
+        # One request as the transport sends it: JSON answer (or text with raw=True), temporary failures retried.
+        self.request = self.transport.request
         self.host = self.transport.host
         self.field_manager = field_manager
 
@@ -129,32 +131,6 @@ class ClusterClient:
     @request_log.setter
     def request_log(self, log: RequestLog | None) -> None:
         self.transport.request_log = log
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, Any]] = (),
-        body: Any = None,
-        content_type: str = "application/json",
-        where: str | None = None,
-        timeout: float | None = None,
-        raw: bool = False,
-        retries: int | None = None,
-    ) -> Any:
-        """Send one request; JSON answer (or text with raw=True). Temporary failures are retried."""
-        return self.transport.request(
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            where=where,
-            timeout=timeout,
-            raw=raw,
-            retries=retries,
-        )
 
     # ---- discovery ------------------------------------------------------------------------------------
 
