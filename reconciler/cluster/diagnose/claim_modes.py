@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reconciler.cluster.diagnose.evidence import _is_int, claim_status_line, class_counts, event_line
-from reconciler.cluster.diagnose.scope import _ClassifierBase, _Subject
+from reconciler.cluster.diagnose.evidence import claim_status_line, class_counts, event_line
+from reconciler.cluster.diagnose.scope import ClassifierBase, Subject
 from reconciler.cluster.diagnose.selector import selector_diagnosis
 from reconciler.cluster.diagnose.types import FAILED_PREPARE, FAILED_SCHEDULING, Diagnosis
 from reconciler.cluster.objects import node_ready, nsname, pod_health, pod_phase, pod_ready
@@ -21,10 +21,14 @@ from reconciler.model.fields import as_dict, as_list
 _MISSING_CLASS_RE = re.compile(r"device class (?P<cls>[A-Za-z0-9.\-]+) does not exist")
 
 
-class _ClaimModes(_ClassifierBase):
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class ClaimModes(ClassifierBase):
     """`subject(s)`: the diagnoses of one claim in scope."""
 
-    def subject(self, s: _Subject) -> None:
+    def subject(self, s: Subject) -> None:
         source = s.spec_source
         evidence: list[str] = []
         events: list[dict[str, Any]] = []

@@ -1,7 +1,7 @@
 """`classify(snapshot)`: every problem visible in a `Snapshot`, most specific mode first (pure).
 
 The cluster-wide modes live here (version-mismatch of manifests and drivers, driver-not-installed per
-class, node-failure of pods without claims); the per-claim modes come from `diagnose_claim_modes.py`.
+class, node-failure of pods without claims); the per-claim modes come from `claim_modes.py`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from reconciler.cluster.diagnose.claim_modes import _ClaimModes
+from reconciler.cluster.diagnose.claim_modes import ClaimModes
 from reconciler.cluster.diagnose.evidence import pod_claim_refs
 from reconciler.cluster.diagnose.types import MODES, Diagnosis, Snapshot
 from reconciler.cluster.objects import (
@@ -35,7 +35,7 @@ _IMAGE_VERSIONS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-class _Classifier(_ClaimModes):
+class _Classifier(ClaimModes):
     """Runs every mode over the snapshot; `add` keeps the first diagnosis per (mode, ref)."""
 
     # -- modes

@@ -138,7 +138,3 @@ def class_counts(inv: Inventory, spec: Mapping[str, Any]) -> dict[str, dict[str,
             entry["free"] = f"{entry['free']} or more (unknown)" if entry["free"] else "unknown"
             entry["total"] = f"{entry['total']} or more (unknown)" if entry["total"] else "unknown"
     return out
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)

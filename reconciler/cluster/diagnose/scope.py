@@ -1,6 +1,6 @@
 """The classifier's base: the snapshot indexed once, the claims in scope, the evidence every mode shares.
 
-`_Subject` is one claim in scope (possibly not created yet) with the pods that use it; `_ClassifierBase`
+`Subject` is one claim in scope (possibly not created yet) with the pods that use it; `ClassifierBase`
 finds them (`subjects`) and writes the event and driver-pod lines the modes cite. The modes build on it:
 per claim in `claim_modes.py`, cluster-wide in `classify.py`. Pure.
 """
@@ -23,7 +23,7 @@ _LOG_LINES = 5
 
 
 @dataclass
-class _Subject:
+class Subject:
     """One claim in scope (possibly not created yet) with the pods that use it."""
 
     namespace: str
@@ -45,7 +45,7 @@ class _Subject:
         return self.claim if self.claim is not None else self.template
 
 
-class _ClassifierBase:
+class ClassifierBase:
     """The snapshot indexed once, the subjects in scope, the evidence lines every mode shares."""
 
     def __init__(self, snap: Snapshot) -> None:
@@ -69,9 +69,9 @@ class _ClassifierBase:
 
     # -- scope
 
-    def subjects(self) -> list[_Subject]:
-        by_key: dict[tuple[str, str], _Subject] = {}
-        out: list[_Subject] = []
+    def subjects(self) -> list[Subject]:
+        by_key: dict[tuple[str, str], Subject] = {}
+        out: list[Subject] = []
         for pod in self.snap.pods:
             if pod_phase(pod) == "Succeeded":
                 continue
@@ -79,13 +79,13 @@ class _ClassifierBase:
             for _pcname, cname, tname in pod_claim_refs(pod):
                 template = self.templates.get((ns, tname)) if tname else None
                 if cname is None:
-                    out.append(_Subject(ns, None, None, template, tname, [pod]))
+                    out.append(Subject(ns, None, None, template, tname, [pod]))
                     continue
                 key = (ns, cname)
                 if key in by_key:
                     by_key[key].pods.append(pod)
                     continue
-                subject = _Subject(ns, cname, self.claims.get(key), template, tname, [pod])
+                subject = Subject(ns, cname, self.claims.get(key), template, tname, [pod])
                 by_key[key] = subject
                 out.append(subject)
         extra = self.snap.scope_claims
@@ -100,7 +100,7 @@ class _ClassifierBase:
                 for p in self.snap.pods
                 if namespace_of(p) == ns and any(c == name for _, c, _ in pod_claim_refs(p))
             ]
-            subject = _Subject(ns, name, claim, None, None, users)
+            subject = Subject(ns, name, claim, None, None, users)
             by_key[(ns, name)] = subject
             out.append(subject)
         return out
