@@ -50,6 +50,74 @@ def _split_ref(ref: str, namespace: str | None) -> tuple[str, str]:
     return namespace or "default", ref
 
 
+def _pods_in_scope(
+    client: ClusterClient,
+    namespace: str | None,
+    pod: str | None,
+    claim: str | None,
+    pods: Sequence[Mapping[str, Any]] | None,
+) -> tuple[list[dict[str, Any]], list[str] | None, bool]:
+    """(pods in scope, claims in scope besides theirs or None for every claim, report every class)."""
+    if pods is not None:
+        return [dict(p) for p in pods], [], False
+    if pod is not None:
+        ns, name = _split_ref(pod, namespace)
+        resource = client.find_kind("", "Pod")
+        found = client.get(resource, ns, name) if resource else None
+        if found is None:
+            raise UserError("pod not found", where=f"Pod/{ns}/{name}")
+        return [found], [], False
+    if claim is not None:
+        ns, name = _split_ref(claim, namespace)
+        users = [
+            p for p in client.list_kind("", "Pod", ns) if any(c == name for _, c, _ in pod_claim_refs(p))
+        ]
+        return users, [f"{ns}/{name}"], False
+    return [p for p in client.list_kind("", "Pod", namespace) if not pod_ready(p)], None, namespace is None
+
+
+def _events(
+    client: ClusterClient,
+    scope_pods: Sequence[Mapping[str, Any]],
+    scope_claims: Sequence[str] | None,
+    namespace: str | None,
+    narrowed: bool,
+) -> list[dict[str, Any]]:
+    """The events of the namespaces in scope (`narrowed`: a pod, a claim or pods were named), or all."""
+    if not narrowed and namespace is None:
+        return client.list_kind("", "Event")
+    event_namespaces = sorted(
+        {namespace_of(p) for p in scope_pods} | {r.split("/", 1)[0] for r in scope_claims or []}
+    )
+    if namespace is not None and not narrowed:
+        event_namespaces = [namespace]
+    events: list[dict[str, Any]] = []
+    for ns in event_namespaces:
+        events += client.list_kind("", "Event", ns)
+    return events
+
+
+def _driver_logs(
+    client: ClusterClient,
+    driver_pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    lines: int,
+) -> dict[str, str]:
+    """The last log lines of every driver pod that is not Ready, crash-loops, or sits on a node where
+    preparing devices failed."""
+    logs: dict[str, str] = {}
+    failed_nodes = {
+        str(as_dict(e.get("source")).get("host"))
+        for e in events
+        if e.get("reason") == FAILED_PREPARE and as_dict(e.get("source")).get("host")
+    }
+    for dp in driver_pods:
+        h = pod_health(dp)
+        if not h.ready or h.crash_loop or as_dict(dp.get("spec")).get("nodeName") in failed_nodes:
+            logs[nsname(dp)] = client.pod_logs(namespace_of(dp), name_of(dp), tail_lines=lines)
+    return logs
+
+
 def collect_snapshot(
     client: ClusterClient,
     *,
@@ -64,55 +132,15 @@ def collect_snapshot(
     server_version = client.server_version()
     served = client.served_versions(DRA_GROUP)
     require_dra(served, server_version)
-    scope_claims: list[str] | None = None
-    all_classes = False
-    scope_pods: list[dict[str, Any]]
-    if pods is not None:
-        scope_pods = [dict(p) for p in pods]
-        scope_claims = []
-    elif pod is not None:
-        ns, name = _split_ref(pod, namespace)
-        resource = client.find_kind("", "Pod")
-        found = client.get(resource, ns, name) if resource else None
-        if found is None:
-            raise UserError("pod not found", where=f"Pod/{ns}/{name}")
-        scope_pods = [found]
-        scope_claims = []
-    elif claim is not None:
-        ns, name = _split_ref(claim, namespace)
-        scope_claims = [f"{ns}/{name}"]
-        scope_pods = [
-            p for p in client.list_kind("", "Pod", ns) if any(c == name for _, c, _ in pod_claim_refs(p))
-        ]
-    else:
-        scope_pods = [p for p in client.list_kind("", "Pod", namespace) if not pod_ready(p)]
-        all_classes = namespace is None
+    scope_pods, scope_claims, all_classes = _pods_in_scope(client, namespace, pod, claim, pods)
     claims = client.list_kind(DRA_GROUP, "ResourceClaim")
     if scope_claims is None and namespace is not None:
         scope_claims = [nsname(c) for c in claims if namespace_of(c) == namespace]
-    event_namespaces = sorted(
-        {namespace_of(p) for p in scope_pods} | {r.split("/", 1)[0] for r in scope_claims or []}
-    )
-    if namespace is not None and pod is None and claim is None and pods is None:
-        event_namespaces = [namespace]
-    events: list[dict[str, Any]] = []
-    if pods is None and pod is None and claim is None and namespace is None:
-        events = client.list_kind("", "Event")
-    else:
-        for ns in event_namespaces:
-            events += client.list_kind("", "Event", ns)
+    narrowed = pods is not None or pod is not None or claim is not None
+    events = _events(client, scope_pods, scope_claims, namespace, narrowed)
     workloads = list_driver_workloads(client)
     driver_pods = list_driver_pods(client, workloads)
-    logs: dict[str, str] = {}
-    failed_nodes = {
-        str(as_dict(e.get("source")).get("host"))
-        for e in events
-        if e.get("reason") == FAILED_PREPARE and as_dict(e.get("source")).get("host")
-    }
-    for dp in driver_pods:
-        h = pod_health(dp)
-        if not h.ready or h.crash_loop or as_dict(dp.get("spec")).get("nodeName") in failed_nodes:
-            logs[nsname(dp)] = client.pod_logs(namespace_of(dp), name_of(dp), tail_lines=log_lines)
+    logs = _driver_logs(client, driver_pods, events, log_lines)
     return Snapshot(
         pods=scope_pods,
         claims=claims,
