@@ -2,7 +2,7 @@
 
 `collect_inventory(client)` reads the cluster once (discovery, nodes, driver workloads and their pods,
 DeviceClasses / ResourceClasses, ResourceSlices, ResourceClaims, DeviceTaintRules) and returns an
-`Inventory`; `render_inventory(inventory, fmt)` (render.py) is pure and prints it as text, JSON or
+`Inventory` (types.py); `render_inventory(inventory, fmt)` (render.py) is pure and prints it as text, JSON or
 Markdown. A cluster that does not serve resource.k8s.io at all is an `EnvironmentProblem` (exit 4) whose
 message says which Kubernetes versions serve which DRA API and with which flags.
 
@@ -13,11 +13,19 @@ The small pure helpers on objects (pod health, node readiness, deprecated versio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cluster.drivers import driver_pods_of, list_driver_pods, list_driver_workloads
+from reconciler.cluster.inventory.types import (
+    ClassInfo,
+    DriverPod,
+    DriverSummary,
+    Inventory,
+    NodeInfo,
+    PendingClaim,
+    SliceInfo,
+)
 from reconciler.cluster.objects import (
     DRA_GROUP,
     age_seconds,
@@ -41,162 +49,25 @@ if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
 
 
-# ---- the inventory -----------------------------------------------------------------------------------
-
-
-@dataclass
-class NodeInfo:
-    name: str
-    ready: bool
-    message: str = ""
-    taints: list[str] = field(default_factory=list)
-
-
-@dataclass
-class DriverPod:
-    namespace: str
-    name: str
-    workload: str  # Kind/ns/name
-    driver: str | None
-    node: str | None
-    phase: str
-    ready: bool
-    restarts: int
-    crash_loop: bool
-
-    @property
-    def healthy(self) -> bool:
-        return self.ready and not self.crash_loop
-
-
-@dataclass
-class ClassInfo:
-    name: str
-    kind: str  # DeviceClass | ResourceClass
-    api_version: str
-    driver: str | None
-
-
-@dataclass
-class SliceInfo:
-    name: str
-    driver: str | None
-    pool: str | None
-    node: str | None
-    devices: int
-
-
-@dataclass
-class DriverSummary:
-    driver: str
-    devices: int = 0
-    allocated: int = 0
-    pools: int = 0
-    slices: int = 0
-    nodes: list[str] = field(default_factory=list)
-    classes: list[str] = field(default_factory=list)
-    pods: int = 0
-    healthy_pods: int = 0
-
-    @property
-    def free(self) -> int:
-        return self.devices - self.allocated
-
-
-@dataclass
-class PendingClaim:
-    namespace: str
-    name: str
-    age_seconds: float | None
-    classes: list[str]
-
-
-@dataclass
-class Inventory:
-    server_version: str
-    served_versions: list[str]
-    preferred_version: str
-    deprecated_versions: dict[str, str]
-    nodes: list[NodeInfo]
-    driver_pods: list[DriverPod]
-    classes: list[ClassInfo]
-    slices: list[SliceInfo]
-    drivers: dict[str, DriverSummary]
-    claims: int
-    allocated_claims: int
-    pending_claims: list[PendingClaim]
-    taint_rules: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def devices(self) -> int:
-        return sum(d.devices for d in self.drivers.values())
-
-    @property
-    def allocated_devices(self) -> int:
-        return sum(d.allocated for d in self.drivers.values())
-
-    def to_json(self) -> dict[str, Any]:
-        drivers = {}
-        for name, summary in sorted(self.drivers.items()):
-            entry = asdict(summary)
-            entry["free"] = summary.free
-            drivers[name] = entry
-        return {
-            "server_version": self.server_version,
-            "resource_api": {
-                "served": list(self.served_versions),
-                "preferred": self.preferred_version,
-                "deprecated": dict(self.deprecated_versions),
-            },
-            "nodes": [asdict(n) for n in self.nodes],
-            "driver_pods": [dict(asdict(p), healthy=p.healthy) for p in self.driver_pods],
-            "classes": [asdict(c) for c in self.classes],
-            "slices": [asdict(s) for s in self.slices],
-            "drivers": drivers,
-            "totals": {
-                "devices": self.devices,
-                "allocated": self.allocated_devices,
-                "free": self.devices - self.allocated_devices,
-                "claims": self.claims,
-                "allocated_claims": self.allocated_claims,
-                "pending_claims": len(self.pending_claims),
-            },
-            "pending_claims": [asdict(c) for c in self.pending_claims],
-            "taint_rules": list(self.taint_rules),
-            "warnings": list(self.warnings),
-        }
-
-
-def build_inventory(
-    *,
-    server_version: str,
-    served: Sequence[str],
-    preferred: str,
-    nodes: Sequence[Mapping[str, Any]],
-    workloads: Sequence[Mapping[str, Any]],
-    pods: Sequence[Mapping[str, Any]],
-    classes: Sequence[Mapping[str, Any]],
-    slices: Sequence[Mapping[str, Any]],
-    claims: Sequence[Mapping[str, Any]],
-    taint_rules: Sequence[Mapping[str, Any]] = (),
-    now: datetime | None = None,
-) -> Inventory:
-    """The inventory from objects already read (pure)."""
-    now = now or datetime.now(UTC)
-    node_infos = []
+def _nodes(nodes: Sequence[Mapping[str, Any]]) -> list[NodeInfo]:
+    out = []
     for node in sorted(nodes, key=name_of):
         ready = condition(node, "Ready") or {}
         taints = [
             f"{as_dict(t).get('key')}:{as_dict(t).get('effect')}"
             for t in as_list(as_dict(node.get("spec")).get("taints"))
         ]
-        node_infos.append(NodeInfo(name_of(node), node_ready(node), str(ready.get("message") or ""), taints))
+        out.append(NodeInfo(name_of(node), node_ready(node), str(ready.get("message") or ""), taints))
+    return out
 
-    dpods = []
+
+def _driver_pods(
+    workloads: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
+) -> list[DriverPod]:
+    out = []
     for wl, driver, pod in driver_pods_of(workloads, pods):
         h = pod_health(pod)
-        dpods.append(
+        out.append(
             DriverPod(
                 namespace=namespace_of(pod),
                 name=name_of(pod),
@@ -209,15 +80,21 @@ def build_inventory(
                 crash_loop=h.crash_loop,
             )
         )
-    dpods.sort(key=lambda p: (p.driver or "", p.namespace, p.name))
+    out.sort(key=lambda p: (p.driver or "", p.namespace, p.name))
+    return out
 
-    class_infos = [
+
+def _classes(classes: Sequence[Mapping[str, Any]]) -> list[ClassInfo]:
+    return [
         ClassInfo(
             name_of(c), str(c.get("kind") or ""), str(c.get("apiVersion") or ""), dra.class_driver(dict(c))
         )
         for c in sorted(classes, key=name_of)
     ]
-    slice_infos = [
+
+
+def _slices(slices: Sequence[Mapping[str, Any]]) -> list[SliceInfo]:
+    return [
         SliceInfo(
             name_of(s),
             dra.slice_driver(dict(s)),
@@ -230,6 +107,16 @@ def build_inventory(
         )
     ]
 
+
+def _drivers(
+    slices: Sequence[Mapping[str, Any]],
+    classes: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    slice_infos: Sequence[SliceInfo],
+    class_infos: Sequence[ClassInfo],
+    dpods: Sequence[DriverPod],
+) -> dict[str, DriverSummary]:
+    """Devices, allocations, pools, slices, classes and pods per driver."""
     device_classes = [c for c in classes if c.get("kind") == "DeviceClass"]
     sim = simulate(slices, device_classes, claims)
     drivers: dict[str, DriverSummary] = {}
@@ -255,7 +142,11 @@ def build_inventory(
             summary = drivers.setdefault(p.driver, DriverSummary(p.driver))
             summary.pods += 1
             summary.healthy_pods += int(p.healthy)
+    return drivers
 
+
+def _pending_claims(claims: Sequence[Mapping[str, Any]], now: datetime) -> tuple[int, list[PendingClaim]]:
+    """(allocated claims, the pending ones oldest first)."""
     allocated = 0
     pending = []
     for claim in claims:
@@ -271,9 +162,20 @@ def build_inventory(
                 )
             )
     pending.sort(key=lambda c: (-(c.age_seconds or 0), c.namespace, c.name))
+    return allocated, pending
 
+
+def _warnings(
+    deprecated: Mapping[str, str],
+    class_infos: Sequence[ClassInfo],
+    drivers: Mapping[str, DriverSummary],
+    dpods: Sequence[DriverPod],
+    node_infos: Sequence[NodeInfo],
+    workloads: Sequence[Mapping[str, Any]],
+    nodes: Sequence[Mapping[str, Any]],
+) -> list[str]:
     warnings = []
-    for version, why in sorted(deprecated_versions(served, server_version).items()):
+    for version, why in sorted(deprecated.items()):
         warnings.append(f"resource.k8s.io/{version} is served but {why}")
     for c in class_infos:
         if c.driver and not drivers[c.driver].slices:
@@ -292,12 +194,37 @@ def build_inventory(
         idle = idle_driver_reason(workload, nodes)
         if idle is not None:
             warnings.append(idle)
+    return warnings
 
+
+def build_inventory(
+    *,
+    server_version: str,
+    served: Sequence[str],
+    preferred: str,
+    nodes: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    classes: Sequence[Mapping[str, Any]],
+    slices: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    taint_rules: Sequence[Mapping[str, Any]] = (),
+    now: datetime | None = None,
+) -> Inventory:
+    """The inventory from objects already read (pure)."""
+    now = now or datetime.now(UTC)
+    node_infos = _nodes(nodes)
+    dpods = _driver_pods(workloads, pods)
+    class_infos = _classes(classes)
+    slice_infos = _slices(slices)
+    drivers = _drivers(slices, classes, claims, slice_infos, class_infos, dpods)
+    allocated, pending = _pending_claims(claims, now)
+    deprecated = deprecated_versions(served, server_version)
     return Inventory(
         server_version=server_version,
         served_versions=list(served),
         preferred_version=preferred,
-        deprecated_versions=deprecated_versions(served, server_version),
+        deprecated_versions=deprecated,
         nodes=node_infos,
         driver_pods=dpods,
         classes=class_infos,
@@ -307,7 +234,7 @@ def build_inventory(
         allocated_claims=allocated,
         pending_claims=pending,
         taint_rules=sorted(name_of(t) for t in taint_rules),
-        warnings=warnings,
+        warnings=_warnings(deprecated, class_infos, drivers, dpods, node_infos, workloads, nodes),
     )
 
 
@@ -339,14 +266,4 @@ def collect_inventory(client: ClusterClient, *, now: datetime | None = None) -> 
     )
 
 
-__all__ = [
-    "ClassInfo",
-    "DriverPod",
-    "DriverSummary",
-    "Inventory",
-    "NodeInfo",
-    "PendingClaim",
-    "SliceInfo",
-    "build_inventory",
-    "collect_inventory",
-]
+__all__ = ["build_inventory", "collect_inventory"]

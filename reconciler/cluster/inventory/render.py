@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from reconciler.cluster.inventory.collect import Inventory
+from reconciler.cluster.inventory.types import Inventory
 from reconciler.cluster.objects import format_age
 from reconciler.markdown import md_table
 
@@ -77,26 +78,16 @@ def _text(inv: Inventory) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _markdown(inv: Inventory) -> str:
-    lines = [
-        "## DRA inventory",
-        "",
-        f"* Kubernetes **{inv.server_version}**",
-        f"* resource.k8s.io: {_served_line(inv)}",
-        f"* Devices: {inv.devices} total, {inv.allocated_devices} allocated, "
-        f"{inv.devices - inv.allocated_devices} free",
-        f"* Claims: {inv.claims} ({inv.allocated_claims} allocated, {len(inv.pending_claims)} pending)",
-        "",
-        "### Nodes",
-        "",
-        *md_table(
+def _tables(inv: Inventory) -> list[tuple[str, list[str], list[tuple[Any, ...]]]]:
+    """(title, header, rows) of every table of the Markdown inventory, in order."""
+    return [
+        (
+            "Nodes",
             ["node", "ready", "message"],
             [(n.name, "yes" if n.ready else "**no**", n.message) for n in inv.nodes],
         ),
-        "",
-        "### Drivers",
-        "",
-        *md_table(
+        (
+            "Drivers",
             ["driver", "devices", "allocated", "free", "slices", "pools", "classes", "pods healthy"],
             [
                 (
@@ -112,10 +103,8 @@ def _markdown(inv: Inventory) -> str:
                 for k, d in sorted(inv.drivers.items())
             ],
         ),
-        "",
-        "### Driver pods",
-        "",
-        *md_table(
+        (
+            "Driver pods",
             ["pod", "driver", "node", "phase", "ready", "restarts", "crash loop"],
             [
                 (
@@ -130,24 +119,18 @@ def _markdown(inv: Inventory) -> str:
                 for p in inv.driver_pods
             ],
         ),
-        "",
-        "### Device classes",
-        "",
-        *md_table(
+        (
+            "Device classes",
             ["class", "kind", "apiVersion", "driver"],
             [(c.name, c.kind, c.api_version, c.driver or "?") for c in inv.classes],
         ),
-        "",
-        "### ResourceSlices",
-        "",
-        *md_table(
+        (
+            "ResourceSlices",
             ["driver", "pool", "node", "devices", "slice"],
             [(s.driver or "?", s.pool or "-", s.node or "-", s.devices, s.name) for s in inv.slices],
         ),
-        "",
-        "### Pending claims",
-        "",
-        *md_table(
+        (
+            "Pending claims",
             ["claim", "age", "classes"],
             [
                 (f"{c.namespace}/{c.name}", format_age(c.age_seconds), ", ".join(c.classes))
@@ -155,6 +138,20 @@ def _markdown(inv: Inventory) -> str:
             ],
         ),
     ]
+
+
+def _markdown(inv: Inventory) -> str:
+    lines = [
+        "## DRA inventory",
+        "",
+        f"* Kubernetes **{inv.server_version}**",
+        f"* resource.k8s.io: {_served_line(inv)}",
+        f"* Devices: {inv.devices} total, {inv.allocated_devices} allocated, "
+        f"{inv.devices - inv.allocated_devices} free",
+        f"* Claims: {inv.claims} ({inv.allocated_claims} allocated, {len(inv.pending_claims)} pending)",
+    ]
+    for title, header, rows in _tables(inv):
+        lines += ["", f"### {title}", "", *md_table(header, rows)]
     if inv.warnings:
         lines += ["", "### Warnings", "", *[f"* {w}" for w in inv.warnings]]
     return "\n".join(lines) + "\n"
