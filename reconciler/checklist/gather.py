@@ -28,7 +28,6 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import (
-    DRA_GROUP,
     deprecated_versions,
     meta,
     name_of,
@@ -51,6 +50,7 @@ from reconciler.cluster.verify import chain_of
 from reconciler.dra.allocator import Inventory as DeviceInventory
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
+from reconciler.model.dra import DRA_GROUP
 from reconciler.model.fields import as_dict, parse_time
 from reconciler.state import TargetState
 

@@ -16,10 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.errors import EnvironmentProblem
-from reconciler.model import dra
 from reconciler.model.fields import as_dict, as_list, parse_time
-
-DRA_GROUP = dra.DRA_GROUP
 
 NOT_SERVED_EXPLANATION = (
     "the cluster does not serve the Dynamic Resource Allocation API (no resource.k8s.io group in discovery). "
@@ -175,7 +172,6 @@ def owned_by(pod: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
 
 
 __all__ = [
-    "DRA_GROUP",
     "NOT_SERVED_EXPLANATION",
     "PodHealth",
     "age_seconds",

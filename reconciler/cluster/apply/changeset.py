@@ -23,7 +23,6 @@ from reconciler.model.stages import stage_label
 Op = Literal["create", "update", "delete", "unchanged", "deferred"]
 Outcome = Literal["planned", "applied", "unchanged", "deleted", "failed", "not-attempted", "pending-deletion"]
 
-DRA_GROUP = "resource.k8s.io"
 _SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
 # More objects than this of one kind in one namespace are read with one LIST instead of GETs.
 _LIST_THRESHOLD = 4

@@ -36,7 +36,6 @@ class DriftReport:
     extra: list[dict[str, Any]] = field(default_factory=list)  # live members Git does not have: prune
     unchanged: int = 0
     dry_runs: int = 0
-    lists: int = 0
 
     @property
     def drifted(self) -> bool:
@@ -96,7 +95,6 @@ def scan_drift(
             items = client.list(resource, None, label_selector=f"{applyset.PART_OF_LABEL}={set_id}")
         except NotFound:
             continue
-        report.lists += 1
         for item in items:
             if not (item.get("metadata") or {}).get("deletionTimestamp"):
                 live[ref_of(item)] = item

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from reconciler.cluster.apply.changeset import (
-    DRA_GROUP,
     ApplyResult,
     DryRunResult,
     ObjectResult,
@@ -36,7 +35,7 @@ from reconciler.cluster.apply.stagewait import POLL_MAX, POLL_START, SLICE_GRACE
 from reconciler.cluster.client import ClusterClient
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
-from reconciler.model.objects import api_group
+from reconciler.model.dra import DRA_GROUP
 from reconciler.model.plan import Plan
 from reconciler.model.stages import CLASSES, FOUNDATION, stage_label
 
@@ -349,14 +348,4 @@ def apply_plan(
     return ApplyResult(ok=ok, stages=stages, results=results, writes=client.writes_sent - writes_before)
 
 
-def group_kinds_of(plan: Plan) -> list[str]:
-    """`Kind.group` of every object the plan creates or updates (for the ApplySet parent)."""
-    kinds = set()
-    for change in plan.changes:
-        if change.op != "delete":
-            group = api_group(change.current.api_version)
-            kinds.add(f"{change.ref.kind}.{group}" if group else change.ref.kind)
-    return sorted(kinds)
-
-
-__all__ = ["apply_plan", "group_kinds_of"]
+__all__ = ["apply_plan"]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from reconciler.cluster.apply.changeset import DRA_GROUP, WorkItem, error_text
+from reconciler.cluster.apply.changeset import WorkItem, error_text
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.readiness import (
     Health,
@@ -23,6 +23,7 @@ from reconciler.cluster.readiness import (
 )
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
+from reconciler.model.dra import DRA_GROUP
 from reconciler.model.plan import Change
 from reconciler.model.stages import DRIVERS
 

@@ -23,17 +23,10 @@ from reconciler.cluster.diagnose.evidence import (
 )
 from reconciler.cluster.diagnose.types import FAILED_PREPARE, Diagnosis, Snapshot
 from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
-from reconciler.cluster.objects import (
-    DRA_GROUP,
-    name_of,
-    namespace_of,
-    nsname,
-    pod_health,
-    pod_ready,
-    require_dra,
-)
+from reconciler.cluster.objects import name_of, namespace_of, nsname, pod_health, pod_ready, require_dra
 from reconciler.cluster.readiness import rollout_context
 from reconciler.errors import UserError
+from reconciler.model.dra import DRA_GROUP
 from reconciler.model.fields import as_dict
 
 if TYPE_CHECKING:

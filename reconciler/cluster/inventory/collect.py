@@ -27,7 +27,6 @@ from reconciler.cluster.inventory.types import (
     SliceInfo,
 )
 from reconciler.cluster.objects import (
-    DRA_GROUP,
     age_seconds,
     condition,
     deprecated_versions,
@@ -43,6 +42,7 @@ from reconciler.cluster.readiness import idle_driver_reason
 from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
+from reconciler.model.dra import DRA_GROUP
 from reconciler.model.fields import as_dict, as_list
 
 if TYPE_CHECKING:

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.drivers import driver_pods_of, list_driver_pods, list_driver_workloads
-from reconciler.cluster.objects import DRA_GROUP, labels_match, meta, name_of, namespace_of, workload_selector
+from reconciler.cluster.objects import labels_match, meta, name_of, namespace_of, workload_selector
 from reconciler.cluster.readiness import current_pods, rollout_context
 from reconciler.model import dra
+from reconciler.model.dra import DRA_GROUP
 from reconciler.model.fields import as_dict
 
 if TYPE_CHECKING:
