@@ -1,11 +1,10 @@
-"""Server-side dry-run and staged apply of a Plan (DESIGN.md "Stages", docs/cluster-edge.md "Stage waits").
+"""The staged apply of a Plan (model/stages.py the stages, docs/cluster-edge.md "Stage waits").
 
-`dry_run` writes nothing: every create/update is sent with `dryRun=All` and compared with the live object
-(server-populated fields stripped), so an object the server would leave as it is counts as unchanged and
-is never written — a no-op re-apply sends no writes. `apply_plan` goes stage by stage in plan order: it
-dry-runs the stage (or reuses a fresh `dry_run` answer), applies only what changes, concurrently, and waits
-for the stage's readiness before the next one; deletions follow in reverse stage order. Server-side apply
-with our field manager and force makes every step idempotent: a pass cut short is finished by the next.
+`apply_plan` goes stage by stage in plan order: it dry-runs the stage (`dryrun.check_item`, or reuses a
+fresh `dry_run` answer whose live object has not moved), applies only what changes, concurrently, and
+waits for the stage's readiness (`stagewait.py`) before the next one; deletions follow in reverse stage
+order. Server-side apply with our field manager and force makes every step idempotent: a pass cut short
+is finished by the next.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A driver DaemonSet that runs on no node (DESIGN.md "Canary for driver changes").
+"""A driver DaemonSet that runs on no node (docs/operator-guide.md "Upgrade a DRA driver with a canary").
 
 A canary exists to try a new driver template on canary nodes. If its nodeSelector or affinity matches
 no node, its DaemonSet desires 0 pods, its rollout is "complete" at once and it has verified nothing. A
