@@ -306,17 +306,10 @@ class ClusterClient:
         except (ApiError, TemporaryError) as exc:
             return f"(logs unavailable: {exc.detail})"
 
-    def exec(
-        self,
-        namespace: str,
-        name: str,
-        command: Sequence[str],
-        container: str | None = None,
-        timeout: float = 60.0,
-    ) -> str:
-        """Run a command in a container (`podexec.exec_in_pod`); its output, or ApiError when it cannot run,
-        does not finish in time or exits non-zero."""
-        return exec_in_pod(self.api, namespace, name, command, container, timeout)
+    def exec(self, namespace: str, name: str, command: Sequence[str], **options: Any) -> str:
+        """Run a command in a container (`podexec.exec_in_pod`: `container=`, `timeout=`); its output, or
+        ApiError when it cannot run, does not finish in time or exits non-zero."""
+        return exec_in_pod(self.api, namespace, name, command, **options)
 
 
 def _running_in_cluster() -> bool:
