@@ -99,8 +99,7 @@ def plan_command(
     changes, 4 when the cluster cannot be reached.
     """
     from reconciler.cluster import applyset
-    from reconciler.cluster.apply import dry_run
-    from reconciler.cluster.dryrun_render import render_plan
+    from reconciler.cluster.apply import dry_run, render_plan
     from reconciler.delivery.pipeline import stale_manifests
     from reconciler.model.plan import compute_plan
 

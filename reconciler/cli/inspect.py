@@ -144,8 +144,7 @@ def inventory(
     and their health, DeviceClasses, ResourceSlices per driver/pool/node, device totals and allocations,
     pending claims. Exit 4 when the cluster does not serve the DRA API (with what would enable it).
     """
-    from reconciler.cluster.inventory import collect_inventory
-    from reconciler.cluster.inventory_render import render_inventory
+    from reconciler.cluster.inventory import collect_inventory, render_inventory
 
     with connect(kubeconfig, kube_context) as client:
         progress_printer(quiet)(f"reading the DRA inventory of {client.host}")

@@ -23,7 +23,7 @@ ID_LABEL = "applyset.kubernetes.io/id"
 TOOLING_ANNOTATION = "applyset.kubernetes.io/tooling"
 GROUP_KINDS_ANNOTATION = "applyset.kubernetes.io/contains-group-kinds"
 # A digest of the desired state the set was last delivered from, written once that delivery verified and
-# removed before the next delivery's first write (reconciler/cluster/noop.py reads it).
+# removed before the next delivery's first write (reconciler/cluster/apply/noop.py reads it).
 DELIVERED_ANNOTATION = "dra-gitops.io/delivered-digest"
 DEFAULT_TARGET = "default"
 DEFAULT_NAMESPACE = "dra-gitops"
@@ -135,15 +135,6 @@ def delivered_digest(
     return str(value) if value else None
 
 
-def recorded_group_kinds(
-    client: ClusterClient, target: str = DEFAULT_TARGET, namespace: str = DEFAULT_NAMESPACE
-) -> set[str]:
-    resource = client.resource_for("v1", "ConfigMap")
-    live = client.get(resource, namespace, parent_name(target))
-    annotations = ((live or {}).get("metadata") or {}).get("annotations") or {}
-    return _parse_group_kinds(annotations.get(GROUP_KINDS_ANNOTATION))
-
-
 def prune_candidates(
     client: ClusterClient,
     set_id: str,
@@ -192,5 +183,4 @@ __all__ = [
     "label_objects",
     "parent_name",
     "prune_candidates",
-    "recorded_group_kinds",
 ]

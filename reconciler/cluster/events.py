@@ -26,7 +26,6 @@ class EventRecorder:
         self.namespace = namespace
         self.configmap = configmap
         self.instance = instance
-        self.emitted = 0
 
     def emit(self, reason: str, message: str, *, warning: bool = False) -> dict[str, Any] | None:
         now = datetime.now(UTC)
@@ -59,5 +58,4 @@ class EventRecorder:
         except (DraGitopsError, OSError) as exc:
             log.warning("could not record event %s: %s", reason, exc)
             return None
-        self.emitted += 1
         return created

@@ -1,27 +1,22 @@
 """Small pure helpers on Kubernetes objects, shared by the cluster edge and the checklist.
 
-Object access (`meta`, `name_of`, `namespace_of`, `nsname`), pod and node state (`pod_phase`, `pod_ready`,
-`pod_health`, `node_ready`), ages, served/deprecated resource.k8s.io versions (`deprecated_versions`,
-`require_dra`) and driver workloads' pods (`workload_selector`, `driver_pods_of`). No I/O: the edges that
-read the objects are `inventory.py`, `diagnose.py`, `verify.py` and `checklist/gather.py`.
+Object access (`meta`, `name_of`, `namespace_of`, `nsname`, `condition`), pod and node state (`pod_phase`,
+`pod_ready`, `pod_health`, `node_ready`), ages, served/deprecated resource.k8s.io versions
+(`deprecated_versions`, `require_dra`) and which pods a workload selects (`workload_selector`,
+`labels_match`, `owned_by`). No I/O: the edges that read the objects are `drivers.py`, `inventory/`,
+`diagnose/`, `verify/` and `checklist/gather.py`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from reconciler.cluster.health import condition
-from reconciler.cluster.rollout import RolloutContext, current_pods
 from reconciler.errors import EnvironmentProblem
-from reconciler.model import dra
-
-DRA_GROUP = dra.DRA_GROUP
-APPS = "apps"
-DRIVER_WORKLOAD_KINDS = ("DaemonSet", "Deployment", "StatefulSet")
+from reconciler.model.fields import as_dict, as_list, parse_time
 
 NOT_SERVED_EXPLANATION = (
     "the cluster does not serve the Dynamic Resource Allocation API (no resource.k8s.io group in discovery). "
@@ -37,16 +32,8 @@ NOT_SERVED_EXPLANATION = (
 )
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return _dict(obj.get("metadata"))
+    return as_dict(obj.get("metadata"))
 
 
 def name_of(obj: Mapping[str, Any]) -> str:
@@ -62,13 +49,20 @@ def nsname(obj: Mapping[str, Any]) -> str:
     return f"{ns}/{name_of(obj)}" if ns else name_of(obj)
 
 
+def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
+    for cond in as_dict(obj.get("status")).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == ctype:
+            return cond
+    return None
+
+
 def node_ready(node: Mapping[str, Any]) -> bool:
     cond = condition(node, "Ready")
     return cond is not None and cond.get("status") == "True"
 
 
 def pod_phase(pod: Mapping[str, Any]) -> str:
-    return str(_dict(pod.get("status")).get("phase") or "Pending")
+    return str(as_dict(pod.get("status")).get("phase") or "Pending")
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -94,29 +88,20 @@ class PodHealth:
 
 
 def pod_health(pod: Mapping[str, Any]) -> PodHealth:
-    status = _dict(pod.get("status"))
+    status = as_dict(pod.get("status"))
     restarts = 0
     crash = False
     waiting = ""
-    for cs in _list(status.get("initContainerStatuses")) + _list(status.get("containerStatuses")):
-        cs = _dict(cs)
+    for cs in as_list(status.get("initContainerStatuses")) + as_list(status.get("containerStatuses")):
+        cs = as_dict(cs)
         count = cs.get("restartCount")
         restarts += count if isinstance(count, int) else 0
-        reason = str(_dict(_dict(cs.get("state")).get("waiting")).get("reason") or "")
+        reason = str(as_dict(as_dict(cs.get("state")).get("waiting")).get("reason") or "")
         if reason == "CrashLoopBackOff":
             crash = True
         if reason and not waiting:
             waiting = reason
     return PodHealth(pod_phase(pod), pod_ready(pod), restarts, crash, waiting)
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def age_seconds(obj: Mapping[str, Any], now: datetime) -> float | None:
@@ -170,10 +155,10 @@ def selector_string(match_labels: Mapping[str, Any]) -> str:
 
 def workload_selector(workload: Mapping[str, Any]) -> dict[str, str]:
     """matchLabels of a workload's selector, else its pod template's labels."""
-    spec = _dict(workload.get("spec"))
-    labels = _dict(_dict(spec.get("selector")).get("matchLabels"))
+    spec = as_dict(workload.get("spec"))
+    labels = as_dict(as_dict(spec.get("selector")).get("matchLabels"))
     if not labels:
-        labels = _dict(_dict(_dict(spec.get("template")).get("metadata")).get("labels"))
+        labels = as_dict(as_dict(as_dict(spec.get("template")).get("metadata")).get("labels"))
     return {str(k): str(v) for k, v in labels.items()}
 
 
@@ -183,48 +168,15 @@ def labels_match(selector: Mapping[str, str], labels: Mapping[str, Any]) -> bool
 
 def owned_by(pod: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
     uid = meta(workload).get("uid")
-    return bool(uid) and any(_dict(r).get("uid") == uid for r in _list(meta(pod).get("ownerReferences")))
-
-
-def driver_pods_of(
-    workloads: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    current: RolloutContext | None = None,
-) -> list[tuple[dict[str, Any], str | None, dict[str, Any]]]:
-    """(workload, driver name, pod) for every pod of a driver workload (selected by labels).
-
-    With `current` (a rollout context), only the pods of each workload's current template: what fail-fast
-    signals and diagnoses judge. Without it, every pod (the inventory lists what runs).
-    """
-    pods = list(pods)
-    out: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = []
-    for wl in workloads:
-        wl = dict(wl)
-        if not dra.is_driver_workload(wl):
-            continue
-        driver = dra.workload_driver(wl)
-        if current is not None:
-            out.extend((wl, driver, pod) for pod in current_pods(wl, pods, current))
-            continue
-        selector = workload_selector(wl)
-        for pod in pods:
-            if namespace_of(pod) != namespace_of(wl):
-                continue
-            if labels_match(selector, _dict(meta(pod).get("labels"))):
-                out.append((wl, driver, dict(pod)))
-    return out
+    return bool(uid) and any(as_dict(r).get("uid") == uid for r in as_list(meta(pod).get("ownerReferences")))
 
 
 __all__ = [
-    "APPS",
-    "DRA_GROUP",
-    "DRIVER_WORKLOAD_KINDS",
     "NOT_SERVED_EXPLANATION",
     "PodHealth",
     "age_seconds",
     "condition",
     "deprecated_versions",
-    "driver_pods_of",
     "format_age",
     "kube_minor",
     "labels_match",
@@ -234,7 +186,6 @@ __all__ = [
     "node_ready",
     "nsname",
     "owned_by",
-    "parse_time",
     "pod_health",
     "pod_phase",
     "pod_ready",

@@ -11,13 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.cluster import applyset, noop
+from reconciler.cluster import applyset
 from reconciler.cluster.apply import (
     ApplyResult,
     DryRunResult,
     StageResult,
     apply_plan,
+    desired_digest,
     dry_run,
+    unchanged_since_delivery,
 )
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.facts import collect_facts
@@ -119,8 +121,8 @@ def deliver(
             return Delivery("denied", revision, plan, check=check, timings=timings)
 
     started = time.perf_counter()
-    digest = noop.desired_digest(head, set_id)
-    unchanged = noop.unchanged_since_delivery(client, plan, options.target, options.namespace, digest)
+    digest = desired_digest(head, set_id)
+    unchanged = unchanged_since_delivery(client, plan, options.target, options.namespace, digest)
     if unchanged is not None:
         timings["dry_run"] = time.perf_counter() - started
         progress(f"plan: {unchanged.summary_line()} (as last delivered: live objects compared, no dry-run)")
@@ -281,7 +283,7 @@ def _write(
         if not delivery.pruned.ok:
             delivery.outcome = "apply-failed"
     if delivery.outcome == "applied":
-        # The next delivery of this very state may skip its dry-run (cluster/noop.py).
+        # The next delivery of this very state may skip its dry-run (cluster/apply/noop.py).
         applyset.ensure_parent(client, options.target, options.namespace, delivered=digest)
 
 

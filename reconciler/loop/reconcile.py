@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.cluster import applyset, drift
+from reconciler.cluster import applyset
+from reconciler.cluster.apply import Fingerprints, scan_drift
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
 from reconciler.delivery.check import CheckOptions
@@ -75,7 +76,7 @@ class Reconciler:
         self.store = StateStore(client, options.target, options.state_namespace)
         self.events = EventRecorder(client, options.state_namespace, self.store.name, options.identity)
         self.set_id = applyset.applyset_id(options.target, options.state_namespace)
-        self.fingerprints: drift.Fingerprints = {}
+        self.fingerprints: Fingerprints = {}
         self._desired_cache: dict[str, DesiredState] = {}
 
     # ---- helpers ----------------------------------------------------------------------------------
@@ -364,7 +365,7 @@ class Reconciler:
         desired = self._desired(sha)
         manifests = desired.manifests.manifests
         kinds = {applyset.group_kind(m.body) for m in manifests}
-        report = drift.scan(self.client, manifests, self.set_id, self.fingerprints, kinds)
+        report = scan_drift(self.client, manifests, self.set_id, self.fingerprints, kinds)
         result = PassResult(self.options.target, UNCHANGED, sha, drift=report)
         if not report.drifted:
             return result

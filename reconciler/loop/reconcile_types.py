@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reconciler.cluster import applyset, drift
+from reconciler.cluster import applyset
+from reconciler.cluster.apply import DriftReport
 from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
@@ -70,7 +71,7 @@ class PassResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     delivery: Delivery | None = None
     rollback: Delivery | None = None
-    drift: drift.DriftReport | None = None
+    drift: DriftReport | None = None
     violations: dict[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> count
 
     @property

@@ -320,5 +320,5 @@ def test_progress_text_and_json_counts_agree(
         assert applied == numbers["create"] + numbers["update"]
         parent = [ref for ref in bookkeeping if ref.startswith("ConfigMap/dra-gitops/")]
         assert len(parent) == 1, bookkeeping
-        # Before its first write, the re-apply removes the digest the first one recorded (cluster/noop.py).
+        # Before its first write, the re-apply removes the digest the first one recorded (cluster/apply/noop.py).
         assert bookkeeping[parent[0]] == ("create" if round_ == 0 else "update")

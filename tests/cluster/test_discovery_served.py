@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.cluster.apply import dry_run
 from reconciler.cluster.client import ClusterClient, NotFound
-from reconciler.cluster.dryrun import dry_run
 from reconciler.model.objects import Manifest, ref_of
 from reconciler.model.plan import compute_plan
 from reconciler.sim.server import SimCluster

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.cluster.health import Health, health_of, pod_failure
+from reconciler.cluster.readiness import Health, health_of, pod_failure
 
 
 def obj(api_version: str, kind: str, *, generation: int | None = None, **fields: Any) -> dict[str, Any]:

@@ -13,8 +13,7 @@ import yaml
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.inventory import Inventory, build_inventory, collect_inventory
-from reconciler.cluster.inventory_render import render_inventory
+from reconciler.cluster.inventory import Inventory, build_inventory, collect_inventory, render_inventory
 from reconciler.cluster.objects import NOT_SERVED_EXPLANATION, deprecated_versions, pod_health
 from reconciler.errors import EnvironmentProblem
 from reconciler.sim.controlplane import ControlPlane, install

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.cluster.nodefit import no_node
+from reconciler.cluster.readiness import no_node
 
 
 def node(name: str, labels: dict[str, str] | None = None, *taints: dict[str, str]) -> dict[str, Any]:

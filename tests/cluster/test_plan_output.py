@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 from test_apply_command import EXAMPLE, copy_example, run, sim  # noqa: F401  (fixture)
 
-from reconciler.cluster.changeset import DryRunResult, ObjectResult
-from reconciler.cluster.dryrun_render import dry_run_json, render_dry_run_markdown, render_plan
+from reconciler.cluster.apply import (
+    DryRunResult,
+    ObjectResult,
+    dry_run_json,
+    render_dry_run_markdown,
+    render_plan,
+)
 from reconciler.model.loader import SkippedFile
 from reconciler.sim.server import SimCluster
 

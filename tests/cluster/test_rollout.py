@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.cluster.rollout import RolloutContext, current_pods
+from reconciler.cluster.readiness import RolloutContext, current_pods
 
 NS = "apps-ns"
 LABELS = {"app": "x"}

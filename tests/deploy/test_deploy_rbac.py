@@ -73,7 +73,12 @@ NOT_EXERCISED: dict[Permission, str] = {
         if (verb, resource) != ("list", "statefulsets")
     },
     **{
-        ("delete", group, resource, ""): "prune (reconciler/cluster/apply.py _delete_group) of a kind the "
+        (
+            "delete",
+            group,
+            resource,
+            "",
+        ): "prune (reconciler/cluster/apply/staged.py _delete_group) of a kind the "
         "run never removes from the repository"
         for group, resource in (
             ("", "namespaces"),
@@ -89,8 +94,18 @@ NOT_EXERCISED: dict[Permission, str] = {
     ("delete", "resource.k8s.io", "resourceclaims", ""): "prune, and the recreate of a claim whose spec "
     "changed (immutable: reconciler/delivery/recreate.py)",
     ("delete", "", "pods", ""): "reconciler/delivery/recreate.py deletes the pods holding a recreated claim",
-    ("get", "", "pods/log", ""): "reconciler/cluster/diagnose.py reads a crashing driver pod's last lines",
-    ("list", "apps", "controllerrevisions", ""): "reconciler/cluster/rollout.py, for DaemonSet pods without "
+    (
+        "get",
+        "",
+        "pods/log",
+        "",
+    ): "reconciler/cluster/diagnose/collect.py reads a crashing driver pod's last lines",
+    (
+        "list",
+        "apps",
+        "controllerrevisions",
+        "",
+    ): "reconciler/cluster/readiness/rollout.py, for DaemonSet pods without "
     "pod-template-generation (the DaemonSet controller always sets it)",
 }
 

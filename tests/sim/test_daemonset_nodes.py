@@ -2,7 +2,7 @@
 
 nodeSelector, required node affinity (an empty term matches no node), NoSchedule/NoExecute taints against
 the template's tolerations plus the ones the controller adds to every daemon pod (network-unavailable only
-with hostNetwork). `reconciler.cluster.nodefit`, which explains a driver that runs on no node, must count
+with hostNetwork). `reconciler.cluster.readiness.nodefit`, which explains a driver that runs on no node, must count
 the same nodes.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.nodefit import fitting_nodes
+from reconciler.cluster.readiness import fitting_nodes
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 
