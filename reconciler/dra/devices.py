@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from reconciler.dra import cel
+from reconciler.dra.quantity import quantity_or_none
 
 __all__ = [
     "Device",
@@ -244,20 +245,10 @@ class SliceData:
     incomplete: set[tuple[str, str]]  # (driver, pool) with slices still missing
 
 
-def _quantity(raw: Any) -> Fraction | None:
-    value = raw.get("value") if isinstance(raw, Mapping) else raw
-    if value is None:
-        return None
-    try:
-        return cel.parse_quantity(value)
-    except (ValueError, TypeError):
-        return None
-
-
 def _counter_values(counters: Any) -> dict[str, Fraction]:
     out = {}
     for name, raw in as_dict(counters).items():
-        q = _quantity(raw)
+        q = quantity_or_none(raw)
         if q is not None:
             out[str(name)] = q
     return out
@@ -333,7 +324,7 @@ def _device(
     }
     capacity: dict[str, Capacity] = {}
     for name, raw in caps_raw.items():
-        value = _quantity(raw)
+        value = quantity_or_none(raw)
         if value is None:
             continue
         full = str(name) if "/" in str(name) else f"{driver}/{name}"
@@ -432,7 +423,7 @@ def _results(
                 if r.get("shareID") or r.get("consumedCapacity"):
                     consumed = {}
                     for name, raw in as_dict(r.get("consumedCapacity")).items():
-                        q = _quantity(raw)
+                        q = quantity_or_none(raw)
                         if q is not None:
                             consumed[name if "/" in name else f"{key[0]}/{name}"] = q
                 yield r, key, consumed
