@@ -47,13 +47,10 @@ from reconciler.cluster.verify import chain_of
 from reconciler.dra.allocator import Inventory as DeviceInventory
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
+from reconciler.model.readers import as_dict
 from reconciler.state import TargetState
 
 STATE_PREFIX = "dra-gitops-"
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 # ---- the state ---------------------------------------------------------------------------------------
@@ -64,14 +61,14 @@ def read_state(client: ClusterClient, target: str, namespace: str) -> StateFact:
     ref = f"ConfigMap/{namespace}/{name}"
     configmaps = client.resource_for("v1", "ConfigMap")
     live = client.get(configmaps, namespace, name)
-    if live is None or "lastGood" not in _dict(live.get("data")):
+    if live is None or "lastGood" not in as_dict(live.get("data")):
         others = sorted(
             name_of(cm)[len(STATE_PREFIX) :]
             for cm in client.list(configmaps, namespace)
-            if name_of(cm).startswith(STATE_PREFIX) and "lastGood" in _dict(cm.get("data"))
+            if name_of(cm).startswith(STATE_PREFIX) and "lastGood" in as_dict(cm.get("data"))
         )
         return StateFact(ref=ref, found=False, other_targets=tuple(others))
-    state = TargetState.from_data(_dict(live.get("data")))
+    state = TargetState.from_data(as_dict(live.get("data")))
     return StateFact(
         ref=ref,
         found=True,
@@ -100,9 +97,9 @@ def scope_namespaces(state: StateFact) -> tuple[str, ...]:
 
 def _desired_pods(workload: Mapping[str, Any]) -> int:
     if workload.get("kind") == "DaemonSet":
-        desired = _dict(workload.get("status")).get("desiredNumberScheduled")
+        desired = as_dict(workload.get("status")).get("desiredNumberScheduled")
         return desired if isinstance(desired, int) else 0
-    replicas = _dict(workload.get("spec")).get("replicas", 1)
+    replicas = as_dict(workload.get("spec")).get("replicas", 1)
     return replicas if isinstance(replicas, int) else 1
 
 
@@ -138,9 +135,9 @@ def driver_workload_fact(
         nodes=tuple(
             sorted(
                 {
-                    str(_dict(p.get("spec")).get("nodeName"))
+                    str(as_dict(p.get("spec")).get("nodeName"))
                     for p in current
-                    if _dict(p.get("spec")).get("nodeName")
+                    if as_dict(p.get("spec")).get("nodeName")
                 }
             )
         ),
@@ -245,7 +242,7 @@ def pod_facts(pods: Sequence[Mapping[str, Any]], claims: Sequence[Mapping[str, A
                 ref=nsname(pod),
                 phase=pod_phase(pod),
                 ready=pod_ready(pod),
-                node=_dict(pod.get("spec")).get("nodeName") or None,
+                node=as_dict(pod.get("spec")).get("nodeName") or None,
                 chains=chains,
             )
         )
@@ -253,7 +250,7 @@ def pod_facts(pods: Sequence[Mapping[str, Any]], claims: Sequence[Mapping[str, A
 
 
 def _event_time(event: Mapping[str, Any]) -> datetime | None:
-    series = _dict(event.get("series"))
+    series = as_dict(event.get("series"))
     for value in (
         event.get("lastTimestamp"),
         series.get("lastObservedTime"),
@@ -276,7 +273,7 @@ def event_facts(
     live_claims = {(namespace_of(c), name_of(c)): c for c in claims}
     out = []
     for event in events:
-        involved = _dict(event.get("involvedObject") or event.get("regarding"))
+        involved = as_dict(event.get("involvedObject") or event.get("regarding"))
         kind = involved.get("kind")
         if event.get("type") != "Warning" or kind not in ("Pod", "ResourceClaim"):
             continue
@@ -289,7 +286,7 @@ def event_facts(
             now = "healthy" if pod_ready(live) or pod_phase(live) == "Succeeded" else "unhealthy"
         else:
             now = "healthy" if dra.claim_allocation(dict(live))["allocated"] else "unhealthy"
-        count = event.get("count") or _dict(event.get("series")).get("count") or 1
+        count = event.get("count") or as_dict(event.get("series")).get("count") or 1
         out.append(
             EventFact(
                 involved=f"{kind}/{key[0]}/{key[1]}",

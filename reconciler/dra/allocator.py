@@ -28,8 +28,6 @@ from reconciler.dra.devices import (
     DeviceKey,
     Usage,
     allocated_devices,
-    as_dict,
-    as_list,
     claim_spec,
     device_index,
     node_selector_for,
@@ -42,6 +40,7 @@ from reconciler.dra.matching import SelectorMatcher
 from reconciler.dra.results import allocation_result
 from reconciler.dra.search import Alternative, BudgetExceeded, Constraint, PreparedClaim, Search
 from reconciler.dra.selectors import SelectorError, SelectorFailure
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "CANNOT_ALLOCATE",

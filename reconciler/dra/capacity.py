@@ -22,19 +22,14 @@ from typing import Any
 from reconciler.dra.allocator import Inventory
 from reconciler.dra.capacity_render import ORDER_NOTE, render_capacity
 from reconciler.dra.capacity_selectors import selector_errors
-from reconciler.dra.devices import (
-    as_dict,
-    as_list,
-    node_selector_for,
-    node_selector_matches,
-    untolerated_taint,
-)
+from reconciler.dra.devices import node_selector_for, node_selector_matches, untolerated_taint
 from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult, pod_priority
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan
+from reconciler.model.readers import as_dict, as_list
 from reconciler.model.rollouts import rollout_surge
 
 __all__ = ["ORDER_NOTE", "capacity_input", "releasing_claims", "render_capacity"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.dra import cel
 from reconciler.dra.quantity import quantity_or_none
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "Device",
@@ -23,8 +24,6 @@ __all__ = [
     "SliceData",
     "Usage",
     "allocated_devices",
-    "as_dict",
-    "as_list",
     "claim_spec",
     "devices_from_slices",
     "node_selector_for",
@@ -40,14 +39,6 @@ __all__ = [
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 CounterKey = tuple[str, str, str]  # (driver, pool, counter set)
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def as_dict(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def as_list(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
 
 
 # ------------------------------------------------------------------------------------------- claims

@@ -12,17 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.dra.devices import (
-    Device,
-    DeviceKey,
-    Usage,
-    as_dict,
-    as_list,
-    claim_spec,
-    normalise_requests,
-    selector_exprs,
-)
+from reconciler.dra.devices import Device, DeviceKey, Usage, claim_spec, normalise_requests, selector_exprs
 from reconciler.dra.selectors import Match, SelectorError, evaluate_selectors, unknown_reason
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = ["Matching", "SelectorMatcher"]
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from reconciler.dra.devices import as_dict, as_list
 from reconciler.dra.quantity import format_quantity, quantity_or_none
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "DRA_ALIAS_PREFIX",

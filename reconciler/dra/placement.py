@@ -24,17 +24,10 @@ from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
-from reconciler.dra.devices import (
-    Device,
-    as_dict,
-    as_list,
-    claim_spec,
-    node_selector_matches,
-    tolerates,
-    untolerated_taint,
-)
+from reconciler.dra.devices import Device, claim_spec, node_selector_matches, tolerates, untolerated_taint
 from reconciler.dra.explain import explain_node
 from reconciler.dra.noderesources import extended_requests, insufficient, node_allocatable
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "AFFINITY",
