@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.dra.devices import node_selector_matches, untolerated_taint
+from reconciler.dra.nodematch import node_selector_matches, untolerated_taint
 from reconciler.model.readers import as_dict, as_list
 
 # What the daemon controller adds to every daemon pod (the last one only with hostNetwork).

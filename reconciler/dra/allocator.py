@@ -30,7 +30,6 @@ from reconciler.dra.devices import (
     allocated_devices,
     claim_spec,
     device_index,
-    node_selector_for,
     normalise_requests,
     read_slices,
     selector_exprs,
@@ -49,7 +48,6 @@ __all__ = [
     "allocate",
     "allocated_devices",
     "claim_spec",
-    "node_selector_for",
     "normalise_requests",
 ]
 

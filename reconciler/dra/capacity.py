@@ -22,7 +22,7 @@ from typing import Any
 from reconciler.dra.allocator import Inventory
 from reconciler.dra.capacity_render import ORDER_NOTE, render_capacity
 from reconciler.dra.capacity_selectors import selector_errors
-from reconciler.dra.devices import node_selector_for, node_selector_matches, untolerated_taint
+from reconciler.dra.nodematch import node_selector_for, pod_selects_node, untolerated_taint
 from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult, pod_priority
 from reconciler.dra.simulate import simulate
@@ -111,14 +111,7 @@ def _daemon_nodes(pod_spec: dict[str, Any], nodes: Sequence[NodeInfo]) -> list[N
     """Nodes a DaemonSet runs a pod on: those its selection matches and whose taints it tolerates."""
     out = []
     for node in nodes:
-        if any(node.labels.get(str(k)) != str(v) for k, v in as_dict(pod_spec.get("nodeSelector")).items()):
-            continue
-        required = as_dict(as_dict(pod_spec.get("affinity")).get("nodeAffinity")).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        if not node_selector_matches(
-            required if isinstance(required, dict) else None, node.name, node.labels
-        ):
+        if not pod_selects_node(pod_spec, node.name, node.labels):
             continue
         if untolerated_taint(node.taints, pod_spec.get("tolerations")) is not None:
             continue

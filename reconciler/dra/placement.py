@@ -24,8 +24,9 @@ from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
-from reconciler.dra.devices import Device, claim_spec, node_selector_matches, tolerates, untolerated_taint
+from reconciler.dra.devices import Device, claim_spec
 from reconciler.dra.explain import explain_node
+from reconciler.dra.nodematch import node_selector_matches, pod_selects_node, tolerates, untolerated_taint
 from reconciler.dra.noderesources import extended_requests, insufficient, node_allocatable
 from reconciler.model.readers import as_dict, as_list
 
@@ -164,16 +165,6 @@ def pod_priority(spec: Mapping[str, Any], priority_classes: Iterable[Mapping[str
             value = pc.get("value")
             return int(value) if isinstance(value, int) else 0
     return 0
-
-
-def _fits_node_selection(spec: Mapping[str, Any], node: NodeInfo) -> bool:
-    for k, v in as_dict(spec.get("nodeSelector")).items():
-        if node.labels.get(str(k)) != str(v):
-            return False
-    required = as_dict(as_dict(as_dict(spec.get("affinity")).get("nodeAffinity"))).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    return node_selector_matches(required if isinstance(required, dict) else None, node.name, node.labels)
 
 
 def _unmodelled(spec: Mapping[str, Any], inv: Inventory) -> str | None:
@@ -346,7 +337,7 @@ class Placement:
         if taint is not None:
             words = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
             return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
-        if not _fits_node_selection(spec, node):
+        if not pod_selects_node(spec, node.name, node.labels):
             return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
         if wanted:
             short = insufficient(

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from reconciler.dra.devices import Device, DeviceKey, node_selector_for
+from reconciler.dra.devices import Device, DeviceKey
+from reconciler.dra.nodematch import node_selector_for
 from reconciler.dra.quantity import format_quantity
 from reconciler.dra.search import PreparedClaim
 from reconciler.model.readers import as_dict, as_list

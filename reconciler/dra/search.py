@@ -15,7 +15,8 @@ from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.capacity_math import consume
-from reconciler.dra.devices import CounterKey, Device, DeviceKey, Usage, untolerated_taint
+from reconciler.dra.devices import CounterKey, Device, DeviceKey, Usage
+from reconciler.dra.nodematch import untolerated_taint
 from reconciler.dra.selectors import SelectorError, SelectorFailure
 
 __all__ = [
