@@ -31,7 +31,8 @@ from reconciler.sim.discovery import Discovery
 from reconciler.sim.podexec import pod_exec
 from reconciler.sim.resources import RESOURCE_GROUP, Served
 from reconciler.sim.selectors import SelectorError
-from reconciler.sim.store import Obj, Store, StoreError
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import Obj, StoreError
 from reconciler.sim.watch import Watch
 from reconciler.sim.writes import Writes
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.sim.schema import ATOMIC_MAPS, list_kind
-from reconciler.sim.store import Obj, now
+from reconciler.sim.storebase import Obj, now
 
 Path = tuple[str, ...]
 FieldSet = set[Path]

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.sim.auth import UserInfo
-from reconciler.sim.store import AlreadyExists, Forbidden, NotFound, Obj, ResourceType, Store
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import AlreadyExists, Forbidden, NotFound, Obj, ResourceType
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
