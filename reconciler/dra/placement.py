@@ -226,36 +226,10 @@ class Placement:
     def attempt(self, pod: PodInfo) -> PodResult:
         """Where the pod would go and what it would take, without taking it."""
         result = PodResult(pod, "does-not-fit")
-        seen: set[tuple[str, str]] = set()
-        pinned: list[tuple[PodClaim, dict[str, Any]]] = []
-        to_allocate: list[PodClaim] = []
-        for pc in pod.claims:
-            if pc.key in seen:
-                continue
-            seen.add(pc.key)
-            if pc.claim is None:
-                absent = (
-                    f"ResourceClaimTemplate {pc.key[0]}/{pc.template}"
-                    if pc.template
-                    else f"ResourceClaim {pc.key[0]}/{pc.key[1]}"
-                )
-                result.parked = f"claim {pc.name}: {absent} does not exist"
-                return result
-            allocation = self.allocations.get(pc.key)
-            if allocation is not None:
-                pinned.append((pc, allocation))
-            else:
-                to_allocate.append(pc)
-        for pc, _ in pinned:
-            if self.reserved[pc.key] >= MAX_RESERVED:
-                result.prefilter = CLAIM_IN_USE
-                return result
-        for pc in to_allocate:
-            assert pc.claim is not None
-            missing = self.inv.missing_class(claim_spec(pc.claim))
-            if missing is not None:
-                result.prefilter = f"request {missing[0]}: device class {missing[1]} does not exist"
-                return result
+        split = self._prefilter(pod, result)
+        if split is None:
+            return result
+        pinned, to_allocate = split
         claims = [pc.claim for pc in to_allocate if pc.claim is not None]
         passed: list[NodeInfo] = []
         wanted = extended_requests(pod.spec)
@@ -314,6 +288,43 @@ class Placement:
         result.unknown = _unmodelled(pod.spec, self.inv)
         result.outcome = "unknown" if result.unknown else "fits"
         return result
+
+    def _prefilter(
+        self, pod: PodInfo, result: PodResult
+    ) -> tuple[list[tuple[PodClaim, dict[str, Any]]], list[PodClaim]] | None:
+        """The pod's claims, allocated ones (with their allocation) apart from those to allocate; None
+        (``result`` says why) when a claim does not exist, is reserved too often, or names no class."""
+        seen: set[tuple[str, str]] = set()
+        pinned: list[tuple[PodClaim, dict[str, Any]]] = []
+        to_allocate: list[PodClaim] = []
+        for pc in pod.claims:
+            if pc.key in seen:
+                continue
+            seen.add(pc.key)
+            if pc.claim is None:
+                absent = (
+                    f"ResourceClaimTemplate {pc.key[0]}/{pc.template}"
+                    if pc.template
+                    else f"ResourceClaim {pc.key[0]}/{pc.key[1]}"
+                )
+                result.parked = f"claim {pc.name}: {absent} does not exist"
+                return None
+            allocation = self.allocations.get(pc.key)
+            if allocation is not None:
+                pinned.append((pc, allocation))
+            else:
+                to_allocate.append(pc)
+        for pc, _ in pinned:
+            if self.reserved[pc.key] >= MAX_RESERVED:
+                result.prefilter = CLAIM_IN_USE
+                return None
+        for pc in to_allocate:
+            assert pc.claim is not None
+            missing = self.inv.missing_class(claim_spec(pc.claim))
+            if missing is not None:
+                result.prefilter = f"request {missing[0]}: device class {missing[1]} does not exist"
+                return None
+        return pinned, to_allocate
 
     def _filter(
         self,
