@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.checklist.facts import ChecklistFacts, StateFact
+from reconciler.model.readers import parse_time
 
 CHECKED = "checked"
 NOT_CHECKED = "not-checked"
@@ -104,15 +105,6 @@ def iso(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_iso(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def scope_text(f: ChecklistFacts) -> str:
     return f"namespace(s) {', '.join(f.namespaces)}" if f.namespaces else "all namespaces"
 
@@ -159,7 +151,7 @@ def duration(record: dict[str, Any]) -> float:
 def event_window_start(f: ChecklistFacts) -> datetime:
     """From when Events count as recent: the start of the last attempt, else DEFAULT_EVENT_WINDOW ago."""
     record = attempt_record(f.state)
-    at = parse_iso((record or {}).get("at"))
+    at = parse_time((record or {}).get("at"))
     if at is None:
         return f.now - DEFAULT_EVENT_WINDOW
     # `at` (when the record was written) is cut to the second, and so are event times: whole seconds back

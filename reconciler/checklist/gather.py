@@ -37,7 +37,6 @@ from reconciler.cluster.objects import (
     namespace_of,
     node_ready,
     nsname,
-    parse_time,
     pod_health,
     pod_phase,
     pod_ready,
@@ -47,7 +46,7 @@ from reconciler.cluster.verify import chain_of
 from reconciler.dra.allocator import Inventory as DeviceInventory
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
-from reconciler.model.readers import as_dict
+from reconciler.model.readers import as_dict, parse_time
 from reconciler.state import TargetState
 
 STATE_PREFIX = "dra-gitops-"

@@ -253,16 +253,7 @@ class Inventory(SelectorMatcher):
             if outcomes[0].ok or outcomes[0].error:
                 return outcomes
             unknown = unknown or outcomes[0].unknown_reason
-        return [
-            AllocationOutcome(
-                ok=False,
-                reason=CANNOT_ALLOCATE,
-                unknown=unknown is not None,
-                unknown_reason=unknown,
-                node=node,
-            )
-            for _ in claims
-        ]
+        return _cannot_allocate(claims, node, unknown)
 
     def allocate_on(
         self, claims: Sequence[Mapping[str, Any]], node: str | None, devices: Sequence[Device], usage: Usage
@@ -289,16 +280,7 @@ class Inventory(SelectorMatcher):
         except SelectorFailure as failure:
             return _failed(claims, failure.claim_index, node, failure.error, failure.device)
         if not ok:
-            return [
-                AllocationOutcome(
-                    ok=False,
-                    reason=CANNOT_ALLOCATE,
-                    unknown=unknown is not None,
-                    unknown_reason=unknown,
-                    node=node,
-                )
-                for _ in claims
-            ]
+            return _cannot_allocate(claims, node, unknown)
         return [self._outcome(claim, c, node, unknown) for claim, c in zip(claims, prepared, strict=True)]
 
     def _outcome(
@@ -319,6 +301,18 @@ class Inventory(SelectorMatcher):
 def claim_label(claim: Mapping[str, Any]) -> str:
     md = as_dict(claim.get("metadata"))
     return f"{md.get('namespace', '')}/{md.get('name', '')}"
+
+
+def _cannot_allocate(
+    claims: Sequence[Mapping[str, Any]], node: str | None, unknown: str | None
+) -> list[AllocationOutcome]:
+    """No combination of devices fits the claims (``unknown``: what might have made one fit)."""
+    return [
+        AllocationOutcome(
+            ok=False, reason=CANNOT_ALLOCATE, unknown=unknown is not None, unknown_reason=unknown, node=node
+        )
+        for _ in claims
+    ]
 
 
 def _failed(

@@ -17,6 +17,7 @@ from typing import Any
 from reconciler.dra import cel
 from reconciler.dra.nodematch import node_selector_matches
 from reconciler.dra.quantity import quantity_or_none
+from reconciler.model.dra_readers import FLAT_REQUEST_FIELDS
 from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
@@ -49,17 +50,6 @@ def claim_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
     return as_dict(obj.get("spec"))
 
 
-_REQUEST_FIELDS = (
-    "deviceClassName",
-    "selectors",
-    "allocationMode",
-    "count",
-    "adminAccess",
-    "tolerations",
-    "capacity",
-)
-
-
 def normalise_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Requests in v1 shape: each has ``exactly`` or ``firstAvailable`` (v1beta1 flat fields wrapped)."""
     out: list[dict[str, Any]] = []
@@ -69,7 +59,7 @@ def normalise_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         if "exactly" in req or "firstAvailable" in req:
             out.append(req)
             continue
-        exactly = {k: req[k] for k in _REQUEST_FIELDS if k in req}
+        exactly = {k: req[k] for k in FLAT_REQUEST_FIELDS if k in req}
         out.append({"name": req.get("name", ""), "exactly": exactly})
     return out
 

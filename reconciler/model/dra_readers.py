@@ -13,6 +13,16 @@ from reconciler.model.readers import api_version_of, as_dicts, as_str, dig, kind
 DRA_GROUP = "resource.k8s.io"
 DRA_VERSIONS = ("v1alpha1", "v1alpha2", "v1alpha3", "v1beta1", "v1beta2", "v1")
 CLASSIC_VERSIONS = frozenset({"v1alpha1", "v1alpha2"})
+# The fields of a v1 request's `exactly` that v1beta1 requests carry flat
+FLAT_REQUEST_FIELDS = (
+    "deviceClassName",
+    "selectors",
+    "allocationMode",
+    "count",
+    "adminAccess",
+    "tolerations",
+    "capacity",
+)
 
 
 def is_dra_group(api_version: str) -> bool:

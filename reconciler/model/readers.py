@@ -6,6 +6,7 @@ field's type: a string where a list belongs reads as an empty list, never as an 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "dig",
     "kind_of",
     "labels_of",
+    "parse_time",
     "unique",
 ]
 
@@ -64,6 +66,16 @@ def kind_of(body: Any) -> str:
 def api_version_of(body: Any) -> str:
     value = as_dict(body).get("apiVersion")
     return value if isinstance(value, str) else ""
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as Kubernetes writes it ("2024-05-01T10:00:00Z"); None when it is not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def labels_of(meta: Any) -> dict[str, Any]:
