@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.checklist.facts import ChecklistFacts, StateFact
-from reconciler.model.fields import parse_time
+from reconciler.model.readers import parse_time
 
 CHECKED = "checked"
 NOT_CHECKED = "not-checked"

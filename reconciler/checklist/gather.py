@@ -52,7 +52,7 @@ from reconciler.dra.simulate import simulate
 from reconciler.loop.state import TargetState
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
-from reconciler.model.fields import as_dict, parse_time
+from reconciler.model.readers import as_dict, parse_time
 
 STATE_PREFIX = "dra-gitops-"
 

@@ -20,7 +20,7 @@ from reconciler.cluster.objects import (
 )
 from reconciler.cluster.readiness import RolloutContext, current_pods
 from reconciler.model import dra
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient

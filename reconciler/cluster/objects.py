@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.errors import EnvironmentProblem
-from reconciler.model.fields import as_dict, as_list, parse_time
+from reconciler.model.readers import as_dict, as_list, parse_time
 
 NOT_SERVED_EXPLANATION = (
     "the cluster does not serve the Dynamic Resource Allocation API (no resource.k8s.io group in discovery). "

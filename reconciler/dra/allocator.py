@@ -28,29 +28,26 @@ from reconciler.dra.devices import (
     DeviceKey,
     Usage,
     allocated_devices,
-    as_dict,
-    as_list,
     claim_spec,
     device_index,
-    node_selector_for,
     normalise_requests,
     read_slices,
     selector_exprs,
     usage_from_claims,
 )
+from reconciler.dra.matching import SelectorMatcher
 from reconciler.dra.results import allocation_result
 from reconciler.dra.search import Alternative, BudgetExceeded, Constraint, PreparedClaim, Search
-from reconciler.dra.selectors import Match, SelectorError, SelectorFailure, evaluate_selectors, unknown_reason
+from reconciler.dra.selectors import SelectorError, SelectorFailure
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "CANNOT_ALLOCATE",
     "AllocationOutcome",
     "Inventory",
-    "Matching",
     "allocate",
     "allocated_devices",
     "claim_spec",
-    "node_selector_for",
     "normalise_requests",
 ]
 
@@ -73,20 +70,7 @@ class AllocationOutcome:
     taken: list[tuple[DeviceKey, dict[str, Fraction] | None]] = field(default_factory=list)  # non-admin
 
 
-@dataclass
-class Matching:
-    """The devices a request's selectors select, in order, with the ones they fail on among them."""
-
-    devices: list[Device]  # matching or failing, in inventory order
-    errors: dict[DeviceKey, SelectorError]
-    unknown: bool  # some device could not be judged
-
-    @property
-    def matched(self) -> list[Device]:
-        return [d for d in self.devices if d.key not in self.errors] if self.errors else self.devices
-
-
-class Inventory:
+class Inventory(SelectorMatcher):
     """Slices + classes + existing claims (+ DeviceTaintRules), prepared once; allocate many pods on it."""
 
     def __init__(
@@ -97,20 +81,13 @@ class Inventory:
         taint_rules: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         data = read_slices(slices, taint_rules)
-        self.devices = data.devices
+        super().__init__(data.devices, classes)
         self.counter_sets = data.counters
         self.incomplete = data.incomplete
         self.by_key = device_index(self.devices)
-        if isinstance(classes, Mapping):
-            self.classes: dict[str, Mapping[str, Any]] = {str(k): v for k, v in classes.items()}
-        else:
-            self.classes = {str(as_dict(c.get("metadata")).get("name", "")): c for c in classes}
         self.claims = [c for c in claims if isinstance(c, Mapping)]
         self.usage = usage_from_claims(self.claims, self.by_key)
-        self._match_cache: dict[tuple[str, tuple[str, ...], DeviceKey], Match] = {}
-        self._matching_cache: dict[tuple[str, tuple[str, ...], int], tuple[list[Device], Matching]] = {}
         self._node_cache: dict[tuple[str, tuple[tuple[str, str], ...]], list[Device]] = {}
-        self._fails_anywhere: dict[tuple[str, tuple[str, ...]], bool] = {}
         self._unbound = [d for d in self.devices if d.node_name is None]
         self._by_node: dict[str, list[Device]] = {}
         for d in self.devices:
@@ -120,24 +97,6 @@ class Inventory:
     @property
     def used(self) -> set[DeviceKey]:
         return self.usage.used
-
-    # ------------------------------------------------------------------ matching
-
-    def class_selectors(self, class_name: str) -> list[str] | None:
-        cls = self.classes.get(class_name)
-        if cls is None:
-            return None
-        return selector_exprs(as_dict(cls.get("spec")).get("selectors"))
-
-    def device_match(self, device: Device, class_name: str, selectors: Sequence[str]) -> Match:
-        """The class's selectors, then the request's, on one device (cached)."""
-        key = (class_name, tuple(selectors), device.key)
-        if key in self._match_cache:
-            return self._match_cache[key]
-        class_exprs = self.class_selectors(class_name) or []
-        result = evaluate_selectors(class_name, class_exprs, selectors, device.context)
-        self._match_cache[key] = result
-        return result
 
     def devices_on_node(self, node: str | None, labels: Mapping[str, str] | None = None) -> list[Device]:
         """Devices reachable from ``node`` (node-local ones, allNodes, matching nodeSelector), in order."""
@@ -157,65 +116,6 @@ class Inventory:
     def nodes(self) -> list[str]:
         """Names of nodes that have node-local devices (sorted)."""
         return sorted(self._by_node)
-
-    def matching(
-        self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
-    ) -> tuple[list[Device], bool]:
-        """Devices matching a class and request selectors; and whether any answer was not a plain yes/no
-        (unknown, or a selector failing at run time: see ``matching_detail``)."""
-        m = self.matching_detail(class_name, selectors, devices)
-        return list(m.matched), m.unknown or bool(m.errors)
-
-    def matching_detail(
-        self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]
-    ) -> Matching:
-        """Devices matching a class and request selectors, and those they fail on, in order."""
-        if isinstance(devices, list):
-            # Node device lists are cached and long-lived; the entry keeps its list alive, so the id
-            # cannot be reused by another list while the entry exists.
-            key = (class_name, tuple(selectors), id(devices))
-            hit = self._matching_cache.get(key)
-            if hit is None or hit[0] is not devices:
-                hit = (devices, self._matching(class_name, selectors, devices))
-                self._matching_cache[key] = hit
-            return hit[1]  # shared: callers build new lists, never change this one
-        return self._matching(class_name, selectors, devices)
-
-    def _matching(self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]) -> Matching:
-        out = Matching([], {}, False)
-        for d in devices:
-            r = self.device_match(d, class_name, selectors)
-            if r is True:
-                out.devices.append(d)
-            elif isinstance(r, SelectorError):
-                out.devices.append(d)
-                out.errors[d.key] = r
-            elif r is None:
-                out.unknown = True
-        return out
-
-    def unknown_reason(self, class_name: str, selectors: Sequence[str], devices: Iterable[Device]) -> str:
-        """Why the model cannot tell whether some device matches (the first such device)."""
-        class_exprs = self.class_selectors(class_name) or []
-        for d in devices:
-            if self.device_match(d, class_name, selectors) is None:
-                return unknown_reason(class_name, class_exprs, selectors, d.context, d.label)
-        return "a CEL selector could not be evaluated"
-
-    def missing_class(self, spec: Mapping[str, Any]) -> tuple[str, str] | None:
-        """(request, class) of the first request naming a DeviceClass that does not exist."""
-        for req in normalise_requests(spec):
-            name = str(req.get("name", ""))
-            if "exactly" in req:
-                cls = str(as_dict(req.get("exactly")).get("deviceClassName", ""))
-                if cls not in self.classes:
-                    return name, cls
-            else:
-                for sub in as_list(req.get("firstAvailable")):
-                    cls = str(as_dict(sub).get("deviceClassName", ""))
-                    if cls not in self.classes:
-                        return f"{name}/{as_dict(sub).get('name', '')}", cls
-        return None
 
     # ------------------------------------------------------------------ preparing a claim on a node
 
@@ -353,35 +253,7 @@ class Inventory:
             if outcomes[0].ok or outcomes[0].error:
                 return outcomes
             unknown = unknown or outcomes[0].unknown_reason
-        return [
-            AllocationOutcome(
-                ok=False,
-                reason=CANNOT_ALLOCATE,
-                unknown=unknown is not None,
-                unknown_reason=unknown,
-                node=node,
-            )
-            for _ in claims
-        ]
-
-    def may_fail(self, claims: Sequence[Mapping[str, Any]], devices: Sequence[Device], usage: Usage) -> bool:
-        """Whether a selector of ``claims`` fails at run time on any of ``devices`` (cheap: no search)."""
-        for claim in claims:
-            for req in normalise_requests(claim_spec(claim)):
-                bodies = (
-                    [as_dict(req.get("exactly"))] if "exactly" in req else as_list(req.get("firstAvailable"))
-                )
-                for body in bodies:
-                    cls = str(as_dict(body).get("deviceClassName", ""))
-                    selectors = tuple(selector_exprs(as_dict(body).get("selectors")) or ())
-                    key = (cls, selectors)
-                    anywhere = self._fails_anywhere.get(key)
-                    if anywhere is None:
-                        anywhere = bool(self.matching_detail(cls, selectors, self.devices).errors)
-                        self._fails_anywhere[key] = anywhere
-                    if anywhere and self.matching_detail(cls, selectors, devices).errors:
-                        return True
-        return False
+        return _cannot_allocate(claims, node, unknown)
 
     def allocate_on(
         self, claims: Sequence[Mapping[str, Any]], node: str | None, devices: Sequence[Device], usage: Usage
@@ -399,7 +271,7 @@ class Inventory:
                 if alt.setup_error is not None:
                     device, error = alt.setup_error
                     return _failed(claims, ci, node, error, device.key)
-        search = Search(self, prepared, usage)
+        search = Search(self.counter_sets, prepared, usage)
         try:
             ok = search.run()
         except BudgetExceeded:
@@ -408,16 +280,7 @@ class Inventory:
         except SelectorFailure as failure:
             return _failed(claims, failure.claim_index, node, failure.error, failure.device)
         if not ok:
-            return [
-                AllocationOutcome(
-                    ok=False,
-                    reason=CANNOT_ALLOCATE,
-                    unknown=unknown is not None,
-                    unknown_reason=unknown,
-                    node=node,
-                )
-                for _ in claims
-            ]
+            return _cannot_allocate(claims, node, unknown)
         return [self._outcome(claim, c, node, unknown) for claim, c in zip(claims, prepared, strict=True)]
 
     def _outcome(
@@ -438,6 +301,18 @@ class Inventory:
 def claim_label(claim: Mapping[str, Any]) -> str:
     md = as_dict(claim.get("metadata"))
     return f"{md.get('namespace', '')}/{md.get('name', '')}"
+
+
+def _cannot_allocate(
+    claims: Sequence[Mapping[str, Any]], node: str | None, unknown: str | None
+) -> list[AllocationOutcome]:
+    """No combination of devices fits the claims (``unknown``: what might have made one fit)."""
+    return [
+        AllocationOutcome(
+            ok=False, reason=CANNOT_ALLOCATE, unknown=unknown is not None, unknown_reason=unknown, node=node
+        )
+        for _ in claims
+    ]
 
 
 def _failed(

@@ -1,7 +1,7 @@
 """The `capacity` part of the policy input: will the pods a change adds get their devices? (pure)
 
-The change's pods (a Pod, or one pod per replica of a workload; a DaemonSet one per node it runs on)
-join the pods already waiting in the cluster, and the placement model (:mod:`reconciler.dra.placement`,
+The change's pods (a Pod, or one pod per replica of a workload; a DaemonSet one per node it runs on:
+:mod:`reconciler.dra.capacity_pods`) join the pods already waiting in the cluster, and the placement model (:mod:`reconciler.dra.placement`,
 the one the simulated scheduler uses) places them one at a time in the scheduler's order against the
 published devices minus what allocated claims hold (a claim whose pods are being deleted is releasing
 its devices: the scheduler hands them to the next pod within the pods' grace period). The answer is per
@@ -15,241 +15,24 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import Inventory
+from reconciler.dra.capacity_pods import PodBuilder, PodSource, pod_done, releasing_claims
 from reconciler.dra.capacity_render import ORDER_NOTE, render_capacity
 from reconciler.dra.capacity_selectors import selector_errors
-from reconciler.dra.devices import (
-    as_dict,
-    as_list,
-    node_selector_for,
-    node_selector_matches,
-    untolerated_taint,
-)
 from reconciler.dra.noderesources import extended_requests
-from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult, pod_priority
+from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan
-from reconciler.model.rollouts import rollout_surge
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = ["ORDER_NOTE", "capacity_input", "releasing_claims", "render_capacity"]
 
 ADVICE = "free devices, add nodes with devices, or lower the request"
-
-
-@dataclass
-class _Source:
-    """Where a predicted pod comes from."""
-
-    manifest: Manifest | None  # the object of the change (None: a pod already waiting in the cluster)
-    pods: int  # how many pods that object adds
-    rollout: str = ""  # set when the pods are a rollout's first new-template pods: why they need devices
-
-
-def _replicas(body: dict[str, Any]) -> int:
-    """How many pods a (non-DaemonSet) workload runs."""
-    kind = body.get("kind")
-    spec = as_dict(body.get("spec"))
-    if kind == "Job":
-        value = spec.get("parallelism")
-        return int(value) if isinstance(value, int) else 1
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        value = spec.get("replicas")
-        return int(value) if isinstance(value, int) else 1
-    return 1
-
-
-def _pod_done(pod: dict[str, Any] | None) -> bool:
-    """A pod whose claims the resourceclaim controller releases: deleted, being deleted, or finished."""
-    if pod is None:
-        return True
-    if as_dict(pod.get("metadata")).get("deletionTimestamp"):
-        return True
-    return as_dict(pod.get("status")).get("phase") in ("Succeeded", "Failed")
-
-
-def releasing_claims(live: Sequence[Manifest]) -> set[tuple[str, str]]:
-    """Allocated claims that will give their devices back without anyone acting.
-
-    A claim generated for a pod that is being deleted or has finished, and a claim being deleted whose
-    every reserving pod is gone or going. An owner pod missing from the live list is not taken as gone
-    (it may have been created between the LISTs) unless the claim itself is being deleted.
-    """
-    pods = {(m.ref.namespace, m.ref.name): m.body for m in live if m.kind == "Pod"}
-    out: set[tuple[str, str]] = set()
-    for m in live:
-        if m.kind != "ResourceClaim" or not dra.is_dra_group(m.api_version):
-            continue
-        status = as_dict(m.body.get("status"))
-        if not status.get("allocation"):
-            continue
-        meta = as_dict(m.body.get("metadata"))
-        ns = m.ref.namespace
-        owner = next(
-            (
-                as_dict(o)
-                for o in as_list(meta.get("ownerReferences"))
-                if as_dict(o).get("kind") == "Pod" and as_dict(o).get("controller")
-            ),
-            None,
-        )
-        if owner is not None:
-            pod = pods.get((ns, str(owner.get("name"))))
-            if pod is not None and _pod_done(pod):
-                out.add((ns, m.ref.name))
-                continue
-        if meta.get("deletionTimestamp"):
-            users = [as_dict(r) for r in as_list(status.get("reservedFor"))]
-            if all(
-                _pod_done(pods.get((ns, str(r.get("name"))))) for r in users if r.get("resource") == "pods"
-            ):
-                out.add((ns, m.ref.name))
-    return out
-
-
-def _daemon_nodes(pod_spec: dict[str, Any], nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
-    """Nodes a DaemonSet runs a pod on: those its selection matches and whose taints it tolerates."""
-    out = []
-    for node in nodes:
-        if any(node.labels.get(str(k)) != str(v) for k, v in as_dict(pod_spec.get("nodeSelector")).items()):
-            continue
-        required = as_dict(as_dict(pod_spec.get("affinity")).get("nodeAffinity")).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        if not node_selector_matches(
-            required if isinstance(required, dict) else None, node.name, node.labels
-        ):
-            continue
-        if untolerated_taint(node.taints, pod_spec.get("tolerations")) is not None:
-            continue
-        out.append(node)
-    return out
-
-
-def _pinned(pod_spec: dict[str, Any], node: str) -> dict[str, Any]:
-    """The pod spec with the required node affinity the DaemonSet controller gives each pod."""
-    spec = dict(pod_spec)
-    affinity = dict(as_dict(spec.get("affinity")))
-    node_affinity = dict(as_dict(affinity.get("nodeAffinity")))
-    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = node_selector_for(node)
-    affinity["nodeAffinity"] = node_affinity
-    spec["affinity"] = affinity
-    return spec
-
-
-class _Builder:
-    """Turns the change and the live pods into the pods to place."""
-
-    def __init__(self, plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest]) -> None:
-        self.templates = {
-            (m.ref.namespace, m.ref.name): m.body
-            for m in [*live, *head]  # the head version of a template wins over the live one
-            if m.kind == "ResourceClaimTemplate" and dra.is_dra_group(m.api_version)
-        }
-        self.claims: dict[tuple[str, str], dict[str, Any]] = {
-            (m.ref.namespace, m.ref.name): m.body
-            for m in live
-            if m.kind == "ResourceClaim" and dra.is_dra_group(m.api_version)
-        }
-        self.priority_classes = [m.body for m in [*live, *head] if m.kind == "PriorityClass"]
-        self.plan = plan
-        self.live = live
-        self.pods: list[PodInfo] = []
-        self.sources: list[_Source] = []  # per pod
-        self.new_claims: list[tuple[tuple[str, str], Manifest]] = []  # ResourceClaims the change creates
-
-    def claim_for(self, ns: str, pod_name: str, pc: dra.PodClaim, statuses: dict[str, str]) -> PodClaim:
-        if pc.claim:
-            return PodClaim(pc.name, (ns, pc.claim), self.claims.get((ns, pc.claim)))
-        generated = statuses.get(pc.name)
-        if generated and (ns, generated) in self.claims:
-            return PodClaim(pc.name, (ns, generated), self.claims[(ns, generated)])
-        template = self.templates.get((ns, pc.template or ""))
-        name = f"{pod_name}-{pc.name}"
-        claim = None
-        if template is not None:
-            claim = {
-                "apiVersion": template.get("apiVersion"),
-                "kind": "ResourceClaim",
-                "metadata": {"name": name, "namespace": ns},
-                "spec": dra.claim_spec_of(template) or {},
-            }
-        return PodClaim(pc.name, (ns, name), claim, None if claim is not None else pc.template)
-
-    def add(
-        self, ns: str, name: str, spec: dict[str, Any], source: _Source, statuses: dict[str, str]
-    ) -> None:
-        claims = [self.claim_for(ns, name, pc, statuses) for pc in dra.pod_claims(spec)]
-        priority = pod_priority(spec, self.priority_classes)
-        self.pods.append(PodInfo(ns, name, spec, claims, priority, seq=len(self.pods)))
-        self.sources.append(source)
-
-    def waiting_pods(self) -> None:
-        """Pods already waiting for the scheduler come first (created earlier)."""
-        waiting = [
-            m
-            for m in self.live
-            if m.kind == "Pod"
-            and not as_dict(m.body.get("spec")).get("nodeName")
-            and as_dict(m.body.get("status")).get("phase") in (None, "Pending")
-            and not as_dict(m.body.get("metadata")).get("deletionTimestamp")
-            and dra.pod_claims(as_dict(m.body.get("spec")))
-        ]
-        waiting.sort(
-            key=lambda m: (str(as_dict(m.body.get("metadata")).get("creationTimestamp") or ""), m.ref.name)
-        )
-        for m in waiting:
-            statuses = {
-                str(as_dict(s).get("name")): str(as_dict(s).get("resourceClaimName"))
-                for s in as_list(as_dict(m.body.get("status")).get("resourceClaimStatuses"))
-                if as_dict(s).get("resourceClaimName")
-            }
-            self.add(m.ref.namespace, m.ref.name, as_dict(m.body.get("spec")), _Source(None, 1), statuses)
-
-    def change_pods(self, nodes: Sequence[NodeInfo]) -> None:
-        live_by_ref = {m.ref: m for m in self.live}
-        for change in self.plan.changes:
-            new = change.new
-            if new is None or change.op == "delete":
-                continue
-            running = live_by_ref.get(new.ref) or change.old
-            if new.kind == "ResourceClaim" and dra.is_dra_group(new.api_version):
-                key = (new.ref.namespace, new.ref.name)
-                if running is None:
-                    self.claims[key] = new.body
-                    self.new_claims.append((key, new))
-                continue
-            pod_spec = dra.pod_spec_of(new.body)
-            if pod_spec is None or not dra.pod_claims(pod_spec):
-                continue
-            ns, name = new.ref.namespace, new.ref.name
-            if new.kind == "DaemonSet":
-                targets = _daemon_nodes(pod_spec, nodes)
-                if running is not None:
-                    continue  # the DaemonSet runs already: its pods have their devices
-                source = _Source(new, len(targets))
-                for node in targets:
-                    self.add(ns, f"{name}-{node.name}", _pinned(pod_spec, node.name), source, {})
-                continue
-            count = _replicas(new.body)
-            rollout = ""
-            if running is not None:
-                # Only pods added by the change need new devices, and the pods a rollout starts before
-                # any old pod gives its devices back.
-                count = max(0, count - _replicas(running.body))
-                old = change.old.body if change.old is not None else None
-                surge = rollout_surge(new.body, old, running.body)
-                if surge is not None and surge[0] > count:
-                    count, rollout = surge
-            source = _Source(new, count, rollout)
-            for index in range(count):
-                pod_name = name if new.kind == "Pod" else f"{name}-{index}"
-                self.add(ns, pod_name, pod_spec, source, {})
 
 
 def _devices(result: PodResult, key: tuple[str, str], allocation: dict[str, Any] | None) -> list[str]:
@@ -270,18 +53,12 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
         if m.kind == "DeviceClass" and dra.is_dra_group(m.api_version)
     }
     slices = [m.body for m in live if m.kind == "ResourceSlice"]
-    taint_rules = [m.body for m in live if m.kind == "DeviceTaintRule"]
     releasing = releasing_claims(live)
     live_claims = [
         m.body for m in live if m.kind == "ResourceClaim" and (m.ref.namespace, m.ref.name) not in releasing
     ]
     nodes = [NodeInfo.from_node(m.body) for m in live if m.kind == "Node"]
-    load = Counter(
-        str(as_dict(m.body.get("spec")).get("nodeName"))
-        for m in live
-        if m.kind == "Pod" and as_dict(m.body.get("spec")).get("nodeName")
-    )
-    builder = _Builder(plan, head, live)
+    builder = PodBuilder(plan, head, live)
     builder.waiting_pods()
     builder.change_pods(nodes)
     if not builder.pods and not builder.new_claims:
@@ -294,27 +71,11 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
             "totals": {},
             "note": ORDER_NOTE,
         }
-    inv = Inventory(slices, classes, live_claims, taint_rules)
-    requested: dict[str, dict[str, Fraction]] = {}
-    for m in live:
-        spec = as_dict(m.body.get("spec"))
-        if m.kind == "Pod" and spec.get("nodeName") and not _pod_done(m.body):
-            held = requested.setdefault(str(spec["nodeName"]), {})
-            for name, q in extended_requests(spec).items():
-                held[name] = held.get(name, Fraction(0)) + q
-    placement = Placement(inv, nodes, load, explain=True, node_requests=requested)
+    inv = Inventory(slices, classes, live_claims, [m.body for m in live if m.kind == "DeviceTaintRule"])
+    placement = Placement(inv, nodes, _pods_per_node(live), explain=True, node_requests=_bound_requests(live))
     results = placement.place(builder.pods)
     by_pod = {id(r.pod): r for r in results}
-    # A driver the change installs has published nothing yet: its pods cannot be judged, not "0 free".
-    # A driver that already publishes slices is judged on them, even when its workload is in the change.
-    publishing = {as_dict(s.get("spec")).get("driver") or s.get("driverName") for s in slices}
-    installing = {dra.workload_driver(m.body) for m in head if dra.is_driver_workload(m.body)} - {None}
-    installing -= publishing
-
-    pods_out: list[dict[str, Any]] = []
-    claims_out: list[dict[str, Any]] = []
-    claimed: set[tuple[str, str]] = set()
-    failures: dict[tuple[str, str], dict[str, Any]] = {}
+    report = _Report(placement, classes, _installing(head, slices))
     # A rollout stalls only when none of its first new pods fits; once one runs, an old pod goes.
     rolling_on = {
         id(source)
@@ -322,9 +83,80 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
         if source.rollout and by_pod[id(pod)].outcome == "fits"
     }
     for pod, source in zip(builder.pods, builder.sources, strict=True):
-        result = by_pod[id(pod)]
+        report.add(pod, source, by_pod[id(pod)], id(source) in rolling_on)
+    for key, manifest in builder.new_claims:
+        if key not in report.claimed:
+            report.claims.append(_unused_claim(placement, key, manifest, nodes))
+    class_manifests = {
+        m.ref.name: m for m in head if m.kind == "DeviceClass" and dra.is_dra_group(m.api_version)
+    }
+    changed = [
+        (pod, by_pod[id(pod)], source.manifest)
+        for pod, source in zip(builder.pods, builder.sources, strict=True)
+        if source.manifest is not None
+    ]
+    return {
+        "pods": report.pods,
+        "claims": report.claims,
+        "failures": report.failure_list(),
+        "selector_errors": selector_errors(inv, changed, class_manifests),
+        "releasing": [f"{ns}/{name}" for ns, name in sorted(releasing)],
+        "totals": simulate(slices, classes, live_claims).to_dict()["totals"],
+        "note": ORDER_NOTE,
+    }
+
+
+def _pods_per_node(live: Sequence[Manifest]) -> Counter[str]:
+    """Pods bound to each node: the scheduler's spreading weighs them."""
+    return Counter(
+        str(as_dict(m.body.get("spec")).get("nodeName"))
+        for m in live
+        if m.kind == "Pod" and as_dict(m.body.get("spec")).get("nodeName")
+    )
+
+
+def _bound_requests(live: Sequence[Manifest]) -> dict[str, dict[str, Fraction]]:
+    """The extended resources the running pods bound to each node request."""
+    requested: dict[str, dict[str, Fraction]] = {}
+    for m in live:
+        spec = as_dict(m.body.get("spec"))
+        if m.kind == "Pod" and spec.get("nodeName") and not pod_done(m.body):
+            held = requested.setdefault(str(spec["nodeName"]), {})
+            for name, q in extended_requests(spec).items():
+                held[name] = held.get(name, Fraction(0)) + q
+    return requested
+
+
+def _installing(head: Sequence[Manifest], slices: Sequence[dict[str, Any]]) -> set[str]:
+    """Drivers the change installs that publish nothing yet: their pods cannot be judged, not "0 free".
+
+    A driver that already publishes slices is judged on them, even when its workload is in the change.
+    """
+    publishing = {as_dict(s.get("spec")).get("driver") or s.get("driverName") for s in slices}
+    installing = {dra.workload_driver(m.body) for m in head if dra.is_driver_workload(m.body)} - {None}
+    return {str(d) for d in installing - publishing}
+
+
+class _Report:
+    """The pods, claims and failures of `input.capacity`, pod by pod from the placement's results."""
+
+    def __init__(
+        self, placement: Placement, classes: dict[str, dict[str, Any]], installing: set[str]
+    ) -> None:
+        self.placement = placement
+        self.classes = classes
+        self.installing = installing
+        self.pods: list[dict[str, Any]] = []
+        self.claims: list[dict[str, Any]] = []
+        self.claimed: set[tuple[str, str]] = set()
+        self.failures: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def judge(
+        self, pod: PodInfo, source: PodSource, result: PodResult, rolling_on: bool
+    ) -> tuple[str, str, str | None]:
+        """(outcome, reason, unknown) of one pod, the placement's answer read in the change's context."""
         outcome, reason, unknown = result.outcome, "", result.unknown
-        if outcome == "does-not-fit" and id(source) in rolling_on:
+        if outcome == "does-not-fit" and rolling_on:
             outcome = "unknown"
             unknown = "waits for the devices of the old pods the rollout replaces"
         if outcome == "error":
@@ -333,22 +165,26 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
             reason = result.reason() if outcome == "does-not-fit" else f"unknown: {unknown}"
         if outcome == "does-not-fit" and source.rollout:
             reason = f"{reason}; {source.rollout}"
-        if outcome == "does-not-fit" and installing:
+        if outcome == "does-not-fit" and self.installing:
             drivers = {
-                dra.class_driver(dict(classes.get(c) or {}))
+                dra.class_driver(dict(self.classes.get(c) or {}))
                 for pc in pod.claims
                 if pc.claim is not None
                 for c in dra.requested_classes(dict(pc.claim))
             }
-            pending = sorted(d for d in drivers & installing if d)
+            pending = sorted(d for d in drivers & self.installing if d)
             if pending:
                 outcome = "unknown"
                 unknown = f"driver {', '.join(pending)} is installed by this change; no devices published yet"
                 reason = f"unknown: {unknown}"
+        return outcome, reason, unknown
+
+    def add(self, pod: PodInfo, source: PodSource, result: PodResult, rolling_on: bool) -> None:
+        outcome, reason, unknown = self.judge(pod, source, result, rolling_on)
         where = _where(source.manifest)
         if source.manifest is None:
             where["ref"] = f"Pod/{pod.namespace}/{pod.name}"
-        pods_out.append(
+        self.pods.append(
             {
                 **where,
                 "pod": pod.label,
@@ -361,70 +197,52 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
             }
         )
         if source.manifest is None:
-            continue
+            return
         if outcome == "does-not-fit":
-            group = failures.setdefault(
+            group = self.failures.setdefault(
                 (where["ref"], reason),
                 {**where, "pods": [], "of": source.pods, "reason": reason, "advice": _advice(result)},
             )
             group["pods"].append(pod.label)
         for pc in pod.claims:
-            if pc.key in claimed:
+            if pc.key in self.claimed:
                 continue
-            claimed.add(pc.key)
-            claims_out.append(
+            self.claimed.add(pc.key)
+            fits = outcome != "does-not-fit"
+            self.claims.append(
                 {
                     **where,
                     "claim": f"{pc.key[0]}/{pc.key[1]}",
                     "pod": pod.label,
                     "outcome": outcome,
-                    "node": result.node if outcome != "does-not-fit" else None,
-                    "devices": _devices(result, pc.key, placement.allocations.get(pc.key))
-                    if outcome != "does-not-fit"
+                    "node": result.node if fits else None,
+                    "devices": _devices(result, pc.key, self.placement.allocations.get(pc.key))
+                    if fits
                     else [],
                     "reason": reason,
                     "unknown": unknown,
                 }
             )
-    for key, manifest in builder.new_claims:
-        if key in claimed:
-            continue
-        claims_out.append(_unused_claim(placement, key, manifest, nodes))
-    failure_list = []
-    for group in failures.values():
-        group["subject"] = _subject(group["pods"], group["of"])
-        failure_list.append(group)
-    for entry in claims_out:
-        if entry["pod"] is None and entry["outcome"] == "does-not-fit":
-            subject = f"a pod using claim {entry['claim']}"
-            failure_list.append(
-                {
-                    **_pick_where(entry),
-                    "pods": [],
-                    "of": 0,
-                    "reason": entry["reason"],
-                    "subject": subject,
-                    "advice": ADVICE,
-                }
-            )
-    totals = simulate(slices, classes, live_claims).to_dict()["totals"]
-    class_manifests = {
-        m.ref.name: m for m in head if m.kind == "DeviceClass" and dra.is_dra_group(m.api_version)
-    }
-    changed = [
-        (pod, by_pod[id(pod)], source.manifest)
-        for pod, source in zip(builder.pods, builder.sources, strict=True)
-        if source.manifest is not None
-    ]
-    return {
-        "pods": pods_out,
-        "claims": claims_out,
-        "failures": failure_list,
-        "selector_errors": selector_errors(inv, changed, class_manifests),
-        "releasing": [f"{ns}/{name}" for ns, name in sorted(releasing)],
-        "totals": totals,
-        "note": ORDER_NOTE,
-    }
+
+    def failure_list(self) -> list[dict[str, Any]]:
+        """The pods that do not fit, grouped by object and reason; then claims no pod uses that do not fit."""
+        out = []
+        for group in self.failures.values():
+            group["subject"] = _subject(group["pods"], group["of"])
+            out.append(group)
+        for entry in self.claims:
+            if entry["pod"] is None and entry["outcome"] == "does-not-fit":
+                out.append(
+                    {
+                        **_pick_where(entry),
+                        "pods": [],
+                        "of": 0,
+                        "reason": entry["reason"],
+                        "subject": f"a pod using claim {entry['claim']}",
+                        "advice": ADVICE,
+                    }
+                )
+        return out
 
 
 def _advice(result: PodResult) -> str:

@@ -15,22 +15,12 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from reconciler.dra import cel
+from reconciler.dra.quantity import quantity_or_none
 
 if TYPE_CHECKING:
     from reconciler.dra.devices import Device
 
 __all__ = ["consume"]
-
-
-def _q(raw: Any) -> Fraction | None:
-    value = raw.get("value") if isinstance(raw, Mapping) else raw
-    if value is None:
-        return None
-    try:
-        return cel.parse_quantity(value)
-    except (ValueError, TypeError):
-        return None
 
 
 def _rounded(
@@ -39,15 +29,15 @@ def _rounded(
     """The amount consumed; None when the request breaks the policy."""
     policy = policy or {}
     if requested is None:
-        default = _q(policy.get("default"))
+        default = quantity_or_none(policy.get("default"))
         return default if default is not None else total
     valid_range = policy.get("validRange") if isinstance(policy.get("validRange"), Mapping) else None
     values = policy.get("validValues") if isinstance(policy.get("validValues"), list) else None
-    if valid_range is not None and _q(valid_range.get("min")) is not None:
-        low = _q(valid_range.get("min"))
+    if valid_range is not None and quantity_or_none(valid_range.get("min")) is not None:
+        low = quantity_or_none(valid_range.get("min"))
         assert low is not None
-        high = _q(valid_range.get("max"))
-        step = _q(valid_range.get("step"))
+        high = quantity_or_none(valid_range.get("max"))
+        step = quantity_or_none(valid_range.get("step"))
         amount = max(requested, low)
         if step:
             amount = low + math.ceil((amount - low) / step) * step
@@ -55,7 +45,7 @@ def _rounded(
             return None
         return amount
     if values is not None:
-        allowed = sorted(q for q in (_q(v) for v in values) if q is not None)
+        allowed = sorted(q for q in (quantity_or_none(v) for v in values) if q is not None)
         fitting = [v for v in allowed if v >= requested]
         return fitting[0] if fitting else None
     return requested
@@ -72,7 +62,7 @@ def consume(
     wanted: dict[str, Fraction] = {}
     for name, raw in requests.items():
         key = str(name) if "/" in str(name) else f"{device.driver}/{name}"
-        amount = _q(raw)
+        amount = quantity_or_none(raw)
         if key not in device.capacity or amount is None:
             return None
         wanted[key] = amount

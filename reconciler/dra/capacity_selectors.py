@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.dra.allocator import Inventory
-from reconciler.dra.devices import as_dict, as_list, claim_spec, normalise_requests, selector_exprs
+from reconciler.dra.devices import claim_spec, normalise_requests, selector_exprs
 from reconciler.dra.placement import PodInfo, PodResult
 from reconciler.dra.selectors import SelectorError
 from reconciler.model.objects import Manifest
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = ["selector_errors"]
 

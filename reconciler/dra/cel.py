@@ -2,7 +2,7 @@
 
 Built on ``common-expression-language`` (Rust core), with Kubernetes' CEL extensions (``quantity()``,
 ``semver()`` and their methods, a few string helpers) from :mod:`reconciler.dra.cel_ext`, whose
-quantity and semver helpers are re-exported here.
+semver helpers are re-exported here (quantities: :mod:`reconciler.dra.quantity`).
 
 ``evaluate_detail`` answers ``True``, ``False`` or a :class:`CelFailure`: a run-time error Kubernetes'
 CEL raises too (``runtime``: reading a key a map does not have, dividing by zero; the structured
@@ -19,18 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.dra.cel_ext import (
-    ERRORS,
-    FUNCTIONS,
-    Quantity,
-    SemVer,
-    format_quantity,
-    parse_quantity,
-    parse_semver,
-    quantity_value,
-    tag_quantity,
-    tag_semver,
-)
+from reconciler.dra.cel_ext import ERRORS, FUNCTIONS, SemVer, parse_semver, tag_quantity, tag_semver
+from reconciler.dra.quantity import parse_quantity
 
 try:  # pragma: no cover - import guard only
     import cel as _cel
@@ -40,16 +30,12 @@ except ImportError:  # pragma: no cover - the library is a hard dependency, but 
 __all__ = [
     "CelFailure",
     "CompiledSelector",
-    "Quantity",
     "SemVer",
     "compile_selector",
     "device_context",
     "evaluate",
     "evaluate_detail",
-    "format_quantity",
-    "parse_quantity",
     "parse_semver",
-    "quantity_value",
     "qualify_attributes",
 ]
 

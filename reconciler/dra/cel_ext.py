@@ -4,7 +4,8 @@
 ``sign``/``isInteger``/``add``/``sub``, ``semver()``/``isSemver`` with ``major``/``minor``/``patch`` and
 the same comparisons, plus a few string helpers (``lowerAscii``, ``upperAscii``, ``trim``). Quantities
 and versions travel through the CEL library as small tagged maps (``{"__k8s_quantity__": "<exact
-fraction>"}``, ``{"__k8s_semver__": "1.2.3"}``) so equality between two of them is exact. A function
+fraction>"}``, ``{"__k8s_semver__": "1.2.3"}``) so equality between two of them is exact; quantities are
+parsed by :mod:`reconciler.dra.quantity`. A function
 that fails sets ``ERRORS.failed`` instead of raising into the library. Used by :mod:`reconciler.dra.cel`.
 """
 
@@ -14,21 +15,18 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
+
+from reconciler.dra.quantity import parse_quantity
 
 __all__ = [
     "ERRORS",
     "FUNCTIONS",
     "QUANTITY_TAG",
     "SEMVER_TAG",
-    "Quantity",
     "SemVer",
-    "format_quantity",
-    "parse_quantity",
     "parse_semver",
-    "quantity_value",
     "tag_quantity",
     "tag_semver",
 ]
@@ -36,22 +34,6 @@ __all__ = [
 QUANTITY_TAG = "__k8s_quantity__"
 SEMVER_TAG = "__k8s_semver__"
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-}
-_QUANTITY_RE = re.compile(
-    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?[0-9]+))?$"
-)
 _SEMVER_RE = re.compile(
     r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
     r"(?:-((?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*))?"
@@ -62,78 +44,8 @@ _SEMVER_RE = re.compile(
 # --------------------------------------------------------------------------------------------- quantities
 
 
-def parse_quantity(text: str | int | float) -> Fraction:
-    """Parse a Kubernetes quantity ("40Gi", "500m", "1.5G", "1e3", 3) into an exact Fraction.
-
-    Raises ValueError for anything Kubernetes would refuse.
-    """
-    if isinstance(text, bool):
-        raise ValueError(f"not a quantity: {text!r}")
-    if isinstance(text, int):
-        return Fraction(text)
-    if isinstance(text, float):
-        return Fraction(Decimal(repr(text)))
-    s = str(text).strip()
-    m = _QUANTITY_RE.match(s)
-    if not m:
-        raise ValueError(f"quantities must match the regular expression: {s!r}")
-    number, suffix, exponent = m.group(1), m.group(2), m.group(3)
-    try:
-        value = Fraction(Decimal(number))
-    except (InvalidOperation, ValueError) as exc:  # pragma: no cover - the regex already checked
-        raise ValueError(f"bad quantity number: {s!r}") from exc
-    if exponent is not None:
-        return value * Fraction(10) ** int(exponent)
-    if suffix in _BINARY:
-        return value * _BINARY[suffix]
-    return value * _DECIMAL[suffix or ""]
-
-
-def format_quantity(value: Fraction) -> str:
-    """A readable canonical form (exact): integers plain, binary multiples with Ki..Ei, else a decimal."""
-    if value.denominator == 1:
-        n = value.numerator
-        if n != 0:
-            for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-                if n % _BINARY[suffix] == 0:
-                    return f"{n // _BINARY[suffix]}{suffix}"
-        return str(n)
-    milli = value * 1000
-    if milli.denominator == 1:
-        return f"{milli.numerator}m"
-    return str(Decimal(value.numerator) / Decimal(value.denominator))
-
-
-@dataclass(frozen=True, order=True)
-class Quantity:
-    """An exact Kubernetes quantity (convenience wrapper for callers outside CEL)."""
-
-    value: Fraction
-
-    @classmethod
-    def parse(cls, text: str | int | float) -> Quantity:
-        return cls(parse_quantity(text))
-
-    def __str__(self) -> str:
-        return format_quantity(self.value)
-
-
 def tag_quantity(value: Fraction) -> dict[str, str]:
     return {QUANTITY_TAG: f"{value.numerator}/{value.denominator}"}
-
-
-def quantity_value(obj: Any) -> Fraction | None:
-    """The Fraction behind a tagged quantity map, a Quantity, or a quantity string; None when not one."""
-    if isinstance(obj, Quantity):
-        return obj.value
-    if isinstance(obj, Mapping) and QUANTITY_TAG in obj:
-        return Fraction(str(obj[QUANTITY_TAG]))
-    if isinstance(obj, str | int) and not isinstance(obj, bool):
-        try:
-            return parse_quantity(obj)
-        except ValueError:
-            return None
-    return None
 
 
 # ------------------------------------------------------------------------------------------------ semver
@@ -239,25 +151,16 @@ def _fn_is_semver(s: Any, *normalize: Any) -> bool:
     return True
 
 
-def _fn_major(v: Any) -> int:
-    sv = _semver_of(v)
-    if sv is None:
-        raise TypeError("major() needs a semver")
-    return sv.major
+def _semver_field(name: str) -> Callable[[Any], int]:
+    """``major()``, ``minor()``, ``patch()``: one part of a semver."""
 
+    def part(v: Any) -> int:
+        sv = _semver_of(v)
+        if sv is None:
+            raise TypeError(f"{name}() needs a semver")
+        return int(getattr(sv, name))
 
-def _fn_minor(v: Any) -> int:
-    sv = _semver_of(v)
-    if sv is None:
-        raise TypeError("minor() needs a semver")
-    return sv.minor
-
-
-def _fn_patch(v: Any) -> int:
-    sv = _semver_of(v)
-    if sv is None:
-        raise TypeError("patch() needs a semver")
-    return sv.patch
+    return part
 
 
 def _fn_as_integer(q: Any) -> int:
@@ -332,9 +235,9 @@ _RAW_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "compareTo": _cmp,
     "isGreaterThan": lambda a, b: _cmp(a, b) > 0,
     "isLessThan": lambda a, b: _cmp(a, b) < 0,
-    "major": _fn_major,
-    "minor": _fn_minor,
-    "patch": _fn_patch,
+    "major": _semver_field("major"),
+    "minor": _semver_field("minor"),
+    "patch": _semver_field("patch"),
     "asInteger": _fn_as_integer,
     "isInteger": _fn_is_integer,
     "asApproximateFloat": lambda q: float(_need_q(q)),

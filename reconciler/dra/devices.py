@@ -15,6 +15,10 @@ from fractions import Fraction
 from typing import Any
 
 from reconciler.dra import cel
+from reconciler.dra.nodematch import node_selector_matches
+from reconciler.dra.quantity import quantity_or_none
+from reconciler.model.dra_readers import FLAT_REQUEST_FIELDS
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "Device",
@@ -22,31 +26,16 @@ __all__ = [
     "SliceData",
     "Usage",
     "allocated_devices",
-    "as_dict",
-    "as_list",
     "claim_spec",
     "devices_from_slices",
-    "node_selector_for",
-    "node_selector_matches",
     "normalise_requests",
     "read_slices",
     "selector_exprs",
-    "tolerates",
-    "untolerated_taint",
     "usage_from_claims",
 ]
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device)
 CounterKey = tuple[str, str, str]  # (driver, pool, counter set)
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-
-
-def as_dict(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def as_list(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
 
 
 # ------------------------------------------------------------------------------------------- claims
@@ -61,17 +50,6 @@ def claim_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
     return as_dict(obj.get("spec"))
 
 
-_REQUEST_FIELDS = (
-    "deviceClassName",
-    "selectors",
-    "allocationMode",
-    "count",
-    "adminAccess",
-    "tolerations",
-    "capacity",
-)
-
-
 def normalise_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Requests in v1 shape: each has ``exactly`` or ``firstAvailable`` (v1beta1 flat fields wrapped)."""
     out: list[dict[str, Any]] = []
@@ -81,7 +59,7 @@ def normalise_requests(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         if "exactly" in req or "firstAvailable" in req:
             out.append(req)
             continue
-        exactly = {k: req[k] for k in _REQUEST_FIELDS if k in req}
+        exactly = {k: req[k] for k in FLAT_REQUEST_FIELDS if k in req}
         out.append({"name": req.get("name", ""), "exactly": exactly})
     return out
 
@@ -150,70 +128,7 @@ class Device:
         return self.node_selector is not None and node_selector_matches(self.node_selector, node, labels)
 
 
-def node_selector_matches(selector: Mapping[str, Any] | None, node: str, labels: Mapping[str, str]) -> bool:
-    """A core NodeSelector against a node (name + labels): terms ORed, requirements ANDed."""
-    if not selector:
-        return True
-    terms = as_list(selector.get("nodeSelectorTerms"))
-    if not terms:
-        return False
-    for term in terms:
-        ok = True
-        for expr in as_list(as_dict(term).get("matchExpressions")):
-            ok = ok and _requirement(expr, labels.get(str(expr.get("key")), None))
-        for expr in as_list(as_dict(term).get("matchFields")):
-            value = node if expr.get("key") == "metadata.name" else None
-            ok = ok and _requirement(expr, value)
-        if ok:
-            return True
-    return False
-
-
-def _requirement(expr: Mapping[str, Any], value: str | None) -> bool:
-    op = expr.get("operator")
-    values = [str(v) for v in as_list(expr.get("values"))]
-    if op == "In":
-        return value is not None and str(value) in values
-    if op == "NotIn":
-        return value is None or str(value) not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        try:
-            a, b = int(value or ""), int(values[0])
-        except (ValueError, IndexError):
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
-def node_selector_for(node: str) -> dict[str, Any]:
-    return {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
-    }
-
-
-# ------------------------------------------------------------------------------------------- taints
-
-
-def tolerates(tol: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """One toleration against one taint: effect (empty: any), Exists (empty key: every key) or Equal."""
-    if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-        return False
-    if tol.get("operator") == "Exists":
-        return not tol.get("key") or tol.get("key") == taint.get("key")
-    return tol.get("key") == taint.get("key") and str(tol.get("value") or "") == str(taint.get("value") or "")
-
-
-def untolerated_taint(taints: Iterable[Mapping[str, Any]], tolerations: Any) -> Mapping[str, Any] | None:
-    """The first NoSchedule/NoExecute taint no toleration tolerates (other effects never block)."""
-    tols = [as_dict(t) for t in as_list(tolerations)]
-    for taint in taints:
-        if taint.get("effect") in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tols):
-            return taint
-    return None
+# ---------------------------------------------------------------------------------- DeviceTaintRules
 
 
 def _rule_taints(rules: Iterable[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -244,20 +159,10 @@ class SliceData:
     incomplete: set[tuple[str, str]]  # (driver, pool) with slices still missing
 
 
-def _quantity(raw: Any) -> Fraction | None:
-    value = raw.get("value") if isinstance(raw, Mapping) else raw
-    if value is None:
-        return None
-    try:
-        return cel.parse_quantity(value)
-    except (ValueError, TypeError):
-        return None
-
-
 def _counter_values(counters: Any) -> dict[str, Fraction]:
     out = {}
     for name, raw in as_dict(counters).items():
-        q = _quantity(raw)
+        q = quantity_or_none(raw)
         if q is not None:
             out[str(name)] = q
     return out
@@ -333,7 +238,7 @@ def _device(
     }
     capacity: dict[str, Capacity] = {}
     for name, raw in caps_raw.items():
-        value = _quantity(raw)
+        value = quantity_or_none(raw)
         if value is None:
             continue
         full = str(name) if "/" in str(name) else f"{driver}/{name}"
@@ -432,7 +337,7 @@ def _results(
                 if r.get("shareID") or r.get("consumedCapacity"):
                     consumed = {}
                     for name, raw in as_dict(r.get("consumedCapacity")).items():
-                        q = _quantity(raw)
+                        q = quantity_or_none(raw)
                         if q is not None:
                             consumed[name if "/" in name else f"{key[0]}/{name}"] = q
                 yield r, key, consumed

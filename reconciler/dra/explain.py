@@ -16,7 +16,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from reconciler.dra.capacity_math import consume
-from reconciler.dra.devices import Device, Usage, claim_spec, untolerated_taint
+from reconciler.dra.devices import Device, Usage, claim_spec
+from reconciler.dra.nodematch import untolerated_taint
 
 if TYPE_CHECKING:
     from reconciler.dra.allocator import Inventory

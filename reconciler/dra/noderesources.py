@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
-from reconciler.dra import cel
-from reconciler.dra.devices import as_dict, as_list
+from reconciler.dra.quantity import format_quantity, quantity_or_none
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "DRA_ALIAS_PREFIX",
@@ -34,19 +34,12 @@ def is_extended(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
-def _quantity(raw: Any) -> Fraction | None:
-    try:
-        return cel.parse_quantity(raw)
-    except (ValueError, TypeError):
-        return None
-
-
 def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
     resources = as_dict(container.get("resources"))
     merged = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
     out: dict[str, Fraction] = {}
     for name, raw in merged.items():
-        q = _quantity(raw)
+        q = quantity_or_none(raw)
         if is_extended(str(name)) and q:
             out[str(name)] = q
     return out
@@ -68,7 +61,7 @@ def node_allocatable(node: Mapping[str, Any]) -> dict[str, Fraction]:
     """The extended resources a Node advertises in ``status.allocatable``."""
     out = {}
     for name, raw in as_dict(as_dict(node.get("status")).get("allocatable")).items():
-        q = _quantity(raw)
+        q = quantity_or_none(raw)
         if is_extended(str(name)) and q is not None:
             out[str(name)] = q
     return out
@@ -89,7 +82,7 @@ def insufficient(
         free = (have or Fraction(0)) - used.get(name, Fraction(0))
         if wanted[name] > free:
             return name, (
-                f"asks {cel.format_quantity(wanted[name])} {name}, the node has "
-                f"{cel.format_quantity(max(free, Fraction(0)))} free of {cel.format_quantity(have or Fraction(0))}"
+                f"asks {format_quantity(wanted[name])} {name}, the node has "
+                f"{format_quantity(max(free, Fraction(0)))} free of {format_quantity(have or Fraction(0))}"
             )
     return None

@@ -24,17 +24,11 @@ from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
-from reconciler.dra.devices import (
-    Device,
-    as_dict,
-    as_list,
-    claim_spec,
-    node_selector_matches,
-    tolerates,
-    untolerated_taint,
-)
+from reconciler.dra.devices import Device, claim_spec
 from reconciler.dra.explain import explain_node
+from reconciler.dra.nodematch import node_selector_matches, pod_selects_node, tolerates, untolerated_taint
 from reconciler.dra.noderesources import extended_requests, insufficient, node_allocatable
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "AFFINITY",
@@ -173,16 +167,6 @@ def pod_priority(spec: Mapping[str, Any], priority_classes: Iterable[Mapping[str
     return 0
 
 
-def _fits_node_selection(spec: Mapping[str, Any], node: NodeInfo) -> bool:
-    for k, v in as_dict(spec.get("nodeSelector")).items():
-        if node.labels.get(str(k)) != str(v):
-            return False
-    required = as_dict(as_dict(as_dict(spec.get("affinity")).get("nodeAffinity"))).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    return node_selector_matches(required if isinstance(required, dict) else None, node.name, node.labels)
-
-
 def _unmodelled(spec: Mapping[str, Any], inv: Inventory) -> str | None:
     """Pod features the model does not decide."""
     affinity = as_dict(spec.get("affinity"))
@@ -242,36 +226,10 @@ class Placement:
     def attempt(self, pod: PodInfo) -> PodResult:
         """Where the pod would go and what it would take, without taking it."""
         result = PodResult(pod, "does-not-fit")
-        seen: set[tuple[str, str]] = set()
-        pinned: list[tuple[PodClaim, dict[str, Any]]] = []
-        to_allocate: list[PodClaim] = []
-        for pc in pod.claims:
-            if pc.key in seen:
-                continue
-            seen.add(pc.key)
-            if pc.claim is None:
-                absent = (
-                    f"ResourceClaimTemplate {pc.key[0]}/{pc.template}"
-                    if pc.template
-                    else f"ResourceClaim {pc.key[0]}/{pc.key[1]}"
-                )
-                result.parked = f"claim {pc.name}: {absent} does not exist"
-                return result
-            allocation = self.allocations.get(pc.key)
-            if allocation is not None:
-                pinned.append((pc, allocation))
-            else:
-                to_allocate.append(pc)
-        for pc, _ in pinned:
-            if self.reserved[pc.key] >= MAX_RESERVED:
-                result.prefilter = CLAIM_IN_USE
-                return result
-        for pc in to_allocate:
-            assert pc.claim is not None
-            missing = self.inv.missing_class(claim_spec(pc.claim))
-            if missing is not None:
-                result.prefilter = f"request {missing[0]}: device class {missing[1]} does not exist"
-                return result
+        split = self._prefilter(pod, result)
+        if split is None:
+            return result
+        pinned, to_allocate = split
         claims = [pc.claim for pc in to_allocate if pc.claim is not None]
         passed: list[NodeInfo] = []
         wanted = extended_requests(pod.spec)
@@ -331,6 +289,43 @@ class Placement:
         result.outcome = "unknown" if result.unknown else "fits"
         return result
 
+    def _prefilter(
+        self, pod: PodInfo, result: PodResult
+    ) -> tuple[list[tuple[PodClaim, dict[str, Any]]], list[PodClaim]] | None:
+        """The pod's claims, allocated ones (with their allocation) apart from those to allocate; None
+        (``result`` says why) when a claim does not exist, is reserved too often, or names no class."""
+        seen: set[tuple[str, str]] = set()
+        pinned: list[tuple[PodClaim, dict[str, Any]]] = []
+        to_allocate: list[PodClaim] = []
+        for pc in pod.claims:
+            if pc.key in seen:
+                continue
+            seen.add(pc.key)
+            if pc.claim is None:
+                absent = (
+                    f"ResourceClaimTemplate {pc.key[0]}/{pc.template}"
+                    if pc.template
+                    else f"ResourceClaim {pc.key[0]}/{pc.key[1]}"
+                )
+                result.parked = f"claim {pc.name}: {absent} does not exist"
+                return None
+            allocation = self.allocations.get(pc.key)
+            if allocation is not None:
+                pinned.append((pc, allocation))
+            else:
+                to_allocate.append(pc)
+        for pc, _ in pinned:
+            if self.reserved[pc.key] >= MAX_RESERVED:
+                result.prefilter = CLAIM_IN_USE
+                return None
+        for pc in to_allocate:
+            assert pc.claim is not None
+            missing = self.inv.missing_class(claim_spec(pc.claim))
+            if missing is not None:
+                result.prefilter = f"request {missing[0]}: device class {missing[1]} does not exist"
+                return None
+        return pinned, to_allocate
+
     def _filter(
         self,
         pod: PodInfo,
@@ -353,7 +348,7 @@ class Placement:
         if taint is not None:
             words = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
             return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
-        if not _fits_node_selection(spec, node):
+        if not pod_selects_node(spec, node.name, node.labels):
             return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
         if wanted:
             short = insufficient(

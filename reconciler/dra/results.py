@@ -12,9 +12,11 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from reconciler.dra import cel
-from reconciler.dra.devices import Device, DeviceKey, as_dict, as_list, node_selector_for
+from reconciler.dra.devices import Device, DeviceKey
+from reconciler.dra.nodematch import node_selector_for
+from reconciler.dra.quantity import format_quantity
 from reconciler.dra.search import PreparedClaim
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = ["allocation_result"]
 
@@ -44,7 +46,7 @@ def allocation_result(
             r["shareID"] = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
             if consumed:
                 r["consumedCapacity"] = {
-                    dev.capacity[k].name: cel.format_quantity(v) for k, v in consumed.items()
+                    dev.capacity[k].name: format_quantity(v) for k, v in consumed.items()
                 }
         results.append(r)
         keys.append(dev.key)

@@ -9,16 +9,15 @@ searches, the devices, partition counters and shared capacity being taken, and t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler.dra.capacity_math import consume
-from reconciler.dra.devices import Device, DeviceKey, Usage, untolerated_taint
+from reconciler.dra.devices import CounterKey, Device, DeviceKey, Usage
+from reconciler.dra.nodematch import untolerated_taint
 from reconciler.dra.selectors import SelectorError, SelectorFailure
-
-if TYPE_CHECKING:
-    from reconciler.dra.allocator import Inventory
 
 __all__ = [
     "MAX_RESULTS",
@@ -101,8 +100,13 @@ class BudgetExceeded(Exception):
 class Search:
     """Backtracking over claims → requests → alternatives → device combinations (upstream's order)."""
 
-    def __init__(self, inv: Inventory, claims: list[PreparedClaim], usage: Usage) -> None:
-        self.inv = inv
+    def __init__(
+        self,
+        counter_sets: Mapping[CounterKey, Mapping[str, Fraction]],
+        claims: list[PreparedClaim],
+        usage: Usage,
+    ) -> None:
+        self.counter_sets = counter_sets  # the pools' shared counters: what partitions draw from
         self.claims = claims
         self.usage = usage
         self.taking: dict[DeviceKey, set[int]] = {}  # devices being allocated → claim indices
@@ -234,7 +238,7 @@ class Search:
     def _counters_free(self, d: Device) -> bool:
         for counter_set, counters in d.consumes:
             ck = (d.driver, d.pool, counter_set)
-            total = self.inv.counter_sets.get(ck)
+            total = self.counter_sets.get(ck)
             if total is None:
                 return False
             held = self.usage.counters.get(ck, {})

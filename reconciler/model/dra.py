@@ -38,16 +38,7 @@ from reconciler.model.dra_devices import (
     slice_node,
     slice_pool,
 )
-from reconciler.model.dra_readers import (
-    CLASSIC_VERSIONS,
-    DRA_GROUP,
-    DRA_VERSIONS,
-    _api_version,
-    _dra_kind,
-    _kind,
-    _uniq,
-    is_dra_group,
-)
+from reconciler.model.dra_readers import CLASSIC_VERSIONS, DRA_GROUP, DRA_VERSIONS, dra_kind, is_dra_group
 from reconciler.model.dra_workloads import (
     CANARY_ANNOTATION,
     COMPONENT_LABEL,
@@ -66,6 +57,7 @@ from reconciler.model.dra_workloads import (
     workload_driver,
 )
 from reconciler.model.objects import api_group
+from reconciler.model.readers import api_version_of, kind_of, unique
 
 # --- roles and the policy-input summary --------------------------------------------------------------
 
@@ -81,10 +73,10 @@ _DRA_ROLES: Mapping[str, str] = {
 
 def role_of(body: dict[str, Any]) -> str:
     """The object's part in the DRA chain (see docs/policy-input.md)."""
-    dra_kind = _dra_kind(body)
-    if dra_kind is not None:
-        return _DRA_ROLES.get(dra_kind, "other")
-    if _kind(body) == "Namespace" and api_group(_api_version(body) or "v1") == "":
+    kind = dra_kind(body)
+    if kind is not None:
+        return _DRA_ROLES.get(kind, "other")
+    if kind_of(body) == "Namespace" and api_group(api_version_of(body) or "v1") == "":
         return "namespace"
     if is_driver_workload(body):
         return "driver-canary" if canary_for(body) else "driver"
@@ -143,9 +135,9 @@ def describe(body: dict[str, Any], namespace: str) -> DraInfo:
     )
     return DraInfo(
         role=role,
-        device_classes=tuple(_uniq([alt.device_class for alt in alternatives if alt.device_class])),
-        claim_templates=tuple(_uniq([f"{namespace}/{p.template}" for p in pclaims if p.template])),
-        claims=tuple(_uniq([f"{namespace}/{p.claim}" for p in pclaims if p.claim])),
+        device_classes=tuple(unique([alt.device_class for alt in alternatives if alt.device_class])),
+        claim_templates=tuple(unique([f"{namespace}/{p.template}" for p in pclaims if p.template])),
+        claims=tuple(unique([f"{namespace}/{p.claim}" for p in pclaims if p.claim])),
         pod_claims=pclaims,
         container_claims=tuple(container_claim_refs(spec)) if spec is not None else (),
         driver=driver,

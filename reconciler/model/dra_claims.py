@@ -8,28 +8,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.model.dra_readers import (
-    _cel_expressions,
-    _dict,
-    _dicts,
-    _dra_kind,
-    _get,
-    _is_classic,
-    _list,
-    _str,
-    _uniq,
-)
+from reconciler.model.dra_readers import cel_expressions, dra_kind, is_classic
+from reconciler.model.readers import as_dict, as_dicts, as_list, as_str, dig, unique
 
 # --- claims and templates ----------------------------------------------------------------------------
 
 
 def claim_spec_of(body: dict[str, Any]) -> dict[str, Any] | None:
     """The ResourceClaimSpec of a ResourceClaim (spec) or ResourceClaimTemplate (spec.spec)."""
-    kind = _dra_kind(body)
+    kind = dra_kind(body)
     if kind == "ResourceClaim":
-        spec = _get(body, "spec")
+        spec = dig(body, "spec")
     elif kind == "ResourceClaimTemplate":
-        spec = _get(body, "spec", "spec")
+        spec = dig(body, "spec", "spec")
     else:
         return None
     return spec if isinstance(spec, dict) else None
@@ -68,12 +59,12 @@ def _count(value: Any) -> int:
 
 
 def _alternative(name: str, fields: dict[str, Any]) -> RequestAlternative:
-    mode = _str(fields.get("allocationMode")) or "ExactCount"
+    mode = as_str(fields.get("allocationMode")) or "ExactCount"
     count = 0 if mode == "All" else _count(fields.get("count", 1))
     return RequestAlternative(
         name=name,
-        device_class=_str(fields.get("deviceClassName")) or "",
-        selectors=_cel_expressions(fields.get("selectors")),
+        device_class=as_str(fields.get("deviceClassName")) or "",
+        selectors=cel_expressions(fields.get("selectors")),
         allocation_mode=mode,
         count=count,
         admin_access=fields.get("adminAccess") is True,
@@ -81,13 +72,14 @@ def _alternative(name: str, fields: dict[str, Any]) -> RequestAlternative:
 
 
 def _request_alternatives(request: dict[str, Any]) -> tuple[RequestAlternative, ...]:
-    name = _str(request.get("name")) or ""
+    name = as_str(request.get("name")) or ""
     if "firstAvailable" in request:
         return tuple(
-            _alternative(_str(sub.get("name")) or "", sub) for sub in _dicts(request.get("firstAvailable"))
+            _alternative(as_str(sub.get("name")) or "", sub)
+            for sub in as_dicts(request.get("firstAvailable"))
         )
     if "exactly" in request:
-        return (_alternative(name, _dict(request.get("exactly"))),)
+        return (_alternative(name, as_dict(request.get("exactly"))),)
     # v1alpha3/v1beta1: the request fields sit on the request itself.
     return (_alternative(name, request),)
 
@@ -101,20 +93,20 @@ def device_requests(body: dict[str, Any]) -> list[DeviceRequest]:
     spec = claim_spec_of(body)
     if spec is None:
         return []
-    classic_class = _str(spec.get("resourceClassName"))
+    classic_class = as_str(spec.get("resourceClassName"))
     if classic_class is not None:
         alt = RequestAlternative(classic_class, classic_class, (), "ExactCount", 1, False)
         return [DeviceRequest(classic_class, (alt,))]
     return [
-        DeviceRequest(_str(req.get("name")) or "", _request_alternatives(req))
-        for req in _dicts(_get(spec, "devices", "requests"))
+        DeviceRequest(as_str(req.get("name")) or "", _request_alternatives(req))
+        for req in as_dicts(dig(spec, "devices", "requests"))
     ]
 
 
 def requested_classes(body: dict[str, Any]) -> list[str]:
     """Every class a claim/template may use (all alternatives), in order, without duplicates."""
     classes = [alt.device_class for req in device_requests(body) for alt in req.alternatives]
-    return _uniq([c for c in classes if c])
+    return unique([c for c in classes if c])
 
 
 def requests_admin_access(body: dict[str, Any]) -> bool:
@@ -124,35 +116,35 @@ def requests_admin_access(body: dict[str, Any]) -> bool:
 def _node_from_selector(selector: Any) -> str | None:
     """The node a NodeSelector pins to, when it is the one-node form allocation writes; else None."""
     nodes: list[str] = []
-    for term in _dicts(_dict(selector).get("nodeSelectorTerms")):
+    for term in as_dicts(as_dict(selector).get("nodeSelectorTerms")):
         for field, key in (("matchFields", "metadata.name"), ("matchExpressions", "kubernetes.io/hostname")):
-            for req in _dicts(term.get(field)):
-                values = _list(req.get("values"))
+            for req in as_dicts(term.get(field)):
+                values = as_list(req.get("values"))
                 if req.get("key") == key and req.get("operator") == "In" and len(values) == 1:
                     nodes.extend(v for v in values if isinstance(v, str))
-    unique = _uniq(nodes)
-    return unique[0] if len(unique) == 1 else None
+    distinct = unique(nodes)
+    return distinct[0] if len(distinct) == 1 else None
 
 
 def claim_allocation(body: dict[str, Any]) -> dict[str, Any]:
     """Allocation summary of a claim's status: allocated, devices, reserved_for (pod names), node."""
-    status = _dict(_get(body, "status"))
-    allocation = _dict(status.get("allocation"))
+    status = as_dict(dig(body, "status"))
+    allocation = as_dict(status.get("allocation"))
     devices = [
         {
-            "request": _str(r.get("request")),
-            "driver": _str(r.get("driver")),
-            "pool": _str(r.get("pool")),
-            "device": _str(r.get("device")),
+            "request": as_str(r.get("request")),
+            "driver": as_str(r.get("driver")),
+            "pool": as_str(r.get("pool")),
+            "device": as_str(r.get("device")),
         }
-        for r in _dicts(_get(allocation, "devices", "results"))
+        for r in as_dicts(dig(allocation, "devices", "results"))
     ]
-    if _is_classic(body):
+    if is_classic(body):
         # Classic allocations carry opaque resourceHandle(s), no device list; presence is the signal.
         allocated = bool(allocation)
         node = _node_from_selector(allocation.get("availableOnNodes"))
     else:
-        allocated = bool(devices) or bool(_list(_get(allocation, "devices", "config")))
+        allocated = bool(devices) or bool(as_list(dig(allocation, "devices", "config")))
         node = _node_from_selector(allocation.get("nodeSelector"))
-    reserved = [n for n in (_str(r.get("name")) for r in _dicts(status.get("reservedFor"))) if n]
+    reserved = [n for n in (as_str(r.get("name")) for r in as_dicts(status.get("reservedFor"))) if n]
     return {"allocated": allocated, "devices": devices, "reserved_for": reserved, "node": node}

@@ -11,18 +11,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.model.dra_readers import (
-    _annotations,
-    _api_version,
-    _dict,
-    _dicts,
-    _get,
-    _kind,
-    _labels,
-    _list,
-    _str,
-)
 from reconciler.model.objects import api_group
+from reconciler.model.readers import (
+    annotations_of,
+    api_version_of,
+    as_dict,
+    as_dicts,
+    as_list,
+    as_str,
+    dig,
+    kind_of,
+    labels_of,
+)
 from reconciler.model.server_defaults import without_container_defaults, without_volume_defaults
 
 DRIVER_ANNOTATION = "dra-gitops.io/driver"
@@ -76,14 +76,14 @@ _DIGEST_CONTAINER_FIELDS = (
 
 def pod_spec_of(body: dict[str, Any]) -> dict[str, Any] | None:
     """The PodSpec of a Pod, PodTemplate or workload controller; None for other kinds or a missing spec."""
-    kind = _kind(body)
+    kind = kind_of(body)
     path = POD_TEMPLATE_KINDS.get(kind)
     if path is None:
         return None
-    api_version = _api_version(body)
+    api_version = api_version_of(body)
     if api_version and api_group(api_version) not in _POD_KIND_GROUPS[kind]:
         return None
-    spec = _get(body, *path)
+    spec = dig(body, *path)
     return spec if isinstance(spec, dict) else None
 
 
@@ -95,9 +95,9 @@ _SEARCH_DEPTH = 12
 
 
 def _may_embed_pod_specs(body: dict[str, Any]) -> bool:
-    group = api_group(_api_version(body) or "")
+    group = api_group(api_version_of(body) or "")
     if group == "":
-        return _kind(body) == "ReplicationController"
+        return kind_of(body) == "ReplicationController"
     if group in _TEMPLATE_GROUPS:
         return True
     return not (group.endswith(".k8s.io") or group in _NO_TEMPLATE_GROUPS)
@@ -148,13 +148,13 @@ class PodClaim:
 def pod_claims(pod_spec: dict[str, Any] | None) -> list[PodClaim]:
     """Pod-level claims, from either the flattened (1.31+) or the `source:` (<=1.30) form."""
     out: list[PodClaim] = []
-    for entry in _dicts(_dict(pod_spec).get("resourceClaims")):
-        name = _str(entry.get("name"))
+    for entry in as_dicts(as_dict(pod_spec).get("resourceClaims")):
+        name = as_str(entry.get("name"))
         if name is None:
             continue
-        source = _dict(entry.get("source"))
-        claim = _str(entry.get("resourceClaimName")) or _str(source.get("resourceClaimName"))
-        template = _str(entry.get("resourceClaimTemplateName")) or _str(
+        source = as_dict(entry.get("source"))
+        claim = as_str(entry.get("resourceClaimName")) or as_str(source.get("resourceClaimName"))
+        template = as_str(entry.get("resourceClaimTemplateName")) or as_str(
             source.get("resourceClaimTemplateName")
         )
         out.append(PodClaim(name, claim, template))
@@ -175,15 +175,15 @@ class ContainerClaimRef:
 
 def container_claim_refs(pod_spec: dict[str, Any] | None) -> list[ContainerClaimRef]:
     """Claim references of every init container and container, in manifest order."""
-    spec = _dict(pod_spec)
+    spec = as_dict(pod_spec)
     out: list[ContainerClaimRef] = []
     for field in ("initContainers", "containers"):
-        for container in _dicts(spec.get(field)):
-            cname = _str(container.get("name")) or ""
-            for ref in _dicts(_get(container, "resources", "claims")):
-                name = _str(ref.get("name"))
+        for container in as_dicts(spec.get(field)):
+            cname = as_str(container.get("name")) or ""
+            for ref in as_dicts(dig(container, "resources", "claims")):
+                name = as_str(ref.get("name"))
                 if name is not None:
-                    out.append(ContainerClaimRef(cname, name, _str(ref.get("request"))))
+                    out.append(ContainerClaimRef(cname, name, as_str(ref.get("request"))))
     return out
 
 
@@ -199,12 +199,12 @@ def _is_driver_label(key: Any, value: Any) -> bool:
 
 def is_driver_workload(body: dict[str, Any]) -> bool:
     """A DaemonSet/Deployment/StatefulSet running a DRA kubelet plugin (by label or annotation)."""
-    if _kind(body) not in DRIVER_WORKLOAD_KINDS or pod_spec_of(body) is None:
+    if kind_of(body) not in DRIVER_WORKLOAD_KINDS or pod_spec_of(body) is None:
         return False
-    if _str(_annotations(body).get(DRIVER_ANNOTATION)):
+    if as_str(annotations_of(body).get(DRIVER_ANNOTATION)):
         return True
-    for meta in (_get(body, "metadata"), _get(body, "spec", "template", "metadata")):
-        if any(_is_driver_label(k, v) for k, v in _labels(meta).items()):
+    for meta in (dig(body, "metadata"), dig(body, "spec", "template", "metadata")):
+        if any(_is_driver_label(k, v) for k, v in labels_of(meta).items()):
             return True
     return False
 
@@ -226,18 +226,18 @@ def workload_driver(body: dict[str, Any]) -> str | None:
     """The driver name of a driver workload: annotation, else container flags, else env; else None."""
     if not is_driver_workload(body):
         return None
-    annotated = _str(_annotations(body).get(DRIVER_ANNOTATION))
+    annotated = as_str(annotations_of(body).get(DRIVER_ANNOTATION))
     if annotated:
         return annotated.strip()
-    spec = _dict(pod_spec_of(body))
-    containers = _dicts(spec.get("containers")) + _dicts(spec.get("initContainers"))
+    spec = as_dict(pod_spec_of(body))
+    containers = as_dicts(spec.get("containers")) + as_dicts(spec.get("initContainers"))
     for container in containers:
-        found = _driver_from_args(_list(container.get("command")) + _list(container.get("args")))
+        found = _driver_from_args(as_list(container.get("command")) + as_list(container.get("args")))
         if found:
             return found
     for container in containers:
-        for env in _dicts(container.get("env")):
-            value = _str(env.get("value"))
+        for env in as_dicts(container.get("env")):
+            value = as_str(env.get("value"))
             if env.get("name") in _DRIVER_ENV and value:
                 return value
     return None
@@ -247,7 +247,7 @@ def canary_for(body: dict[str, Any]) -> str | None:
     """The main workload a driver canary stands in for; None on anything that is not a driver workload."""
     if not is_driver_workload(body):
         return None
-    value = _str(_annotations(body).get(CANARY_ANNOTATION))
+    value = as_str(annotations_of(body).get(CANARY_ANNOTATION))
     return value.strip() if value and value.strip() else None
 
 
@@ -258,18 +258,18 @@ def driver_template_digest(body: dict[str, Any]) -> str | None:
     """
     if not is_driver_workload(body):
         return None
-    spec = _dict(pod_spec_of(body))
+    spec = as_dict(pod_spec_of(body))
 
     def containers(field: str) -> list[dict[str, Any]]:
         return [
             without_container_defaults({k: c[k] for k in _DIGEST_CONTAINER_FIELDS if k in c})
-            for c in _dicts(spec.get(field))
+            for c in as_dicts(spec.get(field))
         ]
 
     material = {
         "containers": containers("containers"),
         "initContainers": containers("initContainers"),
-        "volumes": [without_volume_defaults(v) for v in _list(spec.get("volumes"))],
+        "volumes": [without_volume_defaults(v) for v in as_list(spec.get("volumes"))],
     }
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()

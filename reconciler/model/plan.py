@@ -120,7 +120,8 @@ def _pod_template(body: dict[str, Any]) -> Any:
 def _is_driver_change(
     old: Manifest | None, new: Manifest | None, driver_config: set[tuple[str, str, str]]
 ) -> bool:
-    """DESIGN.md: a change to a driver's pod template, to config it mounts, or to a DeviceClass's config."""
+    """A driver change (docs/operator-guide.md, "Upgrade a DRA driver with a canary"): a change to a driver's
+    pod template, to config it mounts, or to a DeviceClass's config."""
     current = new or old
     assert current is not None
     body = current.body

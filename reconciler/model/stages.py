@@ -1,4 +1,4 @@
-"""Which stage an object is applied in (DESIGN.md "Stages")."""
+"""Which stage an object is applied in (docs/operator-guide.md, "What one pass does")."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 from reconciler.errors import EnvironmentProblem, PolicyError
 from reconciler.policy.engine import Module, PolicySet, load_policy_set, module_package, rule_packages
+from reconciler.policy.testing import run_tests_with
 
 POLICY_ID_PREFIX = "dra-gitops/"
 ENTRYPOINT_ID = POLICY_ID_PREFIX + "entrypoint.rego"
@@ -206,8 +207,6 @@ def _translate(
 
 def run_policy_tests_on_opa(url: str, dirs: list[Path], name_filter: str | None = None) -> Any:
     """Run the `test_*` rules of the given directories on an OPA server (same report as the embedded run)."""
-    from reconciler.policy.testing import run_tests_with
-
     policy_set = load_policy_set(dirs, include_bundled=False)
     engine = OpaServerEngine(url, policy_set, with_tests=True)
     try:

@@ -20,14 +20,14 @@ from reconciler.policy.report_common import (
     FORMATS,
     TOOL_NAME,
     RenderOptions,
-    _all_rules,
-    _label,
-    _sorted,
+    all_rules,
     error_dicts,
     finding_dict,
+    finding_label,
     message_with_ref,
     skipped_dicts,
     skipped_lines,
+    sorted_findings,
     summary_line,
     verdict,
 )
@@ -75,7 +75,7 @@ def _text_msg(msg: str) -> str:
 
 
 def _text_line(f: Finding) -> str:
-    line = f"  {_label(f)} {f.where}  {f.rule}  {_text_msg(message_with_ref(f))}"
+    line = f"  {finding_label(f)} {f.where}  {f.rule}  {_text_msg(message_with_ref(f))}"
     if f.waived is not None:
         line += f"  (waived: {_text_msg(f.waived)})"
     return line
@@ -85,7 +85,7 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
     """Conftest-like: active findings grouped by file, then waivers, then one summary line."""
     c = options.color
     out: list[str] = [_paint(f"  ERROR {e.message}", _RED, c) for e in result.errors]
-    active = _sorted(f for f in result.findings if f.waived is None)
+    active = sorted_findings(f for f in result.findings if f.waived is None)
     current: str | None = None
     for f in active:
         group = f.path or "(no file)"
@@ -95,7 +95,7 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
             out.append(_paint(group, _BOLD, c))
             current = group
         out.append(_paint(_text_line(f), _RED if f.severity == "deny" else _YELLOW, c))
-    waived = _sorted(result.waived)
+    waived = sorted_findings(result.waived)
     if waived:
         if out:
             out.append("")
@@ -119,7 +119,7 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
 
 
 def render_json(result: CheckResult, options: RenderOptions) -> str:
-    findings = _sorted(result.findings)
+    findings = sorted_findings(result.findings)
     doc = {
         "summary": {
             "verdict": verdict(result, options.fail_on_warn),
@@ -161,7 +161,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
         **({"capacity": result.capacity} if result.capacity is not None else {}),
         "rules": {
             r.id: {"title": r.title, "description": r.description, "severity": r.severity, "source": r.source}
-            for r in _all_rules(result)
+            for r in all_rules(result)
         },
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
@@ -191,7 +191,7 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
         f"{ch.delete} delete; {TOOL_NAME} {md_text(options.tool_version)}.",
         "",
     ]
-    rules = _all_rules(result)
+    rules = all_rules(result)
     if rules:
         out += ["| Rule | Title | Denied | Warnings | Waived |", "|---|---|---:|---:|---:|"]
         for r in rules:
@@ -202,7 +202,7 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
     else:
         out.append("_No rules ran._")
     out += ["", "### Violations", ""]
-    active = _sorted(f for f in result.findings if f.waived is None)
+    active = sorted_findings(f for f in result.findings if f.waived is None)
     if active:
         out += ["| Severity | Location | Rule | Object | Message |", "|---|---|---|---|---|"]
         for f in active:
@@ -212,7 +212,7 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
             )
     else:
         out.append("No violations.")
-    waived = _sorted(result.waived)
+    waived = sorted_findings(result.waived)
     if waived:
         out += ["", "### Waivers", ""]
         out += ["| Location | Rule | Object | Reason | Message |", "|---|---|---|---|---|"]

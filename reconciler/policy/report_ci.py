@@ -15,12 +15,12 @@ from reconciler.policy.report_common import (
     SKIPPED_TITLE,
     TOOL_NAME,
     RenderOptions,
-    _all_rules,
-    _sorted,
+    all_rules,
     error_dicts,
     message_with_ref,
     skipped_dicts,
     skipped_message,
+    sorted_findings,
     summary_line,
     verdict,
 )
@@ -81,9 +81,9 @@ def _sarif_error(error: CheckError) -> dict[str, Any]:
 
 
 def render_sarif(result: CheckResult, options: RenderOptions) -> str:
-    rules = _all_rules(result)
+    rules = all_rules(result)
     rule_index = {r.id: i for i, r in enumerate(rules)}
-    findings = _sorted(result.findings)
+    findings = sorted_findings(result.findings)
     artifacts = sorted({f.path for f in findings if f.path})
     artifact_index = {p: i for i, p in enumerate(artifacts)}
 
@@ -172,8 +172,8 @@ def render_junit(result: CheckResult, options: RenderOptions) -> str:
     if result.errors:
         return _junit_errors(root, result.errors)
     totals = {"tests": 0, "failures": 0, "skipped": 0}
-    findings = _sorted(result.findings)
-    for r in _all_rules(result):
+    findings = sorted_findings(result.findings)
+    for r in all_rules(result):
         mine = [f for f in findings if f.rule == r.id]
         suite = ET.SubElement(root, "testsuite", {"name": _xml(r.id)})
         props = ET.SubElement(suite, "properties")
@@ -274,7 +274,7 @@ def render_github(result: CheckResult, options: RenderOptions) -> str:
         at = [("file", e.path.replace("\\", "/"))] if e.path else []
         at += [("line", str(e.line))] if e.path and e.line else []
         out.append(_gh_command("error", [*at, ("title", ERROR_TITLE)], e.message))
-    for f in _sorted(result.findings):
+    for f in sorted_findings(result.findings):
         props: list[tuple[str, str]] = []
         if f.path:
             props += [("file", f.path.replace("\\", "/")), ("line", str(max(f.line, 1)))]
@@ -323,7 +323,7 @@ def render_codeclimate(result: CheckResult, options: RenderOptions) -> str:
         }
         for e in result.errors
     ]
-    for f in _sorted(result.findings):
+    for f in sorted_findings(result.findings):
         if f.waived is not None:
             continue
         severity = _CODECLIMATE_SEVERITY[f.severity]

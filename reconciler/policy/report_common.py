@@ -34,7 +34,8 @@ def _sort_key(f: Finding) -> tuple[str, int, str, str, str]:
     return (f.path, f.line, f.rule, f.ref, f.msg)
 
 
-def _sorted(findings: Iterable[Finding]) -> list[Finding]:
+def sorted_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Findings in report order."""
     return sorted(findings, key=_sort_key)
 
 
@@ -42,10 +43,10 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word if n == 1 else (plural or word + 's')}"
 
 
-def _all_rules(result: CheckResult) -> list[RuleInfo]:
+def all_rules(result: CheckResult) -> list[RuleInfo]:
     """The rules that ran plus any rule a finding names without metadata, sorted by id."""
     rules = dict(result.rules)
-    for f in _sorted(result.findings):
+    for f in sorted_findings(result.findings):
         if f.rule not in rules:
             rules[f.rule] = RuleInfo(id=f.rule, title=f.rule, description="", severity=f.severity, source="")
     return [rules[k] for k in sorted(rules)]
@@ -75,7 +76,8 @@ def summary_line(result: CheckResult) -> str:
     )
 
 
-def _label(f: Finding) -> str:
+def finding_label(f: Finding) -> str:
+    """FAIL, WARN or WAIVED."""
     if f.waived is not None:
         return "WAIVED"
     return "FAIL" if f.severity == "deny" else "WARN"

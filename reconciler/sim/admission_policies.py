@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.sim.validation import required, unsupported
+from reconciler.sim.causes import required, unsupported
 
 FAILURE_POLICIES = ("Fail", "Ignore")
 MATCH_POLICIES = ("Equivalent", "Exact")

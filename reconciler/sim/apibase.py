@@ -13,7 +13,8 @@ from typing import Any
 
 from reconciler.sim import conversion
 from reconciler.sim.resources import DRA_PLURALS, RESOURCE_GROUP, RESOURCE_VERSIONS, Served
-from reconciler.sim.store import NotFound, Obj, Store
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import NotFound, Obj
 
 DEFAULT_KUBE_VERSION = "v1.36.2"
 # what the simulated cluster reports for a resource.k8s.io setup that only a 1.32 server had

@@ -29,9 +29,11 @@ from reconciler.sim.auth import Authenticator
 from reconciler.sim.deletes import Deletes
 from reconciler.sim.discovery import Discovery
 from reconciler.sim.podexec import pod_exec
+from reconciler.sim.rbac_escalation import EscalationCheck
 from reconciler.sim.resources import RESOURCE_GROUP, Served
 from reconciler.sim.selectors import SelectorError
-from reconciler.sim.store import Obj, Store, StoreError
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import Obj, StoreError
 from reconciler.sim.watch import Watch
 from reconciler.sim.writes import Writes
 
@@ -80,7 +82,7 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
         self.faults = Faults()
         self.authn = Authenticator(store, token)
         self.authz = rbac.Authorizer(store)
-        store.add_admission(self.authz.admit)
+        store.add_admission(EscalationCheck(self.authz).admit)
         self.audit: AuditLog | None = None  # set to record every request (tests, `sim serve --audit-log`)
 
     def route(self, path: str) -> Route:

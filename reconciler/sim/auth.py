@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from reconciler.sim.apibase import ApiError, Request, Response, ok
-from reconciler.sim.store import Obj, Store
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import Obj
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 MASTERS = "system:masters"

@@ -9,19 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.model.dra_readers import FLAT_REQUEST_FIELDS
 from reconciler.sim.resources import Served
 
 Obj = dict[str, Any]
 
-_REQUEST_FIELDS = (
-    "deviceClassName",
-    "selectors",
-    "allocationMode",
-    "count",
-    "adminAccess",
-    "tolerations",
-    "capacity",
-)
 # event field renames: events.k8s.io/v1 name -> core/v1 name
 _EVENT_RENAMES = {
     "regarding": "involvedObject",
@@ -91,9 +83,9 @@ def _claim_spec(spec: Obj, conv_request: Any) -> Obj:
 
 def _request_v1beta1_to_v1(req: Obj) -> Obj:
     if req.get("firstAvailable") or "exactly" in req:
-        return {k: v for k, v in req.items() if k not in _REQUEST_FIELDS}
-    out = {k: v for k, v in req.items() if k not in _REQUEST_FIELDS}
-    exactly = {k: req[k] for k in _REQUEST_FIELDS if k in req}
+        return {k: v for k, v in req.items() if k not in FLAT_REQUEST_FIELDS}
+    out = {k: v for k, v in req.items() if k not in FLAT_REQUEST_FIELDS}
+    exactly = {k: req[k] for k in FLAT_REQUEST_FIELDS if k in req}
     out["exactly"] = exactly
     return out
 

@@ -7,7 +7,7 @@ import json
 from reconciler.sim.apibase import ApiBase, ApiError, Request, Response, Route, ok
 from reconciler.sim.resources import Served
 from reconciler.sim.selectors import SelectorError
-from reconciler.sim.store import Obj
+from reconciler.sim.storebase import Obj
 
 
 class Deletes(ApiBase):

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from reconciler.dra import cel
+from reconciler.dra.quantity import parse_quantity
 
 __all__ = ["TemplateError", "load_device_template", "parse_device_template"]
 
@@ -63,7 +64,7 @@ def _capacity(where: str, value: Any) -> dict[str, Any]:
     try:
         if raw is None or isinstance(raw, bool):
             raise ValueError(raw)
-        cel.parse_quantity(raw)
+        parse_quantity(raw)
     except (ValueError, TypeError) as exc:
         raise TemplateError(f"{where}: not a quantity: {raw!r}") from exc
     return {**dict(value), "value": str(raw)} if isinstance(value, Mapping) else {"value": str(raw)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.sim import openapi
 from reconciler.sim.apibase import ApiBase, ApiError, Request, Response, ok
-from reconciler.sim.store import Obj
+from reconciler.sim.storebase import Obj
 
 
 class Discovery(ApiBase):

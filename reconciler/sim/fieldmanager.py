@@ -1,8 +1,6 @@
 """Field ownership (``metadata.managedFields``) and server-side apply, after structured-merge-diff.
 
-Field sets are Python sets of paths; a path is a tuple of the ``fieldsV1`` path elements
-(``f:spec``, ``k:{"name":"c"}`` for an associative-list item, ``v:"x"`` for a set item). A set holds
-leaves (scalars, atomic lists and maps, empty maps) and the members of associative lists and sets.
+The field sets of each manager are :mod:`reconciler.sim.fieldsets`.
 
 Server-side apply follows the real order: merge the applied configuration into the live object, detect
 conflicts by comparing that merge with the live object *before* defaulting (which is why a second
@@ -16,27 +14,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sim.schema import ATOMIC_MAPS, list_kind
-from reconciler.sim.store import Obj, now
-
-Path = tuple[str, ...]
-FieldSet = set[Path]
-
-SERVER_META = frozenset(
-    {
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "managedFields",
-        "selfLink",
-    }
+from reconciler.sim.fieldsets import (
+    FieldSet,
+    Path,
+    fieldset,
+    from_fields_v1,
+    item_key,
+    path_string,
+    to_fields_v1,
+    value_at,
 )
-_MISSING = object()
+from reconciler.sim.schema import ATOMIC_MAPS, list_kind
+from reconciler.sim.storebase import Obj, now
 
 
 class ApplyConflict(Exception):
@@ -45,149 +34,6 @@ class ApplyConflict(Exception):
     def __init__(self, conflicts: list[tuple[dict[str, Any], Path]]) -> None:
         self.conflicts = conflicts
         super().__init__(conflict_message(conflicts))
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-# List-map keys the schema gives a default: an applied item without one is keyed with the default, as the
-# server keys the defaulted live item (a container port applied without protocol is the live TCP port).
-KEY_DEFAULTS = {"protocol": "TCP"}
-
-
-def _item_key(item: Any, keys: tuple[str, ...]) -> str | None:
-    if not isinstance(item, dict) or not any(k in item for k in keys):
-        return None
-    key = {k: item[k] if k in item else KEY_DEFAULTS[k] for k in keys if k in item or k in KEY_DEFAULTS}
-    return "k:" + _compact(key)
-
-
-# ---------------------------------------------------------------------- field sets
-
-
-def fieldset(obj: Obj, scope: str, has_status: bool) -> FieldSet:
-    """The fields an object (or apply configuration) sets, as ownership tracking sees them.
-
-    ``scope`` "main" leaves out the status of kinds with a status subresource; "status" keeps only it.
-    """
-    out: FieldSet = set()
-    for key, value in obj.items():
-        if key in ("apiVersion", "kind"):
-            continue
-        if scope == "status" and key != "status":
-            continue
-        if scope == "main" and has_status and key == "status":
-            continue
-        if key == "metadata" and isinstance(value, dict):
-            md = {k: v for k, v in value.items() if k not in SERVER_META}
-            if md:
-                _walk(md, ("f:metadata",), out)
-            continue
-        _walk_field(value, ("f:" + key,), key, (), out)
-    return out
-
-
-def _walk(value: dict[str, Any], path: Path, out: FieldSet) -> None:
-    for k, v in value.items():
-        _walk_field(v, path + ("f:" + k,), k, path, out)
-
-
-def _walk_field(v: Any, p: Path, name: str, parent: Path, out: FieldSet) -> None:
-    if isinstance(v, dict):
-        if not v or name in ATOMIC_MAPS:
-            out.add(p)
-        else:
-            _walk(v, p, out)
-    elif isinstance(v, list):
-        kind, keys = list_kind(parent, name)
-        if kind == "set" and v:
-            for item in v:
-                out.add(p + ("v:" + _compact(item),))
-        elif kind == "map" and v and all(_item_key(i, keys) for i in v):
-            for item in v:
-                kp = p + (str(_item_key(item, keys)),)
-                out.add(kp)
-                for f, iv in item.items():
-                    _walk_field(iv, kp + ("f:" + f,), f, kp, out)
-        else:
-            out.add(p)
-    else:
-        out.add(p)
-
-
-def value_at(obj: Any, path: Path) -> Any:
-    cur = obj
-    for el in path:
-        if el.startswith("f:"):
-            if not isinstance(cur, dict) or el[2:] not in cur:
-                return _MISSING
-            cur = cur[el[2:]]
-        elif el.startswith("k:"):
-            want = json.loads(el[2:])
-            if not isinstance(cur, list):
-                return _MISSING
-            for item in cur:
-                if isinstance(item, dict) and all(item.get(k) == v for k, v in want.items()):
-                    cur = item
-                    break
-            else:
-                return _MISSING
-        elif el.startswith("v:"):
-            want = json.loads(el[2:])
-            if not isinstance(cur, list) or want not in cur:
-                return _MISSING
-            cur = want
-        else:
-            return _MISSING
-    return cur
-
-
-def _exists(obj: Any, path: Path) -> Any:
-    return value_at(obj, path) is not _MISSING
-
-
-def to_fields_v1(paths: FieldSet) -> dict[str, Any]:
-    root: dict[str, Any] = {}
-    for p in sorted(paths):
-        node = root
-        for el in p:
-            node = node.setdefault(el, {})
-    for p in paths:
-        node = root
-        for el in p:
-            node = node[el]
-        if node and "." not in node:
-            node["."] = {}
-    return root
-
-
-def from_fields_v1(d: Any, path: Path = ()) -> FieldSet:
-    out: FieldSet = set()
-    if not isinstance(d, dict):
-        return out
-    for k, v in d.items():
-        if k == ".":
-            out.add(path)
-        elif not v:
-            out.add(path + (k,))
-        else:
-            out |= from_fields_v1(v, path + (k,))
-    return out
-
-
-def path_string(path: Path) -> str:
-    """A path as structured-merge-diff prints it: ``.spec.containers[name="c"].image``."""
-    parts = []
-    for el in path:
-        if el.startswith("f:"):
-            parts.append("." + el[2:])
-        elif el.startswith("k:"):
-            kv = json.loads(el[2:])
-            parts.append("[" + ",".join(f"{k}={json.dumps(v)}" for k, v in kv.items()) + "]")
-        elif el.startswith("v:"):
-            parts.append("[=" + el[2:] + "]")
-    return "".join(parts)
 
 
 # ---------------------------------------------------------------------- managed fields entries
@@ -302,11 +148,11 @@ def merge(live: Any, config: Any, path: Path = ()) -> Any:
         kind, keys = list_kind(path[:-1], name)
         if kind == "set":
             return list(live) + [v for v in config if v not in live]
-        if kind == "map" and all(_item_key(i, keys) for i in config + live):
+        if kind == "map" and all(item_key(i, keys) for i in config + live):
             result = list(live)
-            index = {_item_key(i, keys): n for n, i in enumerate(result)}
+            index = {item_key(i, keys): n for n, i in enumerate(result)}
             for item in config:
-                k = _item_key(item, keys)
+                k = item_key(item, keys)
                 if k in index:
                     result[index[k]] = merge(result[index[k]], item, path + (str(k),))
                 else:

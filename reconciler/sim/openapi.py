@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.sim.store import Obj
+from reconciler.sim.storebase import Obj
 
 PROTOBUF_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 # what a real server answers it with: Go's mime parser refuses the "@" of the requested type

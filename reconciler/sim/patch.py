@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.sim.schema import ATOMIC_MAPS, LIST_KEYS, SET_LISTS
+from reconciler.sim.storebase import clone
 
 
 class PatchError(ValueError):
@@ -37,35 +38,27 @@ def _pointer(path: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
 
 
-def _copy(o: Any) -> Any:
-    if isinstance(o, dict):
-        return {k: _copy(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [_copy(v) for v in o]
-    return o
-
-
 def json_patch(doc: Any, ops: Any) -> Any:
     if not isinstance(ops, list):
         raise PatchError("json patch must be a list of operations")
-    doc = _copy(doc)
+    doc = clone(doc)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op:
             raise PatchError("invalid operation")
         kind = op["op"]
         path = _pointer(str(op.get("path", "")))
         if kind == "add":
-            doc = _add(doc, path, _copy(op.get("value")))
+            doc = _add(doc, path, clone(op.get("value")))
         elif kind == "remove":
             doc, _ = _remove(doc, path)
         elif kind == "replace":
             doc, _ = _remove(doc, path)
-            doc = _add(doc, path, _copy(op.get("value")))
+            doc = _add(doc, path, clone(op.get("value")))
         elif kind == "move":
             doc, val = _remove(doc, _pointer(str(op.get("from", ""))))
             doc = _add(doc, path, val)
         elif kind == "copy":
-            doc = _add(doc, path, _copy(_get(doc, _pointer(str(op.get("from", ""))))))
+            doc = _add(doc, path, clone(_get(doc, _pointer(str(op.get("from", ""))))))
         elif kind == "test":
             if _get(doc, path) != op.get("value"):
                 raise PatchError(f"testing value {op.get('path')} failed")

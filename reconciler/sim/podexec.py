@@ -21,7 +21,8 @@ from io import BufferedIOBase
 from typing import Any
 
 from reconciler.sim.apibase import ApiError, Request, Response
-from reconciler.sim.store import Obj, Store
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import Obj
 
 __all__ = [
     "ExecResult",

@@ -1,4 +1,4 @@
-"""RBAC of the simulated kube-apiserver: request attributes, the authorizer, escalation prevention.
+"""RBAC of the simulated kube-apiserver: request attributes, the authorizer, the default roles.
 
 As in Kubernetes (``plugin/pkg/auth/authorizer/rbac``, ``pkg/registry/rbac``):
 
@@ -8,7 +8,8 @@ As in Kubernetes (``plugin/pkg/auth/authorizer/rbac``, ``pkg/registry/rbac``):
   bound by a RoleBinding in the request's namespace, names one of their subjects and matches the attributes
   (``*`` wildcards, ``*/subresource``, ``resourceNames``, ``nonResourceURLs`` with a trailing ``*``);
 * creating or updating a Role/ClusterRole needs the permissions it grants, or ``escalate`` on it; a binding
-  needs the permissions of the role it references, or ``bind`` on that role;
+  needs the permissions of the role it references, or ``bind`` on that role
+  (:mod:`reconciler.sim.rbac_escalation`);
 * members of ``system:masters`` pass everything.
 
 Real clusters bootstrap ``system:discovery``, ``system:basic-user`` and ``system:public-info-viewer`` bound
@@ -20,12 +21,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from reconciler.sim.auth import UserInfo
-from reconciler.sim.store import AlreadyExists, Forbidden, NotFound, Obj, ResourceType, Store
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import AlreadyExists, Obj
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
@@ -162,79 +163,6 @@ def _describe(subject: Obj) -> str:
     return f'{subject.get("kind")} "{subject.get("name")}"'
 
 
-def _split_rule(rule: Obj) -> Iterator[Obj]:
-    """A rule as its smallest parts (one verb, group, resource and name each), to compare rule sets."""
-    verbs = rule.get("verbs") or []
-    if rule.get("nonResourceURLs"):
-        for verb in verbs:
-            for url in rule["nonResourceURLs"]:
-                yield {"verbs": [verb], "nonResourceURLs": [url]}
-        return
-    for verb in verbs:
-        for group in rule.get("apiGroups") or []:
-            for resource in rule.get("resources") or []:
-                for name in rule.get("resourceNames") or [""]:
-                    part: Obj = {"verbs": [verb], "apiGroups": [group], "resources": [resource]}
-                    if name:
-                        part["resourceNames"] = [name]
-                    yield part
-
-
-def _covers(owner: Obj, servant: Obj) -> bool:
-    """Whether ``owner`` (a rule) grants everything ``servant`` (a split rule) does (rbac's ruleCovers)."""
-
-    def has(values: list[str], wanted: str, star: str = "*") -> bool:
-        return star in values or wanted in values
-
-    verb = servant["verbs"][0]
-    if not has(owner.get("verbs") or [], verb):
-        return False
-    if "nonResourceURLs" in servant:
-        url = servant["nonResourceURLs"][0]
-        return any(
-            u == "*" or u == url or (u.endswith("*") and url.startswith(u[:-1]))
-            for u in owner.get("nonResourceURLs") or []
-        )
-    if not has(owner.get("apiGroups") or [], servant["apiGroups"][0]):
-        return False
-    resource = servant["resources"][0]
-    owned = owner.get("resources") or []
-    sub = resource.split("/", 1)[1] if "/" in resource else ""
-    if not (has(owned, resource) or (sub and f"*/{sub}" in owned)):
-        return False
-    names = owner.get("resourceNames") or []
-    return not names or bool(servant.get("resourceNames")) and servant["resourceNames"][0] in names
-
-
-def _compact(rules: list[Obj]) -> str:
-    """The missing rules as kube-apiserver prints them, one per line."""
-
-    def quoted(values: list[str]) -> str:
-        return "[" + " ".join(f'"{v}"' for v in values) + "]"
-
-    merged: dict[tuple[Any, ...], set[str]] = {}
-    for rule in rules:
-        key = (
-            tuple(rule.get("apiGroups") or ()),
-            tuple(rule.get("resources") or ()),
-            tuple(rule.get("resourceNames") or ()),
-            tuple(rule.get("nonResourceURLs") or ()),
-        )
-        merged.setdefault(key, set()).update(rule.get("verbs") or ())
-    lines = []
-    for (groups, resources, names, urls), verbs in merged.items():
-        fields = []
-        if groups or resources:
-            fields += [f"APIGroups:{quoted(list(groups))}", f"Resources:{quoted(list(resources))}"]
-        if names:
-            fields.append(f"ResourceNames:{quoted(list(names))}")
-        if urls:
-            fields.append(f"NonResourceURLs:{quoted(list(urls))}")
-        fields.append(f"Verbs:{quoted(sorted(verbs))}")
-        lines.append("{" + ", ".join(fields) + "}")
-    return "\n".join(lines)
-
-
 # ---- the authorizer ------------------------------------------------------------------------------------
 
 
@@ -248,7 +176,7 @@ class RequestScope:
 
 
 class Authorizer:
-    """RBAC over the store's Roles, ClusterRoles and bindings; escalation prevention as admission."""
+    """RBAC over the store's Roles, ClusterRoles and bindings (system:masters pass everything)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -265,13 +193,14 @@ class Authorizer:
         finally:
             self._local.scope = previous
 
-    def _scope(self) -> RequestScope | None:
+    def current_scope(self) -> RequestScope | None:
+        """The scope of the request being served on this thread (None outside one)."""
         scope: RequestScope | None = getattr(self._local, "scope", None)
         return scope
 
     # ---- authorization
 
-    def _bound_rules(self, user: UserInfo, namespace: str) -> Iterator[tuple[str, str, int, Obj]]:
+    def bound_rules(self, user: UserInfo, namespace: str) -> Iterator[tuple[str, str, int, Obj]]:
         """(binding description, role ref, rule index, rule) for every rule that applies to the user."""
         for binding in self.store.list_ref(RBAC_GROUP, "clusterrolebindings", None)[0]:
             yield from self._binding_rules(binding, user, "")
@@ -311,11 +240,11 @@ class Authorizer:
             decision = Decision(attrs, True, "system:masters")
         else:
             decision = Decision(attrs, False)
-            for described, role_id, index, rule in self._bound_rules(attrs.user, attrs.namespace):
+            for described, role_id, index, rule in self.bound_rules(attrs.user, attrs.namespace):
                 if rule_allows(attrs, rule):
                     decision = Decision(attrs, True, f"RBAC: allowed by {described}", role_id, index)
                     break
-        scope = self._scope()
+        scope = self.current_scope()
         if scope is not None:
             scope.checks.append(decision)
         return decision
@@ -327,82 +256,10 @@ class Authorizer:
         authorization, verb ``create`` with the request's other attributes, so ``patch`` alone may update
         an object but never create one, dry-run included.
         """
-        scope = self._scope()
+        scope = self.current_scope()
         if scope is None or scope.request is None or scope.user.privileged:
             return None
         return self.authorize(dataclasses.replace(scope.request, verb="create"))
-
-    # ---- escalation prevention (admission of RBAC writes)
-
-    def admit(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
-        """Refuse a Role/ClusterRole granting more than its writer holds, or a binding to such a role."""
-        scope = self._scope()
-        if rtype.group != RBAC_GROUP or scope is None or scope.user.privileged:
-            return
-        user = scope.user
-        md = obj.get("metadata") or {}
-        name = str(md.get("name") or "")
-        namespace = str(md.get("namespace") or "") if rtype.namespaced else ""
-        if rtype.plural in ("roles", "clusterroles"):
-            # `escalate` is checked with the request's own name: none for a POST (kube-apiserver's
-            # RoleEscalationAuthorized reads the RequestInfo), so resourceNames only help PUT and PATCH
-            url_name = scope.request.name if scope.request is not None else name
-            if self._allowed(user, "escalate", rtype.plural, namespace, url_name):
-                return
-            rules = list(obj.get("rules") or [])
-            if rtype.plural == "clusterroles" and (
-                obj.get("aggregationRule") or (old or {}).get("aggregationRule")
-            ):
-                self._confirm(
-                    user,
-                    namespace,
-                    [
-                        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
-                        {"verbs": ["*"], "nonResourceURLs": ["*"]},
-                    ],
-                    rtype,
-                    name,
-                    "must have cluster-admin privileges to use the aggregationRule",
-                )
-            self._confirm(user, namespace, rules, rtype, name)
-        elif rtype.plural in ("rolebindings", "clusterrolebindings"):
-            ref = obj.get("roleRef") or {}
-            ref_plural = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
-            if self._allowed(user, "bind", ref_plural, namespace, str(ref.get("name") or "")):
-                return
-            if ref_plural == "clusterroles":
-                role = self.store.get_ref(RBAC_GROUP, "clusterroles", "", str(ref.get("name") or ""))
-            else:
-                role = self.store.get_ref(RBAC_GROUP, "roles", namespace, str(ref.get("name") or ""))
-            if role is None:
-                raise NotFound(f'{ref_plural}.{RBAC_GROUP} "{ref.get("name")}" not found', name=name)
-            self._confirm(user, namespace, list(role.get("rules") or []), rtype, name)
-
-    def _allowed(self, user: UserInfo, verb: str, plural: str, namespace: str, name: str) -> bool:
-        attrs = Attributes(user, verb, True, RBAC_GROUP, "*", plural, "", namespace, name)
-        return self.authorize(attrs).allowed
-
-    def _confirm(
-        self,
-        user: UserInfo,
-        namespace: str,
-        rules: Iterable[Obj],
-        rtype: ResourceType,
-        name: str,
-        message: str = "",
-    ) -> None:
-        owned = [rule for _, _, _, rule in self._bound_rules(user, namespace)]
-        missing = [
-            part for rule in rules for part in _split_rule(rule) if not any(_covers(o, part) for o in owned)
-        ]
-        if not missing:
-            return
-        groups = "[" + " ".join(f'"{g}"' for g in user.groups) + "]"
-        detail = message or (
-            f'user "{user.name}" (groups={groups}) is attempting to grant RBAC permissions not currently held:\n'
-            + _compact(missing)
-        )
-        raise Forbidden(f'{rtype.group_resource} "{name}" is forbidden: {detail}', name=name)
 
 
 def forbidden_message(attrs: Attributes) -> str:

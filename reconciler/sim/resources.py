@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.sim.store import ResourceType
+from reconciler.sim.storebase import ResourceType
 
 STATUS = ("status",)
 RESOURCE_GROUP = "resource.k8s.io"

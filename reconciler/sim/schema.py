@@ -55,16 +55,11 @@ def list_kind(parent: tuple[str, ...], name: str) -> tuple[str, tuple[str, ...]]
 ANY = "*"
 Schema = Any  # ANY | dict[str, Schema] (struct; "*" key = map of that value) | list[Schema] (one item)
 
-OBJECT_META: dict[str, Schema] = {
-    k: ANY
-    for k in (
+# What the server sets in metadata: part of the schema, never a field a manager owns
+SERVER_META = frozenset(
+    {
         "name",
-        "generateName",
         "namespace",
-        "labels",
-        "annotations",
-        "finalizers",
-        "ownerReferences",
         "uid",
         "resourceVersion",
         "generation",
@@ -73,7 +68,10 @@ OBJECT_META: dict[str, Schema] = {
         "deletionGracePeriodSeconds",
         "managedFields",
         "selfLink",
-    )
+    }
+)
+OBJECT_META: dict[str, Schema] = {
+    k: ANY for k in ("generateName", "labels", "annotations", "finalizers", "ownerReferences", *SERVER_META)
 }
 _SELECTORS = [{"cel": {"expression": ANY}}]
 _OPAQUE = {"driver": ANY, "parameters": ANY}

@@ -23,7 +23,8 @@ import yaml
 from reconciler.sim import rbac
 from reconciler.sim.apiserver import ApiServer, Request, Response
 from reconciler.sim.audit import AuditLog
-from reconciler.sim.store import AlreadyExists, Change, ResourceType, Store
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import AlreadyExists, Change, ResourceType, now
 
 log = logging.getLogger(__name__)
 
@@ -366,8 +367,6 @@ class SimCluster:
         md = crd["metadata"]
 
         def establish(o: dict[str, Any]) -> None:
-            from reconciler.sim.store import now
-
             ts = now()
             o["status"] = {
                 "conditions": [

@@ -20,45 +20,26 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.sim import selectors
+from reconciler.sim.causes import required
 from reconciler.sim.collector import Collector
+from reconciler.sim.resources import builtin_types
 from reconciler.sim.storebase import (
     NOT_FOUND_NS,
     Admit,
     AlreadyExists,
-    Change,
     Conflict,
     Forbidden,
-    Gone,
     Invalid,
-    Key,
     NotFound,
     Obj,
     ObjList,
     ResourceType,
-    StoreError,
     clone,
     now,
 )
+from reconciler.sim.validation import admit as default_admit
 
-__all__ = [
-    "NOT_FOUND_NS",
-    "Admit",
-    "AlreadyExists",
-    "Change",
-    "Conflict",
-    "Forbidden",
-    "Gone",
-    "Invalid",
-    "Key",
-    "NotFound",
-    "Obj",
-    "ObjList",
-    "ResourceType",
-    "Store",
-    "StoreError",
-    "clone",
-    "now",
-]
+__all__ = ["Store"]
 
 
 def _gen_suffix() -> str:
@@ -74,16 +55,8 @@ class Store(Collector):
         super().__init__()
         # What `GET pods/NAME/log` answers: lines the simulated kubelet and driver write per container.
         self._logs: dict[tuple[str, str, str], list[str]] = {}
-        if admit is None:
-            from reconciler.sim.validation import admit as default_admit
-
-            admit = default_admit
-        self._admit: Admit = admit
-        if types is None:
-            from reconciler.sim.resources import builtin_types
-
-            types = builtin_types()
-        for t in types:
+        self._admit: Admit = admit if admit is not None else default_admit
+        for t in builtin_types() if types is None else types:
             self.register_type(t)
 
     def add_admission(self, admit: Admit) -> None:
@@ -299,7 +272,7 @@ class Store(Collector):
         if rtype.namespaced:
             ns = md.get("namespace") or ""
             if not ns:
-                raise Invalid("metadata.namespace: Required value", causes=[_cause("metadata.namespace")])
+                raise Invalid("metadata.namespace: Required value", causes=[required("metadata.namespace")])
             nsobj = self._objects[("", NOT_FOUND_NS)].get(("", ns))
             if nsobj is None:
                 raise NotFound(f'namespaces "{ns}" not found')
@@ -413,10 +386,6 @@ def _spec_changed(old: Obj, new: Obj) -> bool:
     return any(old.get(k) != new.get(k) for k in keys) or bool(
         new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp")
     )
-
-
-def _cause(field: str, message: str = "Required value", reason: str = "FieldValueRequired") -> dict[str, str]:
-    return {"reason": reason, "message": message, "field": field}
 
 
 def _log_time() -> str:

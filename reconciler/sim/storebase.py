@@ -1,7 +1,7 @@
 """The simulated store's vocabulary: resource types, the errors it raises, and the JSON-copy helpers.
 
-Kept apart from :mod:`reconciler.sim.store` so the store's parts (watch history, garbage collection)
-and the API server can share them; ``reconciler.sim.store`` re-exports every name.
+Kept apart from :mod:`reconciler.sim.store` so the store's parts (watch history, garbage collection),
+the built-in kinds (:mod:`reconciler.sim.resources`), validation and the API server share them.
 """
 
 from __future__ import annotations

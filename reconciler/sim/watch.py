@@ -17,16 +17,14 @@ from reconciler.sim.apibase import (
     status_body,
 )
 from reconciler.sim.resources import Served
-from reconciler.sim.selectors import SelectorError
-from reconciler.sim.store import Change, Obj, StoreError
+from reconciler.sim.selectors import SelectorError, compile_selectors
+from reconciler.sim.storebase import Change, Obj, StoreError
 
 
 class Watch(ApiBase):
     def watch(self, req: Request, served: Served, route: Route) -> Response:
         label, fieldsel = self._selectors(req, served)
         try:
-            from reconciler.sim.selectors import compile_selectors
-
             match = compile_selectors(label, fieldsel)
         except SelectorError as e:
             raise ApiError(400, str(e)) from None

@@ -10,7 +10,7 @@ import yaml
 from reconciler.sim import conversion, fieldmanager, patch, schema
 from reconciler.sim.apibase import ApiBase, ApiError, Request, Response, Route, ok
 from reconciler.sim.resources import Served
-from reconciler.sim.store import Obj, clone
+from reconciler.sim.storebase import Obj, clone
 
 
 class Writes(ApiBase):

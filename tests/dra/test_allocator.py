@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from reconciler.dra import allocator as A
+from reconciler.dra.nodematch import node_selector_for
 from reconciler.dra.simulate import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples" / "v1"
@@ -75,7 +76,7 @@ def allocated(name: str, node: str, *devices: str, admin: bool = False) -> dict[
         if admin:
             r["adminAccess"] = True
         results.append(r)
-    c["status"] = {"allocation": {"devices": {"results": results}, "nodeSelector": A.node_selector_for(node)}}
+    c["status"] = {"allocation": {"devices": {"results": results}, "nodeSelector": node_selector_for(node)}}
     return c
 
 

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from reconciler.dra import cel
+from reconciler.dra.quantity import Quantity, format_quantity, parse_quantity, quantity_or_none
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "dra-examples" / "v1"
 
@@ -134,19 +135,36 @@ def test_compiled_once() -> None:
     ],
 )
 def test_parse_quantity(text: str | int, value: Fraction) -> None:
-    assert cel.parse_quantity(text) == value
+    assert parse_quantity(text) == value
 
 
 @pytest.mark.parametrize("text", ["", "1 Gi", "Gi", "1.2.3", "1GiB", "abc"])
 def test_parse_quantity_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        cel.parse_quantity(text)
+        parse_quantity(text)
 
 
 def test_format_quantity_round_trips() -> None:
     for text in ("80Gi", "500m", "1000", "3Mi"):
-        assert cel.parse_quantity(cel.format_quantity(cel.parse_quantity(text))) == cel.parse_quantity(text)
-    assert str(cel.Quantity.parse("80Gi")) == "80Gi"
+        assert parse_quantity(format_quantity(parse_quantity(text))) == parse_quantity(text)
+    assert str(Quantity.parse("80Gi")) == "80Gi"
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("40Gi", Fraction(40 * 2**30)),
+        ({"value": "500m"}, Fraction(1, 2)),  # a capacity or counter entry
+        ({"value": 3, "requestPolicy": {}}, Fraction(3)),
+        (None, None),
+        ({}, None),
+        ("1 Gi", None),
+        (True, None),
+        ([1], None),
+    ],
+)
+def test_quantity_or_none_reads_entries_and_never_raises(raw: object, value: Fraction | None) -> None:
+    assert quantity_or_none(raw) == value
 
 
 def test_semver_ordering() -> None:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.sim.store import AlreadyExists, Conflict, Invalid, NotFound, Store
+from reconciler.sim.store import Store
+from reconciler.sim.storebase import AlreadyExists, Conflict, Invalid, NotFound
 
 RC = ("resource.k8s.io", "resourceclaims")
 

@@ -17,7 +17,7 @@ from reconciler.cluster.diagnose.types import FAILED_PREPARE, FAILED_SCHEDULING,
 from reconciler.cluster.objects import node_ready, nsname, pod_health, pod_phase, pod_ready
 from reconciler.dra.allocator import claim_spec
 from reconciler.model import dra
-from reconciler.model.fields import as_dict, as_list
+from reconciler.model.readers import as_dict, as_list
 
 _MISSING_CLASS_RE = re.compile(r"device class (?P<cls>[A-Za-z0-9.\-]+) does not exist")
 

@@ -23,7 +23,7 @@ from reconciler.cluster.objects import (
     pod_ready,
 )
 from reconciler.model import dra
-from reconciler.model.fields import as_dict, as_list
+from reconciler.model.readers import as_dict, as_list
 
 _VERSION_IN_LOG_RE = re.compile(r"resource\.k8s\.io/(?P<v>v1(?:alpha\d+|beta\d+)?)\b")
 # Driver images known to need one resource.k8s.io version (DRA.md section 9).

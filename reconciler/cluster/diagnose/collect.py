@@ -27,7 +27,7 @@ from reconciler.cluster.objects import name_of, namespace_of, nsname, pod_health
 from reconciler.cluster.readiness import rollout_context
 from reconciler.errors import UserError
 from reconciler.model.dra import DRA_GROUP
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient

@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.cluster.objects import meta, namespace_of, nsname
 from reconciler.dra.allocator import Inventory, normalise_requests
 from reconciler.model import dra
-from reconciler.model.fields import as_dict, as_list
+from reconciler.model.readers import as_dict, as_list
 
 # ---- small helpers -----------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from reconciler.cluster.drivers import driver_pods_of
 from reconciler.cluster.objects import meta, name_of, namespace_of, nsname, pod_health, pod_phase
 from reconciler.dra.allocator import Inventory
 from reconciler.model import dra
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 _LOG_LINES = 5
 

@@ -19,7 +19,7 @@ from reconciler.cluster.diagnose.types import Diagnosis
 from reconciler.dra.allocator import Inventory, normalise_requests
 from reconciler.dra.devices import Device, selector_exprs
 from reconciler.dra.selectors import SelectorError
-from reconciler.model.fields import as_dict, as_list
+from reconciler.model.readers import as_dict, as_list
 
 __all__ = ["SCHEDULER_ERROR_RE", "selector_diagnosis", "selector_failure_in"]
 

@@ -43,7 +43,7 @@ from reconciler.dra.allocator import allocated_devices
 from reconciler.dra.simulate import simulate
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
-from reconciler.model.fields import as_dict, as_list
+from reconciler.model.readers import as_dict, as_list
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient

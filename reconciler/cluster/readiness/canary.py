@@ -17,7 +17,7 @@ from typing import Any
 
 from reconciler.cluster.readiness.nodefit import no_node
 from reconciler.model import dra
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 
 def _template(workload: Mapping[str, Any] | None) -> dict[str, Any]:

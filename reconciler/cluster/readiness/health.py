@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from reconciler.cluster.objects import condition
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 State = Literal["current", "in-progress", "failed"]
 CURRENT: State = "current"

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.dra.devices import as_dict, as_list, node_selector_matches, untolerated_taint
+from reconciler.dra.nodematch import node_selector_matches, untolerated_taint
+from reconciler.model.readers import as_dict, as_list
 
 # What the daemon controller adds to every daemon pod (the last one only with hostNetwork).
 DAEMON_TOLERATIONS: tuple[dict[str, str], ...] = (

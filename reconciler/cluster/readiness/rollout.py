@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cluster.objects import labels_match, meta, owned_by, workload_selector
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient

@@ -11,7 +11,7 @@ from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.objects import meta, namespace_of, nsname, pod_phase, pod_ready
 from reconciler.cluster.verify.result import ClaimEvidence
 from reconciler.model import dra
-from reconciler.model.fields import as_dict, as_list
+from reconciler.model.readers import as_dict, as_list
 
 
 def chain_of(

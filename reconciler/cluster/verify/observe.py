@@ -14,7 +14,7 @@ from reconciler.cluster.objects import labels_match, meta, name_of, namespace_of
 from reconciler.cluster.readiness import current_pods, rollout_context
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient

@@ -33,7 +33,7 @@ from reconciler.cluster.readiness import health_of, pod_failure
 from reconciler.cluster.verify.observe import Observation, workload_key
 from reconciler.dra.allocator import CANNOT_ALLOCATE
 from reconciler.model import dra
-from reconciler.model.fields import as_dict
+from reconciler.model.readers import as_dict
 
 
 def _requested_classes(

@@ -28,7 +28,7 @@ from reconciler.cluster.verify.result import ClaimEvidence, ExecResult, VerifyRe
 from reconciler.cluster.verify.signals import allocation_picture, terminal_signal, workload_done
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
-from reconciler.model.fields import as_dict, as_list
+from reconciler.model.readers import as_dict, as_list
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient

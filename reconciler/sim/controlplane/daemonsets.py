@@ -14,15 +14,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from reconciler.dra.nodematch import pod_selects_node, untolerated_taint
 from reconciler.sim.controlplane.base import (
     Obj,
     is_terminating,
     md,
-    pod_fits_node_selection,
     pod_phase,
     pod_ready,
     template_hash,
-    untolerated_taint,
 )
 from reconciler.sim.controlplane.workload import WorkloadController
 
@@ -63,9 +62,9 @@ def _with_ds_tolerations(
     return tolerations + [t for t in extra if (t["key"], t["effect"]) not in have]
 
 
-def _no_execute_only(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
-    """A probe spec whose NoSchedule taints are all tolerated: what still forbids a running pod."""
-    return {"tolerations": [*tolerations, {"operator": "Exists", "effect": "NoSchedule"}]}
+def _no_execute_only(tolerations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tolerations with every NoSchedule taint tolerated: what still forbids a running pod."""
+    return [*tolerations, {"operator": "Exists", "effect": "NoSchedule"}]
 
 
 class DaemonSetControl(WorkloadController):
@@ -95,12 +94,14 @@ class DaemonSetControl(WorkloadController):
         should_run: set[str] = set()
         may_continue: set[str] = set()
         for n in nodes:
-            if is_terminating(n) or not pod_fits_node_selection(tspec, n):
+            node_name, labels = md(n)["name"], md(n).get("labels") or {}
+            if is_terminating(n) or not pod_selects_node(tspec, node_name, labels):
                 continue
-            if untolerated_taint({"tolerations": tolerations}, n) is None:
-                should_run.add(md(n)["name"])
-            if untolerated_taint(_no_execute_only(tolerations), n) is None:
-                may_continue.add(md(n)["name"])
+            taints = (n.get("spec") or {}).get("taints") or []
+            if untolerated_taint(taints, tolerations) is None:
+                should_run.add(node_name)
+            if untolerated_taint(taints, _no_execute_only(tolerations)) is None:
+                may_continue.add(node_name)
         # every owned pod that has not finished terminating occupies its node
         by_node: dict[str, list[Obj]] = {}
         for p in self._owned(pods, ds):

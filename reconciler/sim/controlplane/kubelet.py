@@ -16,7 +16,6 @@ node is cut off with ``set_heartbeat(name, False)``.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -34,25 +33,23 @@ from reconciler.sim.controlplane.base import (
     now,
     pod_done,
     pod_phase,
-    set_condition,
 )
 from reconciler.sim.controlplane.heartbeat import NodeHeartbeat
+from reconciler.sim.controlplane.podstatus import (
+    CrashLoop,
+    crash_loop_status,
+    finish,
+    set_not_ready,
+    set_running,
+    stop_containers,
+)
 from reconciler.sim.controlplane.scheduler import pod_claim_names
+from reconciler.sim.storebase import clone
 
 PodPredicate = Callable[[Obj], bool]
 TERMINATION_DELAY = 0.1  # seconds from a pod's deletionTimestamp to its removal by the sim's kubelet
 BACKOFF_INITIAL = 10.0  # the kubelet's container restart back-off: 10 s, doubling, capped at 300 s
 BACKOFF_MAX = 300.0
-
-
-@dataclass
-class CrashLoop:
-    """One crash-looping container: restarts so far, and when the current back-off ends."""
-
-    restarts: int
-    backoff: float  # seconds (unscaled), as the kubelet reports it
-    next_restart: float  # time.monotonic()
-    finished_at: str
 
 
 @dataclass
@@ -200,7 +197,7 @@ class Kubelet(NodeHeartbeat):
         """Stop a deleted pod's containers (Ready goes False), then confirm the deletion (grace 0)."""
         uid = str(md(pod).get("uid"))
         since = self._terminating_since.setdefault(uid, time.monotonic())
-        self._write(pod, lambda st: self._stop_containers(pod, st))
+        self._write(pod, lambda st: stop_containers(pod, st))
         if time.monotonic() - since < self.termination_delay:
             return  # the next periodic pass finishes it
         self.store.delete(
@@ -215,7 +212,7 @@ class Kubelet(NodeHeartbeat):
         running = pod_phase(pod) == "Running"
         if not node_ready(node):
             if running:
-                self._write(pod, lambda st: self._not_ready(st, "NodeNotReady"))
+                self._write(pod, lambda st: set_not_ready(st, "NodeNotReady"))
             return
         fault = self._fault_for(pod)
         if fault == "Failed" and running:
@@ -292,39 +289,13 @@ class Kubelet(NodeHeartbeat):
                     component="kubelet",
                     host=md(node)["name"],
                 )
-            container_id = f"containerd://{_sha(f'{uid}/{cname}/{loop.restarts}')}"
-            out[cname] = {
-                "name": cname,
-                "image": c.get("image"),
-                "imageID": f"{c.get('image')}@sha256:{_sha(str(c.get('image')))}",
-                "containerID": container_id,
-                "ready": False,
-                "started": False,
-                "restartCount": loop.restarts,
-                "state": {
-                    "waiting": {
-                        "reason": "CrashLoopBackOff",
-                        "message": f"back-off {loop.backoff:.0f}s restarting failed container={cname} "
-                        f"pod={pname}_{ns}({uid})",
-                    }
-                },
-                "lastState": {
-                    "terminated": {
-                        "exitCode": 1,
-                        "reason": "Error",
-                        "startedAt": loop.finished_at,
-                        "finishedAt": loop.finished_at,
-                        "containerID": container_id,
-                    }
-                },
-            }
+            out[cname] = crash_loop_status(pod, c, loop)
         return out
 
     # ------------------------------------------------------------------ status writers
 
     def _write(self, pod: Obj, edit: Callable[[dict[str, Any]], None]) -> None:
-        trial = dict(pod.get("status") or {})
-        trial = _clone(trial)
+        trial = clone(pod.get("status") or {})
         self._trial = True  # the edit runs twice (trial, then for real): log only the real run
         try:
             edit(trial)
@@ -355,9 +326,6 @@ class Kubelet(NodeHeartbeat):
     def _start(
         self, pod: Obj, node: Obj, st: dict[str, Any], crashed: dict[str, dict[str, Any]] | None = None
     ) -> None:
-        crashed = crashed or {}
-        ip = _pod_ip(str(md(pod).get("uid")))
-        host_ip = _node_ip(node)
         if st.get("phase") != "Running":
             for c in (pod.get("spec") or {}).get("containers") or []:
                 self._log(
@@ -365,130 +333,10 @@ class Kubelet(NodeHeartbeat):
                     c,
                     f"started container {c.get('name')} (image {c.get('image')}) on node {md(node)['name']}",
                 )
-        st["phase"] = "Running"
-        st.setdefault("startTime", now())
-        st["hostIP"] = host_ip
-        st["hostIPs"] = [{"ip": host_ip}]
-        st["podIP"] = ip
-        st["podIPs"] = [{"ip": ip}]
-        st.setdefault("qosClass", "BestEffort")
-        for ctype in ("PodReadyToStartContainers", "Initialized", "PodScheduled"):
-            set_condition(st, ctype, "True")
-        if crashed:
-            unready = f"containers with unready status: [{' '.join(crashed)}]"
-            for ctype in ("Ready", "ContainersReady"):
-                set_condition(st, ctype, "False", "ContainersNotReady", unready)
-        else:
-            for ctype in ("Ready", "ContainersReady"):
-                set_condition(st, ctype, "True")
-        old = {c.get("name"): c for c in st.get("containerStatuses") or []}
-        statuses = []
-        for c in (pod.get("spec") or {}).get("containers") or []:
-            if c.get("name") in crashed:
-                statuses.append(crashed[str(c.get("name"))])
-                continue
-            prev = old.get(c.get("name")) or {}
-            started = ((prev.get("state") or {}).get("running") or {}).get("startedAt") or now()
-            statuses.append(
-                {
-                    "name": c.get("name"),
-                    "image": c.get("image"),
-                    "imageID": f"{c.get('image')}@sha256:{_sha(str(c.get('image')))}",
-                    "containerID": f"containerd://{_sha(str(md(pod).get('uid')) + str(c.get('name')))}",
-                    "ready": True,
-                    "started": True,
-                    "restartCount": int(prev.get("restartCount") or 0),
-                    "state": {"running": {"startedAt": started}},
-                    **({"lastState": prev["lastState"]} if prev.get("lastState") else {"lastState": {}}),
-                }
-            )
-        st["containerStatuses"] = statuses
-
-    @staticmethod
-    def _stop_containers(pod: Obj, st: dict[str, Any]) -> None:
-        names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
-        unready = f"containers with unready status: [{' '.join(names)}]"
-        set_condition(st, "Ready", "False", "ContainersNotReady", unready)
-        set_condition(st, "ContainersReady", "False", "ContainersNotReady", unready)
-        for status in st.get("containerStatuses") or []:
-            state = status.get("state") or {}
-            if "terminated" in state:
-                continue
-            started = (state.get("running") or {}).get("startedAt")
-            status["ready"] = False
-            status["started"] = False
-            status["state"] = {
-                "terminated": {
-                    "exitCode": 0,
-                    "reason": "Completed",
-                    **({"startedAt": started} if started else {}),
-                    "finishedAt": now(),
-                }
-            }
-
-    @staticmethod
-    def _not_ready(st: dict[str, Any], reason: str) -> None:
-        set_condition(st, "Ready", "False", reason)
-        set_condition(st, "ContainersReady", "False", reason)
+        set_running(pod, node, st, crashed or {})
 
     def _fail(self, pod: Obj, st: dict[str, Any]) -> None:
-        self._finish(pod, st, "Failed", "PodFailed", 1, "Error", keep_restarts=True)
+        finish(pod, st, "Failed", "PodFailed", 1, "Error", keep_restarts=True)
 
     def _complete(self, pod: Obj, st: dict[str, Any]) -> None:
-        self._finish(pod, st, "Succeeded", "PodCompleted", 0, "Completed", keep_restarts=False)
-
-    def _finish(
-        self,
-        pod: Obj,
-        st: dict[str, Any],
-        phase: str,
-        condition_reason: str,
-        exit_code: int,
-        terminated_reason: str,
-        *,
-        keep_restarts: bool,
-    ) -> None:
-        """Every container terminated with `exit_code`; the pod in its final phase, not Ready."""
-        old = {c.get("name"): c for c in st.get("containerStatuses") or []}
-        st["phase"] = phase
-        self._not_ready(st, condition_reason)
-        st["containerStatuses"] = [
-            {
-                "name": c.get("name"),
-                "image": c.get("image"),
-                "imageID": "",
-                "ready": False,
-                "started": False,
-                "restartCount": int((old.get(c.get("name")) or {}).get("restartCount") or 0)
-                if keep_restarts
-                else 0,
-                "state": {
-                    "terminated": {"exitCode": exit_code, "reason": terminated_reason, "finishedAt": now()}
-                },
-            }
-            for c in (pod.get("spec") or {}).get("containers") or []
-        ]
-
-
-def _clone(o: Any) -> Any:
-    if isinstance(o, dict):
-        return {k: _clone(v) for k, v in o.items()}
-    if isinstance(o, list):
-        return [_clone(v) for v in o]
-    return o
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _pod_ip(uid: str) -> str:
-    h = hashlib.sha256(uid.encode()).digest()
-    return f"10.244.{h[0]}.{max(2, h[1])}"
-
-
-def _node_ip(node: Obj) -> str:
-    for a in (node.get("status") or {}).get("addresses") or []:
-        if a.get("type") == "InternalIP":
-            return str(a.get("address"))
-    return "10.0.0.1"
+        finish(pod, st, "Succeeded", "PodCompleted", 0, "Completed", keep_restarts=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from reconciler.dra.nodematch import tolerates
 from reconciler.sim.controlplane.base import (
     Component,
     Obj,
@@ -26,7 +27,6 @@ from reconciler.sim.controlplane.base import (
     now,
     pod_done,
     set_condition,
-    tolerates,
 )
 
 NOT_READY = "node.kubernetes.io/not-ready"

@@ -16,12 +16,14 @@ from reconciler.sim.controlplane.base import (
 )
 
 
-def _num(spec: dict[str, Any], key: str, default: int) -> int:
+def spec_int(spec: dict[str, Any], key: str, default: int) -> int:
+    """An integer field of a workload's spec (``default`` when unset)."""
     value = spec.get(key)
     return default if value is None else int(value)
 
 
-def _active(pods: list[Obj]) -> list[Obj]:
+def active_pods(pods: list[Obj]) -> list[Obj]:
+    """Pods neither terminating nor finished."""
     return [p for p in pods if not is_terminating(p) and not pod_done(p)]
 
 

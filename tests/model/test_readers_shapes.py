@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from reconciler.model.fields import as_dict, as_list, parse_time
+from reconciler.model.readers import as_dict, as_list, parse_time
 
 
 def test_a_field_of_another_shape_reads_as_empty() -> None:

@@ -1,0 +1,107 @@
+"""Which nodes a pod or a device may use (pure): node selectors, required node affinity, taints.
+
+The rules of Kubernetes' node predicates, one copy for every caller: the placement model and the
+capacity prediction (:mod:`reconciler.dra.placement`, :mod:`reconciler.dra.capacity`), the devices a
+ResourceSlice's ``nodeSelector`` serves (:mod:`reconciler.dra.devices`), the simulated control plane
+(:mod:`reconciler.sim.controlplane.base`) and the daemon controller's predicate in
+:mod:`reconciler.cluster.nodefit`. A NodeSelector's terms are ORed and a term's requirements ANDed; a
+term without requirements matches no node (component-helpers' ``nodeaffinity.NewNodeSelector`` drops
+it); an empty or missing selector matches every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler.model.readers import as_dict, as_list
+
+__all__ = [
+    "BLOCKING_EFFECTS",
+    "node_selector_for",
+    "node_selector_matches",
+    "pod_selects_node",
+    "tolerates",
+    "untolerated_taint",
+]
+
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def node_selector_matches(selector: Mapping[str, Any] | None, node: str, labels: Mapping[str, str]) -> bool:
+    """A core NodeSelector against a node (name + labels): terms ORed, requirements ANDed."""
+    if not selector:
+        return True
+    terms = as_list(selector.get("nodeSelectorTerms"))
+    if not terms:
+        return False
+    for raw in terms:
+        term = as_dict(raw)
+        expressions, fields = as_list(term.get("matchExpressions")), as_list(term.get("matchFields"))
+        if not expressions and not fields:
+            continue  # an empty term matches no node
+        ok = True
+        for expr in expressions:
+            ok = ok and _requirement(as_dict(expr), labels.get(str(as_dict(expr).get("key")), None))
+        for expr in fields:
+            value = node if as_dict(expr).get("key") == "metadata.name" else None
+            ok = ok and _requirement(as_dict(expr), value)
+        if ok:
+            return True
+    return False
+
+
+def _requirement(expr: Mapping[str, Any], value: str | None) -> bool:
+    op = expr.get("operator")
+    values = [str(v) for v in as_list(expr.get("values"))]
+    if op == "In":
+        return value is not None and str(value) in values
+    if op == "NotIn":
+        return value is None or str(value) not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        try:
+            a, b = int(value or ""), int(values[0])
+        except (ValueError, IndexError):
+            return False
+        return a > b if op == "Gt" else a < b
+    return False
+
+
+def pod_selects_node(spec: Mapping[str, Any], node: str, labels: Mapping[str, str]) -> bool:
+    """A PodSpec's ``nodeSelector`` and required node affinity against a node."""
+    for k, v in as_dict(spec.get("nodeSelector")).items():
+        if labels.get(str(k)) != str(v):
+            return False
+    required = as_dict(as_dict(spec.get("affinity")).get("nodeAffinity")).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    return node_selector_matches(required if isinstance(required, dict) else None, node, labels)
+
+
+def node_selector_for(node: str) -> dict[str, Any]:
+    """The NodeSelector of exactly one node, by name (an allocation's, a DaemonSet pod's)."""
+    return {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+    }
+
+
+def tolerates(tol: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """One toleration against one taint: effect (empty: any), Exists (empty key: every key) or Equal."""
+    if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+        return False
+    if tol.get("operator") == "Exists":
+        return not tol.get("key") or tol.get("key") == taint.get("key")
+    return tol.get("key") == taint.get("key") and str(tol.get("value") or "") == str(taint.get("value") or "")
+
+
+def untolerated_taint(taints: Iterable[Mapping[str, Any]], tolerations: Any) -> Mapping[str, Any] | None:
+    """The first NoSchedule/NoExecute taint no toleration tolerates (other effects never block)."""
+    tols = [as_dict(t) for t in as_list(tolerations)]
+    for taint in taints:
+        if taint.get("effect") in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tols):
+            return taint
+    return None
