@@ -205,4 +205,4 @@ def apply_command(
     with connect(kubeconfig, kube_context) as client:
         delivery = deliver(client, desired, check_options, options, progress, base)
     click.echo(delivery.render_json() if output == "json" else delivery.render_text(), nl=False)
-    return delivery.exit_code
+    return delivery.outcome.exit_code

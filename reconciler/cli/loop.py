@@ -220,7 +220,7 @@ def run_command(**kwargs: Any) -> int:
     """
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
-    from reconciler.loop.reconcile_types import ROLLBACK_FAILED
+    from reconciler.outcome import stopped_exit_code
 
     _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -264,14 +264,15 @@ def run_command(**kwargs: Any) -> int:
             pass
     finally:
         controller.stop()
-    worst = [r.outcome for r in controller.last_results.values()]
-    return 5 if ROLLBACK_FAILED in worst else 0
+    return stopped_exit_code(r.outcome for r in controller.last_results.values())
 
 
 def _run_once(controller: Any) -> int:
     """A pass of every target this replica can hold; a line per pass, the exit code of the worst."""
+    from reconciler.outcome import worst_exit_code
+
     results = controller.run_once()
-    codes = []
+    outcomes = []
     for name in (target.name for target in controller.targets):
         if name not in results:
             click.echo(f"dra-gitops: {name}: another replica holds the lease; skipped", err=True)
@@ -279,8 +280,8 @@ def _run_once(controller: Any) -> int:
         result = results[name]
         if result is not None:
             click.echo(f"{name}: {result.outcome} {result.sha or ''} {result.message}".rstrip())
-            codes.append(result.exit_code)
-    return max(codes, default=0)
+            outcomes.append(result.outcome)
+    return worst_exit_code(outcomes)
 
 
 def state_target_options(func: F) -> F:
@@ -320,6 +321,7 @@ def status_command(
     Exit 0 when the last attempt applied, 1 when it failed (or was rolled back), 5 when a rollback failed.
     """
     from reconciler.loop.state import StateStore
+    from reconciler.outcome import worst_exit_code
 
     with connect(kubeconfig, kube_context) as client:
         state = StateStore(client, target_name, state_namespace).load()
@@ -331,10 +333,8 @@ def status_command(
         from reconciler.loop.statusview import render_status
 
         click.echo(render_status(target_name, state, history_count), nl=False)
-    attempted = state.last_attempted or {}
-    if attempted.get("rolledBack") is False:
-        return 5  # a rollback was tried and failed
-    return 0 if attempted.get("outcome") in (None, "applied") else 1
+    outcome = state.last_attempted.pass_outcome() if state.last_attempted else None
+    return worst_exit_code([outcome] if outcome else [])
 
 
 @click.command("retry")
@@ -359,7 +359,7 @@ def retry_command(
     chosen: list[str] = []
 
     def mark(state: Any) -> None:
-        wanted = sha or state.hold or (state.last_attempted or {}).get("sha")
+        wanted = sha or state.hold or (state.last_attempted.sha if state.last_attempted else None)
         if not wanted:
             raise UserError(
                 "nothing was attempted yet: nothing to retry",
@@ -394,8 +394,9 @@ def rollback_command(**kwargs: Any) -> int:
     """
     from reconciler.loop.controller import git_source_for
     from reconciler.loop.reconcile import Reconciler
-    from reconciler.loop.reconcile_types import ROLLED_BACK, ReconcileOptions
+    from reconciler.loop.reconcile_types import ReconcileOptions
     from reconciler.loop.revisions import GitRevisions
+    from reconciler.outcome import requested_rollback_exit_code
 
     targets = _targets(kwargs)
     if len(targets) != 1:
@@ -416,11 +417,17 @@ def rollback_command(**kwargs: Any) -> int:
     revisions.close()
     if kwargs["output"] == "json":
         click.echo(
-            json.dumps({"outcome": result.outcome, "sha": result.sha, "records": result.records}, indent=2)
+            json.dumps(
+                {
+                    "outcome": result.outcome,
+                    "sha": result.sha,
+                    "records": [r.to_json() for r in result.records],
+                },
+                indent=2,
+            )
         )
     else:
         click.echo(f"{target.name}: {result.outcome} to {result.sha}")
         if result.rollback is not None:
             click.echo(result.rollback.render_text(), nl=False)
-    # What was asked for happened: unlike a pass of `run`, where a rollback means the commit failed.
-    return 0 if result.outcome == ROLLED_BACK else result.exit_code
+    return requested_rollback_exit_code(result.outcome)

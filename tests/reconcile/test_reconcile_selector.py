@@ -89,8 +89,8 @@ def test_a_selector_failing_at_run_time_is_rolled_back_at_once(client: ClusterCl
 
     state = StateStore(client, TARGET).load()
     assert state.last_good == good
-    assert state.last_attempted is not None and state.last_attempted["sha"] == bad
-    assert state.last_attempted["rolledBack"] is True
+    assert state.last_attempted is not None and state.last_attempted.sha == bad
+    assert state.last_attempted.rolled_back is True
     live = client.get(client.resource_for("resource.k8s.io/v1", "DeviceClass"), None, "gpu.example.com")
     assert (
         live is not None
