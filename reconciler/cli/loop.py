@@ -11,27 +11,32 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from reconciler.cli.options import (
+    DURATION,
     F,
     check_options,
     connect,
+    grace_option,
     handle_errors,
     kube_options,
     output_option,
     policy_options,
     progress_printer,
+    target_options,
+    timeout_options,
     verbosity_options,
 )
 
 
 def git_target_options(func: F) -> F:
     """One target given by flags (or many with --config)."""
-    options = [
+    options: list[Callable[[F], F]] = [
         click.option(
             "--config",
             "config_file",
@@ -53,25 +58,8 @@ def git_target_options(func: F) -> F:
             show_default=True,
             help="Sub-path of the repository holding the manifests.",
         ),
-        click.option(
-            "--target",
-            "target_name",
-            default="default",
-            show_default=True,
-            help="Name of the target (state ConfigMap and Lease dra-gitops-<target>).",
-        ),
-        click.option(
-            "--state-namespace",
-            default="dra-gitops",
-            show_default=True,
-            help="Namespace of the state ConfigMap, ApplySet parent, Lease and Events.",
-        ),
-        click.option(
-            "--grace",
-            default="60s",
-            show_default=True,
-            help="How long 'cannot allocate all claims' may persist before verification fails.",
-        ),
+        target_options,
+        grace_option(),
         click.option(
             "--ssh-key-file", type=click.Path(dir_okay=False), help="SSH private key for the Git remote."
         ),
@@ -175,7 +163,13 @@ class _Formatter(logging.Formatter):
 @git_target_options
 @kube_options
 @policy_options
-@click.option("--poll-interval", default="30s", show_default=True, help="How often to fetch (jittered ±10%).")
+@click.option(
+    "--poll-interval",
+    type=DURATION,
+    default="30s",
+    show_default=True,
+    help="How often to fetch (jittered ±10%).",
+)
 @click.option(
     "--listen",
     default="0.0.0.0:8080",
@@ -196,14 +190,13 @@ class _Formatter(logging.Formatter):
 )
 @click.option("--identity", help="This replica's Lease holder identity (default: hostname and thread id).")
 @click.option(
-    "--lease-duration", type=float, default=15.0, show_default=True, help="Seconds a Lease lasts unrenewed."
+    "--lease-duration",
+    type=DURATION,
+    default="15s",
+    show_default=True,
+    help="How long a Lease lasts unrenewed.",
 )
-@click.option(
-    "--stage-timeout", type=float, default=300.0, show_default=True, help="Seconds each stage may take."
-)
-@click.option(
-    "--verify-timeout", type=float, default=300.0, show_default=True, help="Seconds verification may take."
-)
+@timeout_options
 @click.option(
     "--once", is_flag=True, help="One pass per target this replica holds, then exit (exit code of the worst)."
 )
@@ -216,7 +209,8 @@ def run_command(**kwargs: Any) -> int:
     Each pass: fetch, check policies against the last good revision, server-side dry-run, staged apply,
     verify every claim, prune, record (state ConfigMap dra-gitops-<target>, Events, /metrics). A failure
     after any write rolls back to the last good revision. A failed commit is not retried until a newer
-    commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0.
+    commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0 (5 when a
+    rollback failed and the cluster needs a human).
     """
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
@@ -284,21 +278,8 @@ def _run_once(controller: Any) -> int:
     return worst_exit_code(outcomes)
 
 
-def state_target_options(func: F) -> F:
-    func = click.option(
-        "--target",
-        "target_name",
-        default="default",
-        show_default=True,
-        help="Name of the target (state ConfigMap dra-gitops-<target>).",
-    )(func)
-    return click.option(
-        "--state-namespace", default="dra-gitops", show_default=True, help="Namespace of the state ConfigMap."
-    )(func)
-
-
 @click.command("status")
-@state_target_options
+@target_options
 @kube_options
 @output_option(("text", "json"))
 @click.option(
@@ -338,7 +319,7 @@ def status_command(
 
 
 @click.command("retry")
-@state_target_options
+@target_options
 @kube_options
 @click.option("--sha", help="The sha to try again (default: the last attempted one).")
 @verbosity_options
@@ -392,6 +373,7 @@ def rollback_command(**kwargs: Any) -> int:
     `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync). Exit 0 rolled back and
     verified, 5 when the rollback failed (the cluster needs a human), 4 cluster or Git problems.
     """
+    from reconciler.delivery.pipeline import DeliverOptions
     from reconciler.loop.controller import git_source_for
     from reconciler.loop.reconcile import Reconciler
     from reconciler.loop.reconcile_types import ReconcileOptions
@@ -408,7 +390,9 @@ def rollback_command(**kwargs: Any) -> int:
         reconciler = Reconciler(
             client,
             revisions,
-            ReconcileOptions(target=target.name, state_namespace=target.state_namespace, grace=target.grace),
+            ReconcileOptions(
+                DeliverOptions(target=target.name, namespace=target.state_namespace, grace=target.grace)
+            ),
             check_options((), None, None),
             progress=progress,
         )

@@ -21,6 +21,7 @@ from typing import Any
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseManager
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError
 from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import ControllerServer, HookTarget
@@ -96,11 +97,13 @@ class _Worker:
             controller.client,
             self.source,
             ReconcileOptions(
-                target=target.name,
-                state_namespace=target.state_namespace,
-                grace=target.grace,
-                stage_timeout=controller.options.stage_timeout,
-                verify_timeout=controller.options.verify_timeout,
+                DeliverOptions(
+                    target=target.name,
+                    namespace=target.state_namespace,
+                    grace=target.grace,
+                    stage_timeout=controller.options.stage_timeout,
+                    verify_timeout=controller.options.verify_timeout,
+                ),
                 git_revert_branch=target.git_revert_branch,
                 identity=controller.options.identity,
             ),

@@ -90,12 +90,8 @@ class Reconciler:
     ) -> DeliverOptions:
         """A rollback skips the policies (its revision was judged when it was applied), prunes first and
         recreates claims whose immutable spec differs."""
-        return DeliverOptions(
-            target=self.options.target,
-            namespace=self.options.state_namespace,
-            stage_timeout=self.options.stage_timeout,
-            verify_timeout=self.options.verify_timeout,
-            grace=self.options.grace,
+        return replace(
+            self.options.delivery,
             check=not rollback,
             keep=keep,
             prune_first=rollback,

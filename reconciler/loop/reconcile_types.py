@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from reconciler.cluster import applyset
 from reconciler.cluster.apply import DriftReport
 from reconciler.delivery.desired import DesiredState
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
 from reconciler.loop.records import HistoryRecord
@@ -41,13 +41,21 @@ class RevisionSource(Protocol):
 
 @dataclass
 class ReconcileOptions:
-    target: str = applyset.DEFAULT_TARGET
-    state_namespace: str = applyset.DEFAULT_NAMESPACE
-    grace: float = 60.0
-    stage_timeout: float = 300.0
-    verify_timeout: float = 300.0
+    """How a target is reconciled. `delivery` is what its deliveries share (target, state namespace,
+    grace, timeouts, prune, verify); the pass sets per delivery whether policies run and how a rollback
+    prunes (`reconcile.py`)."""
+
+    delivery: DeliverOptions = field(default_factory=DeliverOptions)
     git_revert_branch: str | None = None
     identity: str = ""
+
+    @property
+    def target(self) -> str:
+        return self.delivery.target
+
+    @property
+    def state_namespace(self) -> str:
+        return self.delivery.namespace
 
 
 @dataclass

@@ -19,6 +19,7 @@ from reconciler.cluster import applyset
 from reconciler.cluster.apply import strip_server_fields
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.records import InProgress
@@ -74,7 +75,9 @@ def reconciler_for(
     client: ClusterClient, remote: GitRemote, tmp_path: Path, grace: float = 5.0
 ) -> Reconciler:
     source = GitSource(remote.url, tmp_path / "cache", branch="main")
-    options = ReconcileOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
+    options = ReconcileOptions(
+        DeliverOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
+    )
     return Reconciler(client, GitRevisions(source), options, CheckOptions())
 
 
