@@ -17,19 +17,18 @@ retries once on the Conflict such a write causes, so a request never costs it th
 from __future__ import annotations
 
 import logging
+import random
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient, Conflict, ResourceInfo
 from reconciler.errors import DraGitopsError
-from reconciler.loop.durations import jittered
-from reconciler.loop.targets import Target
 
 log = logging.getLogger(__name__)
 
@@ -351,10 +350,6 @@ class LeaseManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    @classmethod
-    def for_targets(cls, client: ClusterClient, targets: Iterable[Target], **options: Any) -> LeaseManager:
-        return cls(client, {t.name: (t.state_namespace, t.lease_name) for t in targets}, **options)
-
     def held(self, target: str) -> bool:
         lock = self.locks.get(target)
         return lock is not None and lock.held
@@ -379,7 +374,8 @@ class LeaseManager:
             self._notice(target)
 
     def _loop(self) -> None:
-        while not self._stop.wait(jittered(self.retry_period)):
+        # ±10% around the retry period, so the replicas' rounds do not fall in step
+        while not self._stop.wait(self.retry_period * random.uniform(0.9, 1.1)):
             try:
                 self.run_round()
             except Exception:  # noqa: BLE001 - a callback's bug must not end leader election

@@ -17,6 +17,9 @@ from typing import Any
 from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
+    "DAEMON_TOLERATIONS",
+    "HOST_NETWORK_TOLERATION",
+    "daemon_pod_tolerations",
     "BLOCKING_EFFECTS",
     "node_selector_for",
     "node_selector_matches",
@@ -105,3 +108,30 @@ def untolerated_taint(taints: Iterable[Mapping[str, Any]], tolerations: Any) -> 
         if taint.get("effect") in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tols):
             return taint
     return None
+
+
+# The tolerations the daemon controller adds to every daemon pod (AddOrUpdateDaemonPodTolerations); the
+# network-unavailable one only with hostNetwork.
+DAEMON_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+)
+HOST_NETWORK_TOLERATION: dict[str, str] = {
+    "key": "node.kubernetes.io/network-unavailable",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+
+
+def daemon_pod_tolerations(
+    tolerations: Iterable[Mapping[str, Any]], host_network: bool
+) -> list[dict[str, Any]]:
+    """A daemon pod's tolerations: the template's, plus those of the controller it does not have already."""
+    own = [dict(t) for t in tolerations]
+    have = {(t.get("key"), t.get("effect")) for t in own}
+    extra = [*DAEMON_TOLERATIONS, *([HOST_NETWORK_TOLERATION] if host_network else [])]
+    return own + [dict(t) for t in extra if (t["key"], t["effect"]) not in have]

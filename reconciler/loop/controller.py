@@ -161,9 +161,9 @@ class Controller:
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
         self.metrics = Metrics()
-        self.leases = LeaseManager.for_targets(
+        self.leases = LeaseManager(
             client,
-            self.targets,
+            {t.name: (t.state_namespace, t.lease_name) for t in self.targets},
             identity=self.options.identity,
             duration=options.lease_duration,
             renew_deadline=options.renew_deadline,

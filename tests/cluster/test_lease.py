@@ -206,6 +206,8 @@ def test_lease_record_round_trips() -> None:
 
 FAST = {"duration": 2, "renew_deadline": 1.0, "retry_period": 0.1}
 TARGETS = [Target(name=name, repo="/srv/fleet.git") for name in ("alpha", "beta", "gamma")]
+# What the controller hands its Lease manager: target -> (state namespace, Lease name).
+LEASES = {t.name: (t.state_namespace, t.lease_name) for t in TARGETS}
 
 
 class Events:
@@ -215,9 +217,9 @@ class Events:
 
 
 def manager(client: ClusterClient, identity: str, events: Events) -> LeaseManager:
-    return LeaseManager.for_targets(
+    return LeaseManager(
         client,
-        TARGETS,
+        LEASES,
         identity=identity,
         on_acquired=events.acquired.append,
         on_lost=events.lost.append,
@@ -301,9 +303,9 @@ def test_failing_renewals_lose_the_target_at_the_renew_deadline(
 def test_a_replica_without_the_lease_asks_the_holder_for_a_pass(client: ClusterClient) -> None:
     events_a, events_b = Events(), Events()
     requested: list[str] = []
-    a = LeaseManager.for_targets(
+    a = LeaseManager(
         client,
-        TARGETS,
+        LEASES,
         identity="replica-a",
         on_acquired=events_a.acquired.append,
         on_lost=events_a.lost.append,

@@ -16,29 +16,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.dra.nodematch import node_selector_matches, untolerated_taint
+from reconciler.dra.nodematch import daemon_pod_tolerations, node_selector_matches, untolerated_taint
 from reconciler.model.readers import as_dict, as_list
 
-# What the daemon controller adds to every daemon pod (the last one only with hostNetwork).
-DAEMON_TOLERATIONS: tuple[dict[str, str], ...] = (
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-)
-HOST_NETWORK_TOLERATION = {
-    "key": "node.kubernetes.io/network-unavailable",
-    "operator": "Exists",
-    "effect": "NoSchedule",
-}
 _SHOWN = 5
 
 
 def daemon_tolerations(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    extra = [*DAEMON_TOLERATIONS, *([HOST_NETWORK_TOLERATION] if pod_spec.get("hostNetwork") else [])]
-    return [as_dict(t) for t in as_list(pod_spec.get("tolerations"))] + [dict(t) for t in extra]
+    own = [as_dict(t) for t in as_list(pod_spec.get("tolerations"))]
+    return daemon_pod_tolerations(own, bool(pod_spec.get("hostNetwork")))
 
 
 def _name(node: Mapping[str, Any]) -> str:
@@ -249,7 +235,6 @@ def no_node(pod_spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> 
 
 
 __all__ = [
-    "DAEMON_TOLERATIONS",
     "daemon_tolerations",
     "fitting_nodes",
     "NoNode",

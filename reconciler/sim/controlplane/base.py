@@ -9,7 +9,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 log = logging.getLogger("reconciler.sim.controlplane")
 
@@ -21,35 +21,6 @@ POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 SCHEDULER_NAME = "default-scheduler"
 EVENT_CACHE_SIZE = 4096  # client-go's maxLruCacheEntries
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-class StoreLike(Protocol):
-    """What the components need from ``reconciler.sim.store.Store``."""
-
-    def get(self, group: str, plural: str, namespace: str, name: str) -> dict | None: ...
-
-    def list(
-        self, group: str, plural: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[dict]: ...
-
-    def create(self, group: str, plural: str, obj: dict) -> dict: ...
-
-    def update(self, group: str, plural: str, obj: dict, *, status: bool = False) -> dict: ...
-
-    def mutate(
-        self,
-        group: str,
-        plural: str,
-        namespace: str,
-        name: str,
-        fn: Callable[[dict], None],
-        *,
-        status: bool = False,
-    ) -> dict | None: ...
-
-    def delete(self, group: str, plural: str, namespace: str, name: str) -> dict | None: ...
-
-    def subscribe(self, callback: Callable[[str, Any, dict], None]) -> Callable[[], None]: ...
 
 
 def now() -> str:

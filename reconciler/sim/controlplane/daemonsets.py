@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from reconciler.dra.nodematch import pod_selects_node, untolerated_taint
+from reconciler.dra.nodematch import daemon_pod_tolerations, pod_selects_node, untolerated_taint
 from reconciler.sim.controlplane.base import (
     Obj,
     is_terminating,
@@ -27,14 +27,6 @@ from reconciler.sim.controlplane.workload import WorkloadController
 
 REVISION_LABEL = "controller-revision-hash"
 GENERATION_LABEL = "pod-template-generation"
-DS_TOLERATIONS = [
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-]
 
 
 def _scaled(value: Any, total: int) -> int:
@@ -44,22 +36,6 @@ def _scaled(value: Any, total: int) -> int:
     if isinstance(value, str) and value.endswith("%"):
         return math.ceil(int(value[:-1]) * total / 100)
     return int(value)
-
-
-HOST_NETWORK_TOLERATION = {
-    "key": "node.kubernetes.io/network-unavailable",
-    "operator": "Exists",
-    "effect": "NoSchedule",
-}
-
-
-def _with_ds_tolerations(
-    tolerations: list[dict[str, Any]], host_network: bool = False
-) -> list[dict[str, Any]]:
-    """The template's tolerations plus the daemon controller's (AddOrUpdateDaemonPodTolerations)."""
-    have = {(t.get("key"), t.get("effect")) for t in tolerations}
-    extra = [*DS_TOLERATIONS, *([HOST_NETWORK_TOLERATION] if host_network else [])]
-    return tolerations + [t for t in extra if (t["key"], t["effect"]) not in have]
 
 
 def _no_execute_only(tolerations: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +64,7 @@ class DaemonSetControl(WorkloadController):
         generation = str(md(ds).get("generation", 1))
         rev = template_hash(template)
         self._sync_revision(ds, "DaemonSet", f"{name}-{rev}", rev)
-        tolerations = _with_ds_tolerations(
+        tolerations = daemon_pod_tolerations(
             list(tspec.get("tolerations") or []), bool(tspec.get("hostNetwork"))
         )
         should_run: set[str] = set()
