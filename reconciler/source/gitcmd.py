@@ -73,8 +73,11 @@ def check_url(url: str) -> None:
         )
 
 
-class GitFailed(Exception):
-    """A git command failed; `stderr` is already scrubbed of secrets."""
+class GitFailed(EnvironmentProblem):
+    """A git command failed; `stderr` is already scrubbed of secrets.
+
+    Callers translate it into an error that says what could not be done (clone, fetch, push).
+    """
 
     def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
         self.returncode = returncode
