@@ -14,7 +14,6 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
@@ -223,9 +222,7 @@ class SimCluster:
     def __enter__(self) -> SimCluster:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()
 
     def _listen(self) -> None:

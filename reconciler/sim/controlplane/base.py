@@ -8,7 +8,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 log = logging.getLogger("reconciler.sim.controlplane")
@@ -31,10 +31,6 @@ def now_micro() -> str:
     """A MicroTime, as ``series.lastObservedTime`` carries it."""
     t = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1_000_000):06d}Z"
-
-
-def rand_suffix(n: int = 5) -> str:
-    return "".join(secrets.choice(_ALPHABET) for _ in range(n))
 
 
 def template_hash(template: Any) -> str:
@@ -324,7 +320,3 @@ def _observed_again(event: Obj) -> None:
     event["count"] = count
     event["lastTimestamp"] = now()
     event["series"] = {"count": count, "lastObservedTime": now_micro()}
-
-
-def by_uid(objs: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    return {str(md(o).get("uid")): o for o in objs}
