@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Obj = dict[str, Any]
+Edit = Callable[[dict], None]  # changes a copy of an object in place (Store.mutate)
 ObjList = list[Obj]  # spelled out here because Store.list shadows the builtin inside the class
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
