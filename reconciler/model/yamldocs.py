@@ -129,7 +129,7 @@ class _Loader(_BaseLoader):
 
     # Path resolvers are not used (and `resolve` relies on it), so the composer's bookkeeping calls for
     # them can return at once.
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+    def descend_resolver(self, _current_node: Any, _current_index: Any) -> None:
         return None
 
     def ascend_resolver(self) -> None:

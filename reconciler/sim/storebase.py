@@ -14,6 +14,7 @@ from typing import Any
 from reconciler.errors import DraGitopsError
 
 Obj = dict[str, Any]
+Edit = Callable[[dict], None]  # changes a copy of an object in place (Store.mutate)
 ObjList = list[Obj]  # spelled out here because Store.list shadows the builtin inside the class
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 

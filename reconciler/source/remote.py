@@ -376,11 +376,6 @@ class GitSource:
                     raise UserError(f"not a directory at {sha[:12]}", where=self.path)
             return read_tree(repo, sha, self.path, limits)
 
-    def is_ancestor(self, older: str, newer: str) -> bool:
-        """Does `newer` descend from (or equal) `older`? False when `older` is not in the cache."""
-        with self._thread_lock:
-            return self._descends(self._repo_or_raise(), newer, older)
-
     def verify(self, sha: str) -> SignatureCheck:
         """The signature verdict on `sha`; without a SignaturePolicy every commit is accepted."""
         with self._thread_lock:
