@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from io import BufferedIOBase
 from typing import Any
 
+from reconciler.errors import DraGitopsError
 from reconciler.sim import conversion
 from reconciler.sim.resources import DRA_PLURALS, RESOURCE_GROUP, RESOURCE_VERSIONS, Served
 from reconciler.sim.store import Store
@@ -79,8 +80,8 @@ class Response:
     upgrade: Callable[[BufferedIOBase], None] | None = None
 
 
-class ApiError(Exception):
-    """An error answered with a Status object."""
+class ApiError(DraGitopsError):
+    """An error answered with a Status object (the simulated API server's answer)."""
 
     def __init__(
         self,

@@ -280,7 +280,7 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
                 served.rtype.group, served.plural, route.namespace or None, label, fieldsel
             )
         except SelectorError as e:
-            raise ApiError(400, str(e)) from None
+            raise ApiError(400, str(e)) from e
         meta: Obj = {"resourceVersion": rv}
         limit = int(req.query.get("limit") or 0)
         start = 0
@@ -288,8 +288,8 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
             try:
                 token = json.loads(base64.urlsafe_b64decode(req.query["continue"]))
                 start, meta["resourceVersion"] = int(token["start"]), str(token["rv"])
-            except (ValueError, KeyError, TypeError):
-                raise ApiError(400, "continue key is not valid") from None
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ApiError(400, "continue key is not valid") from exc
         if limit > 0:
             end = start + limit
             if end < len(items):

@@ -84,6 +84,7 @@ class Store(Collector):
         try:
             return self._types[(group, plural)]
         except KeyError:
+            # cause hidden: the KeyError of the type table says no more than this message
             raise NotFound(f"the server could not find the requested resource ({plural}.{group})") from None
 
     def types(self) -> list[ResourceType]:

@@ -132,7 +132,7 @@ class SignatureVerifier:
         try:
             stat = keyring.stat()
         except OSError as exc:
-            raise UserError(f"cannot read the GPG keyring ({exc.strerror})", where=str(keyring)) from None
+            raise UserError(f"cannot read the GPG keyring ({exc.strerror})", where=str(keyring)) from exc
         stamp = (stat.st_mtime_ns, stat.st_size)
         if self._gnupg_home is not None and self._imported == stamp:
             return self._gnupg_home
