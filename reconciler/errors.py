@@ -1,7 +1,22 @@
 """One exception hierarchy for the whole project.
 
 Every message starts with where the problem is: ``path:line`` for files, ``Kind/ns/name`` for objects.
-The CLI maps each class to an exit code (see ``EXIT_CODE``), so no layer below it needs to know about exits.
+Each class carries the exit code of its branch in ``exit_code``; the CLI exits with it
+(``reconciler/cli/options.py``, ``handle_errors``), so no layer below it needs to know about exits.
+
+* ``UserError`` (exit 1): bad input (a manifest, a flag, a policy, a config file). Retrying cannot help.
+* ``EnvironmentProblem`` (exit 4): something outside our input is wrong or unreachable; its
+  ``TemporaryError`` is worth retrying with backoff.
+* The other direct subclasses of ``DraGitopsError`` (exit 1) are the rest of the work refused or stopped:
+  the API server refusing a request (``cluster/client/errors.py``), a state written by someone else
+  (``loop/state.py``), a pass stopped between stages (``loop/reconcile_types.py``), the search giving up
+  (``dra/search.py``), the simulated cluster's answers (``sim/``).
+
+A rollback that fails is an outcome of the pass, not an exception: its exit code 5 comes from the outcome
+(``loop/reconcile_types.py``). A translated error keeps the original as its cause (``raise … from exc``),
+for logs and debugging; users see the one-line message only. Where the cause must not travel (it holds
+unscrubbed output) or says no more than the message, ``from None`` follows a comment ``# cause hidden: why``
+(``tests/test_errors.py`` checks both).
 """
 
 from __future__ import annotations
@@ -39,12 +54,6 @@ class PolicyError(UserError):
     """A Rego policy does not compile or a data file is malformed."""
 
 
-class PolicyDenied(DraGitopsError):
-    """Policies denied the change."""
-
-    exit_code = 1
-
-
 class EnvironmentProblem(DraGitopsError):
     """Something outside our input is wrong or unreachable: cluster, git remote, OPA server, DRA API."""
 
@@ -57,15 +66,3 @@ class TemporaryError(EnvironmentProblem):
     def __init__(self, message: str, *, where: str | None = None, delay: float = 1.0) -> None:
         super().__init__(message, where=where)
         self.delay = delay
-
-
-class PermanentError(DraGitopsError):
-    """Retrying will not help; stall and report."""
-
-    exit_code = 1
-
-
-class RollbackFailed(DraGitopsError):
-    """The rollback itself failed: the cluster needs a human."""
-
-    exit_code = 5

@@ -23,21 +23,11 @@ from reconciler.checklist.facts import (
     PodFact,
     StateFact,
 )
-from reconciler.cluster import applyset
+from reconciler.cluster import applyset, objects
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
-from reconciler.cluster.objects import (
-    deprecated_versions,
-    meta,
-    name_of,
-    namespace_of,
-    node_ready,
-    nsname,
-    pod_health,
-    pod_phase,
-    pod_ready,
-)
+from reconciler.cluster.objects import meta, name_of, namespace_of, nsname
 from reconciler.cluster.readiness import (
     RolloutContext,
     current_pods,
@@ -120,7 +110,7 @@ def driver_workload_fact(
     crash: list[str] = []
     not_ready: list[str] = []
     for pod in current:
-        h = pod_health(pod)
+        h = objects.pod_health(pod)
         if h.crash_loop:
             crash.append(f"{nsname(pod)} ({h.restarts} restarts)")
         elif not h.ready:
@@ -132,7 +122,7 @@ def driver_workload_fact(
         message=health.message,
         desired=_desired_pods(workload),
         current_pods=len(current),
-        ready_pods=sum(1 for p in current if pod_ready(p)),
+        ready_pods=sum(1 for p in current if objects.pod_ready(p)),
         crash_looping=tuple(crash),
         not_ready=tuple(not_ready),
         old_pods=max(0, len(mine) - len(current)),
@@ -244,8 +234,8 @@ def pod_facts(pods: Sequence[Mapping[str, Any]], claims: Sequence[Mapping[str, A
         out.append(
             PodFact(
                 ref=nsname(pod),
-                phase=pod_phase(pod),
-                ready=pod_ready(pod),
+                phase=objects.pod_phase(pod),
+                ready=objects.pod_ready(pod),
                 node=as_dict(pod.get("spec")).get("nodeName") or None,
                 chains=chains,
             )
@@ -287,7 +277,11 @@ def event_facts(
         if live is None or (uid and meta(live).get("uid") and meta(live).get("uid") != uid):
             now = "gone"
         elif kind == "Pod":
-            now = "healthy" if pod_ready(live) or pod_phase(live) == "Succeeded" else "unhealthy"
+            now = (
+                "healthy"
+                if objects.pod_ready(live) or objects.pod_phase(live) == "Succeeded"
+                else "unhealthy"
+            )
         else:
             now = "healthy" if dra.claim_allocation(dict(live))["allocated"] else "unhealthy"
         count = event.get("count") or as_dict(event.get("series")).get("count") or 1
@@ -347,8 +341,8 @@ def gather_facts(
         server_version=server_version,
         served=tuple(served),
         preferred=preferred,
-        deprecated=deprecated_versions(served, server_version),
-        nodes=tuple(NodeFact(name_of(n), node_ready(n)) for n in sorted(nodes, key=name_of)),
+        deprecated=objects.deprecated_versions(served, server_version),
+        nodes=tuple(NodeFact(name_of(n), objects.node_ready(n)) for n in sorted(nodes, key=name_of)),
         driver_workloads=tuple(
             driver_workload_fact(w, driver_pods, context, nodes) for w in sorted(workloads, key=nsname)
         ),

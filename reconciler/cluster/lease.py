@@ -52,15 +52,6 @@ def format_micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def parse_micro_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
 class LeaseRecord:
     """The election fields of a Lease's spec."""

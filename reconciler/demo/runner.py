@@ -73,10 +73,10 @@ class DemoRepo:
                 text=True,
                 check=True,
             )
-        except FileNotFoundError:
-            raise EnvironmentProblem("the demo needs the `git` command; install git") from None
+        except FileNotFoundError as exc:
+            raise EnvironmentProblem("the demo needs the `git` command; install git") from exc
         except subprocess.CalledProcessError as exc:
-            raise EnvironmentProblem(f"git {' '.join(args)}: {exc.stderr.strip()}", where=str(cwd)) from None
+            raise EnvironmentProblem(f"git {' '.join(args)}: {exc.stderr.strip()}", where=str(cwd)) from exc
         return done.stdout.strip()
 
     def git(self, *args: str) -> str:

@@ -219,15 +219,3 @@ def evaluate(expression: str | CompiledSelector, device: Mapping[str, Any]) -> b
     """True / False, or None when unknown or failing (see ``evaluate_detail`` for which)."""
     result = evaluate_detail(expression, device)
     return result if isinstance(result, bool) else None
-
-
-def evaluate_all(expressions: list[str], device: Mapping[str, Any]) -> bool | None:
-    """AND of several selectors, short-circuiting on the first False (Kubernetes order)."""
-    unknown = False
-    for expr in expressions:
-        r = evaluate(expr, device)
-        if r is False:
-            return False
-        if r is None:
-            unknown = True
-    return None if unknown else True

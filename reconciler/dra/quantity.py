@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["Quantity", "format_quantity", "parse_quantity", "quantity_or_none"]
+__all__ = ["format_quantity", "parse_quantity", "quantity_or_none"]
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -74,20 +73,6 @@ def format_quantity(value: Fraction) -> str:
     if milli.denominator == 1:
         return f"{milli.numerator}m"
     return str(Decimal(value.numerator) / Decimal(value.denominator))
-
-
-@dataclass(frozen=True, order=True)
-class Quantity:
-    """An exact Kubernetes quantity (convenience wrapper for callers outside CEL)."""
-
-    value: Fraction
-
-    @classmethod
-    def parse(cls, text: str | int | float) -> Quantity:
-        return cls(parse_quantity(text))
-
-    def __str__(self) -> str:
-        return format_quantity(self.value)
 
 
 def quantity_or_none(raw: Any) -> Fraction | None:

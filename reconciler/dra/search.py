@@ -18,6 +18,7 @@ from reconciler.dra.capacity_math import consume
 from reconciler.dra.devices import CounterKey, Device, DeviceKey, Usage
 from reconciler.dra.nodematch import untolerated_taint
 from reconciler.dra.selectors import SelectorError, SelectorFailure
+from reconciler.errors import DraGitopsError
 
 __all__ = [
     "MAX_RESULTS",
@@ -93,8 +94,8 @@ class PreparedClaim:
     picks: list[tuple[Alternative, Device, dict[str, Fraction] | None]] = field(default_factory=list)
 
 
-class BudgetExceeded(Exception):
-    pass
+class BudgetExceeded(DraGitopsError):
+    """The search took more than `STEP_BUDGET` steps: the allocator reports the outcome as unknown."""
 
 
 class Search:
@@ -159,7 +160,7 @@ class Search:
         for idx in range(start, end):
             self.steps += 1
             if self.steps > STEP_BUDGET:
-                raise BudgetExceeded
+                raise BudgetExceeded(f"the search took more than {STEP_BUDGET} steps")
             if self._add(ci, alt, cands[idx]):
                 if self._pick(ci, ri, alt, idx + 1, remaining - 1):
                     return True

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.dra import cel
+from reconciler.errors import UserError
 
 __all__ = ["Match", "SelectorError", "SelectorFailure", "evaluate_selectors", "unknown_reason"]
 
@@ -62,8 +63,11 @@ class SelectorError:
 Match = bool | SelectorError | None  # None: unknown
 
 
-class SelectorFailure(Exception):
-    """Raised by the search when it reaches a device whose selectors fail: allocation stops there."""
+class SelectorFailure(UserError):
+    """Raised by the search when it reaches a device whose selectors fail: allocation stops there.
+
+    The allocator turns it into the claim's failure (a class's or a request's CEL selector is wrong).
+    """
 
     def __init__(self, error: SelectorError, device: tuple[str, str, str], claim_index: int) -> None:
         super().__init__(error.error)

@@ -47,7 +47,7 @@ def read_secret(secret: Secret, where: str) -> bytes:
         try:
             value = Path(secret.file).read_bytes().strip()
         except OSError as exc:
-            raise UserError(f"cannot read the secret file: {exc.strerror}", where=shown) from None
+            raise UserError(f"cannot read the secret file: {exc.strerror}", where=shown) from exc
     if not value:
         raise UserError("the secret is empty", where=shown)
     return value
@@ -275,8 +275,8 @@ class ControllerServer:
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
         value = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise _Reply(400, "the body is not valid JSON", "bad_request") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _Reply(400, "the body is not valid JSON", "bad_request") from exc
     if not isinstance(value, dict):
         raise _Reply(400, "the body must be a JSON object", "bad_request")
     return value

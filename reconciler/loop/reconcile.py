@@ -110,9 +110,9 @@ class Reconciler:
                 state.in_progress.stage = label
                 try:
                     self.store.save(state)
-                except StateConflict:
+                except StateConflict as exc:
                     # Lost the state to another writer mid-pass: stop before the next stage.
-                    raise Cancelled("the state was written by someone else during the pass") from None
+                    raise Cancelled("the state was written by someone else during the pass") from exc
 
         return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=self.should_stop)
 

@@ -157,7 +157,7 @@ def _check_repo(repo: str, where: str) -> str:
     try:
         scheme = url_scheme(repo)
     except UserError as exc:
-        raise UserError(exc.detail, where=where) from None
+        raise UserError(exc.detail, where=where) from exc
     if scheme == "https" and "@" in repo.split("://", 1)[1].split("/", 1)[0]:
         # A token in the URL ends up in logs, error messages and `git remote -v`.
         raise UserError("credentials must not be part of the repository URL; use a token file", where=where)
@@ -296,7 +296,7 @@ def load_targets(text: str, path: str) -> list[Target]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else path
-        raise UserError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
+        raise UserError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from exc
     names: dict[tuple[str, str], Target] = {}
     for target in targets:
         first = names.setdefault((target.state_namespace, target.name), target)

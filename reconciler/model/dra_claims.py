@@ -36,7 +36,6 @@ class RequestAlternative:
     name: str
     device_class: str
     selectors: tuple[str, ...]
-    allocation_mode: str
     count: int
     admin_access: bool
 
@@ -65,7 +64,6 @@ def _alternative(name: str, fields: dict[str, Any]) -> RequestAlternative:
         name=name,
         device_class=as_str(fields.get("deviceClassName")) or "",
         selectors=cel_expressions(fields.get("selectors")),
-        allocation_mode=mode,
         count=count,
         admin_access=fields.get("adminAccess") is True,
     )
@@ -95,7 +93,7 @@ def device_requests(body: dict[str, Any]) -> list[DeviceRequest]:
         return []
     classic_class = as_str(spec.get("resourceClassName"))
     if classic_class is not None:
-        alt = RequestAlternative(classic_class, classic_class, (), "ExactCount", 1, False)
+        alt = RequestAlternative(classic_class, classic_class, (), 1, False)
         return [DeviceRequest(classic_class, (alt,))]
     return [
         DeviceRequest(as_str(req.get("name")) or "", _request_alternatives(req))

@@ -125,7 +125,7 @@ def _parse(content: bytes, shown: str, limits: Limits, advice: Callable[[], str]
     except NotAnObject as exc:
         if advice is None:
             raise
-        raise NotAnObject(f"{exc.detail}; {advice()}", where=exc.where) from None
+        raise NotAnObject(f"{exc.detail}; {advice()}", where=exc.where) from exc
 
 
 def is_manifest_file(name: str) -> bool:
@@ -222,8 +222,8 @@ def _hidden(
 def _resolve(path: Path, root: Path) -> Path:
     try:
         return path.resolve(strict=False)
-    except (RuntimeError, OSError):  # 3.11 raises RuntimeError on a symlink loop, 3.13 OSError
-        raise ManifestError("symlink loop", where=_rel(path, root)) from None
+    except (RuntimeError, OSError) as exc:  # 3.11 raises RuntimeError on a symlink loop, 3.13 OSError
+        raise ManifestError("symlink loop", where=_rel(path, root)) from exc
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -57,10 +57,6 @@ class ObjRef:
             return f"{self.kind}/{self.namespace}/{self.name}"
         return f"{self.kind}/{self.name}"
 
-    @property
-    def namespaced_name(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
-
 
 def ref_of(body: dict[str, Any], default_namespace: str = "default") -> ObjRef:
     """The reference of a manifest dict (which must have apiVersion, kind and metadata.name)."""

@@ -47,12 +47,6 @@ class Plan:
     def empty(self) -> bool:
         return not self.changes
 
-    def by_stage(self) -> dict[int, list[Change]]:
-        stages: dict[int, list[Change]] = {}
-        for change in self.changes:
-            stages.setdefault(change.stage, []).append(change)
-        return stages
-
     def summary(self) -> str:
         create, update, delete = self.count("create"), self.count("update"), self.count("delete")
         return f"{create} to create, {update} to update, {delete} to delete"

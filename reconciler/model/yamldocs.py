@@ -129,7 +129,7 @@ class _Loader(_BaseLoader):
 
     # Path resolvers are not used (and `resolve` relies on it), so the composer's bookkeeping calls for
     # them can return at once.
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+    def descend_resolver(self, _current_node: Any, _current_index: Any) -> None:
         return None
 
     def ascend_resolver(self) -> None:
@@ -336,9 +336,9 @@ def parse_documents(text: str | bytes, path: str, limits: Limits = DEFAULT_LIMIT
         at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else f"{path}:{line}"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         context = getattr(exc, "context", None)
-        raise ManifestError(f"invalid YAML: {context + ', ' if context else ''}{problem}", where=at) from None
-    except RecursionError:
-        raise ManifestError("document is nested too deeply", where=f"{path}:{line}") from None
+        raise ManifestError(f"invalid YAML: {context + ', ' if context else ''}{problem}", where=at) from exc
+    except RecursionError as exc:
+        raise ManifestError("document is nested too deeply", where=f"{path}:{line}") from exc
     finally:
         loader.dispose()
     return manifests
@@ -367,7 +367,7 @@ def load_repo_config(text: str | bytes, path: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"{path}:{mark.line + 1}" if mark else path
-        raise ManifestError(f"invalid repository config: {exc}", where=at) from None
+        raise ManifestError(f"invalid repository config: {exc}", where=at) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -70,7 +70,7 @@ def parse_metadata(text: str, where: str) -> dict[str, Any]:
         try:
             data = yaml.safe_load("\n".join(block)) or {}
         except yaml.YAMLError as exc:
-            raise PolicyError(f"invalid METADATA block: {exc}", where=f"{where}:{index + 1}") from None
+            raise PolicyError(f"invalid METADATA block: {exc}", where=f"{where}:{index + 1}") from exc
         if not isinstance(data, dict):
             raise PolicyError("METADATA block must be a mapping", where=f"{where}:{index + 1}")
         return data
@@ -131,7 +131,7 @@ def load_policy_set(directories: Iterable[Path], *, include_bundled: bool = True
                 except json.JSONDecodeError as exc:
                     raise PolicyError(
                         f"invalid JSON: {exc.msg}", where=f"{shown}:{exc.lineno}:{exc.colno}"
-                    ) from None
+                    ) from exc
                 if not isinstance(data, dict):
                     raise PolicyError("data.json must hold an object", where=shown)
                 _merge(
@@ -211,7 +211,7 @@ class EmbeddedEngine:
             try:
                 self._engine.add_policy(module.path, module.text)
             except RuntimeError as exc:
-                raise rego_error(exc) from None
+                raise rego_error(exc) from exc
 
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
         engine = self._engine.clone()
@@ -224,7 +224,7 @@ class EmbeddedEngine:
                 try:
                     answer = json.loads(engine.eval_query_as_json(f"data.{package}.{name}"))
                 except RuntimeError as exc:
-                    raise rego_error(exc) from None
+                    raise rego_error(exc) from exc
                 results = answer.get("result") or []
                 sets[name] = list(results[0]["expressions"][0]["value"]) if results else []
             found[package] = sets

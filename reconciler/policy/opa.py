@@ -107,7 +107,7 @@ class OpaServerEngine:
             response.raise_for_status()
             return {p["id"]: p.get("raw", "") for p in response.json().get("result") or []}
         except Exception as exc:  # noqa: BLE001 - requests' error types
-            raise _translate(exc, self.url) from None
+            raise _translate(exc, self.url) from exc
 
     def _ours(self, stored: dict[str, str]) -> dict[str, str]:
         for module_id, raw in stored.items():
@@ -137,7 +137,7 @@ class OpaServerEngine:
             try:
                 self._client.update_policy_from_string(self._desired[module_id], module_id, rego_compat=False)
             except Exception as exc:  # noqa: BLE001 - opa_client raises requests' and its own error types
-                raise _translate(exc, self.url, self._modules.get(module_id), self._modules) from None
+                raise _translate(exc, self.url, self._modules.get(module_id), self._modules) from exc
 
     def _delete(self, module_id: str) -> None:
         try:
@@ -145,7 +145,7 @@ class OpaServerEngine:
         except Exception as exc:  # noqa: BLE001
             # opa_client keeps OPA's error code as `expression`; not found: another run deleted it first.
             if getattr(exc, "expression", None) != "resource_not_found":
-                raise _translate(exc, self.url) from None
+                raise _translate(exc, self.url) from exc
 
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
         try:
@@ -153,7 +153,7 @@ class OpaServerEngine:
                 json.loads(json.dumps(input_doc, default=str)), ENTRYPOINT_PACKAGE, "findings"
             )
         except Exception as exc:  # noqa: BLE001
-            raise _translate(exc, self.url) from None
+            raise _translate(exc, self.url) from exc
         if self._ours(self._stored()) != self._desired:
             raise EnvironmentProblem(
                 f"OPA server at {self.url}: its dra-gitops policies changed while this run evaluated "
@@ -175,7 +175,7 @@ class OpaServerEngine:
         try:
             answer = self._client.query_rule({}, path)
         except Exception as exc:  # noqa: BLE001
-            raise _translate(exc, self.url) from None
+            raise _translate(exc, self.url) from exc
         return answer.get("result")
 
     def close(self) -> None:

@@ -253,5 +253,6 @@ def render(result: CheckResult, fmt: str, options: RenderOptions | None = None) 
     try:
         renderer = RENDERERS[fmt]
     except KeyError:
+        # cause hidden: the KeyError of the renderer table says no more than this message
         raise ValueError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}") from None
     return renderer(result, options or RenderOptions())

@@ -197,7 +197,7 @@ def run_policy_tests(dirs: list[Path], filter: str | None = None) -> TestReport:
         try:
             engine.add_policy(module.path, module.text)
         except RuntimeError as exc:
-            raise rego_error(exc) from None
+            raise rego_error(exc) from exc
     engine.add_data_json(json.dumps({"params": policy_set.params}))
 
     def query(path: str) -> Any:

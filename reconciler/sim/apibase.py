@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from io import BufferedIOBase
 from typing import Any
 
+from reconciler.errors import DraGitopsError
 from reconciler.sim import conversion
 from reconciler.sim.resources import DRA_PLURALS, RESOURCE_GROUP, RESOURCE_VERSIONS, Served
 from reconciler.sim.store import Store
@@ -79,8 +80,8 @@ class Response:
     upgrade: Callable[[BufferedIOBase], None] | None = None
 
 
-class ApiError(Exception):
-    """An error answered with a Status object."""
+class ApiError(DraGitopsError):
+    """An error answered with a Status object (the simulated API server's answer)."""
 
     def __init__(
         self,
@@ -129,23 +130,26 @@ class Route:
     discovery: str = ""  # discovery path when not a resource route
 
 
+@dataclass(frozen=True)
+class ApiOptions:
+    """What the simulated API server serves and who may call it."""
+
+    served_versions: tuple[str, ...] = ("v1",)  # of resource.k8s.io
+    token: str | None = None  # the bearer token of the cluster-admin (None: no authentication)
+    kube_version: str | None = None  # None: the newest release that serves `served_versions`
+
+
 class ApiBase:
     """State and resolution shared by the verb mixins of :class:`reconciler.sim.apiserver.ApiServer`."""
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        served_versions: tuple[str, ...] = ("v1",),
-        token: str | None = None,
-        kube_version: str | None = None,
-    ) -> None:
-        unknown = [v for v in served_versions if v not in RESOURCE_VERSIONS]
+    def __init__(self, store: Store, options: ApiOptions) -> None:
+        unknown = [v for v in options.served_versions if v not in RESOURCE_VERSIONS]
         if unknown:
             raise ValueError(f"unsupported resource.k8s.io versions: {unknown}")
         self.store = store
-        self.served_versions = tuple(v for v in RESOURCE_VERSIONS if v in served_versions)
-        self.token = token
+        self.served_versions = tuple(v for v in RESOURCE_VERSIONS if v in options.served_versions)
+        self.token = options.token
+        kube_version = options.kube_version
         if kube_version is None:
             if not self.served_versions:
                 kube_version = NO_DRA_KUBE_VERSION  # DRA off, as on a default 1.30 cluster

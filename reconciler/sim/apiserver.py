@@ -17,6 +17,7 @@ from reconciler.sim.apibase import (
     NOT_DEPRECATED,
     REASONS,
     ApiError,
+    ApiOptions,
     Request,
     Response,
     Route,
@@ -70,17 +71,10 @@ class Faults:
 class ApiServer(Discovery, Writes, Deletes, Watch):
     """Serves the Kubernetes REST API from a :class:`Store`."""
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        served_versions: tuple[str, ...] = ("v1",),
-        token: str | None = None,
-        kube_version: str | None = None,
-    ) -> None:
-        super().__init__(store, served_versions=served_versions, token=token, kube_version=kube_version)
+    def __init__(self, store: Store, options: ApiOptions) -> None:
+        super().__init__(store, options)
         self.faults = Faults()
-        self.authn = Authenticator(store, token)
+        self.authn = Authenticator(store, options.token)
         self.authz = rbac.Authorizer(store)
         store.add_admission(EscalationCheck(self.authz).admit)
         self.audit: AuditLog | None = None  # set to record every request (tests, `sim serve --audit-log`)
@@ -286,7 +280,7 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
                 served.rtype.group, served.plural, route.namespace or None, label, fieldsel
             )
         except SelectorError as e:
-            raise ApiError(400, str(e)) from None
+            raise ApiError(400, str(e)) from e
         meta: Obj = {"resourceVersion": rv}
         limit = int(req.query.get("limit") or 0)
         start = 0
@@ -294,8 +288,8 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
             try:
                 token = json.loads(base64.urlsafe_b64decode(req.query["continue"]))
                 start, meta["resourceVersion"] = int(token["start"]), str(token["rv"])
-            except (ValueError, KeyError, TypeError):
-                raise ApiError(400, "continue key is not valid") from None
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ApiError(400, "continue key is not valid") from exc
         if limit > 0:
             end = start + limit
             if end < len(items):

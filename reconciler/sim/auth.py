@@ -172,8 +172,8 @@ class Authenticator:
             raise ApiError(405, "the server does not allow this method on the requested resource")
         try:
             body = json.loads(req.body or b"{}")
-        except ValueError:
-            raise ApiError(400, "couldn't get version/kind; json parse error: invalid JSON") from None
+        except ValueError as exc:
+            raise ApiError(400, "couldn't get version/kind; json parse error: invalid JSON") from exc
         if not isinstance(body, dict):
             raise ApiError(400, "the body of the request was in an unknown format")
         kind, api_version = body.get("kind"), body.get("apiVersion")

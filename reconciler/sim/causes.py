@@ -90,10 +90,6 @@ def duplicate(field: str, value: Any) -> dict[str, str]:
     }
 
 
-def forbidden(field: str, detail: str) -> dict[str, str]:
-    return {"reason": "FieldValueForbidden", "message": f"Forbidden: {detail}", "field": field}
-
-
 def qualified_kind(rtype: ResourceType) -> str:
     return f"{rtype.kind}.{rtype.group}" if rtype.group else rtype.kind
 

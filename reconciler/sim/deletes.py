@@ -16,8 +16,8 @@ class Deletes(ApiBase):
         if req.body:
             try:
                 body = json.loads(req.body)
-            except ValueError:
-                raise ApiError(400, "invalid DeleteOptions") from None
+            except ValueError as exc:
+                raise ApiError(400, "invalid DeleteOptions") from exc
             if isinstance(body, dict):
                 opts = body
         return opts
@@ -41,8 +41,8 @@ class Deletes(ApiBase):
             return None
         try:
             return int(raw)
-        except (TypeError, ValueError):
-            raise ApiError(400, f'invalid gracePeriodSeconds "{raw}": must be an integer') from None
+        except (TypeError, ValueError) as exc:
+            raise ApiError(400, f'invalid gracePeriodSeconds "{raw}": must be an integer') from exc
 
     def delete(self, req: Request, served: Served, route: Route) -> Response:
         opts = self._delete_options(req)
@@ -74,7 +74,7 @@ class Deletes(ApiBase):
         try:
             items, rv = self.store.list_ref(t.group, t.plural, route.namespace or None, label, fieldsel)
         except SelectorError as e:
-            raise ApiError(400, str(e)) from None
+            raise ApiError(400, str(e)) from e
         deleted = []
         for o in items:
             md = o["metadata"]

@@ -27,6 +27,7 @@ import yaml
 
 from reconciler.dra import cel
 from reconciler.dra.quantity import parse_quantity
+from reconciler.errors import UserError
 
 __all__ = ["TemplateError", "load_device_template", "parse_device_template"]
 
@@ -34,8 +35,8 @@ _KEYS = {"devicesPerNode", "devicePrefix", "attributes", "capacity"}
 _TYPED = {"string", "int", "bool", "version"}
 
 
-class TemplateError(ValueError):
-    """A template that cannot be used; the message starts with the file and the entry."""
+class TemplateError(UserError):
+    """A template that cannot be used, bad input to ``--device-template``; messages start with file and entry."""
 
 
 def _attribute(where: str, value: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.errors import DraGitopsError
 from reconciler.sim.fieldsets import (
     FieldSet,
     Path,
@@ -28,8 +29,8 @@ from reconciler.sim.schema import ATOMIC_MAPS, list_kind
 from reconciler.sim.storebase import Obj, now
 
 
-class ApplyConflict(Exception):
-    """Conflicts of an apply without force: (manager entry, path) pairs."""
+class ApplyConflict(DraGitopsError):
+    """Conflicts of an apply without force: (manager entry, path) pairs (the API answers 409)."""
 
     def __init__(self, conflicts: list[tuple[dict[str, Any], Path]]) -> None:
         self.conflicts = conflicts

@@ -16,8 +16,8 @@ import yaml
 
 from reconciler.sim.storebase import Obj
 
-PROTOBUF_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
-# what a real server answers it with: Go's mime parser refuses the "@" of the requested type
+# what a real server answers a request for application/com.github.proto-openapi.spec.v2@v1.0+protobuf
+# with: Go's mime parser refuses the "@" of the requested type
 PROTOBUF_V2_CONTENT_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 
 # the Go package a real server names the definitions of a built-in group after

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.errors import DraGitopsError
 from reconciler.sim.schema import ATOMIC_MAPS, LIST_KEYS, SET_LISTS
 from reconciler.sim.storebase import clone
 
 
-class PatchError(ValueError):
+class PatchError(DraGitopsError):
     """A patch that cannot be applied (the API answers 422 or 400)."""
 
 

@@ -182,7 +182,6 @@ SCHEMAS[("admissionregistration.k8s.io", "validatingadmissionpolicybindings")] =
         "validationActions": ANY,
     }
 )
-GENERIC: dict[str, Schema] = {"metadata": OBJECT_META}  # other kinds: only metadata is checked
 
 
 def schema_for(group: str, plural: str) -> dict[str, Schema]:

@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from reconciler.errors import DraGitopsError
+
 Matcher = Callable[[dict[str, Any]], bool]
 
 _SET_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
@@ -16,7 +18,7 @@ _CMP_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(==|!=|=)\s*([A-Za-z0-9_.-]*)\s*
 _KEY_RE = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s*$")
 
 
-class SelectorError(ValueError):
+class SelectorError(DraGitopsError):
     """A selector the server cannot parse (the API answers 400 BadRequest)."""
 
 

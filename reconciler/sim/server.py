@@ -14,13 +14,13 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
 from reconciler.sim import rbac
+from reconciler.sim.apibase import ApiOptions
 from reconciler.sim.apiserver import ApiServer, Request, Response
 from reconciler.sim.audit import AuditLog
 from reconciler.sim.store import Store
@@ -171,9 +171,7 @@ class SimCluster:
         audit: bool | Path = False,
     ) -> None:
         self.store = store if store is not None else Store()
-        self.api = ApiServer(
-            self.store, served_versions=tuple(served_versions), token=token, kube_version=kube_version
-        )
+        self.api = ApiServer(self.store, ApiOptions(tuple(served_versions), token, kube_version))
         if audit:
             self.api.audit = AuditLog(audit if isinstance(audit, Path) else None)
         self.token = token
@@ -223,9 +221,7 @@ class SimCluster:
     def __enter__(self) -> SimCluster:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.stop()
 
     def _listen(self) -> None:

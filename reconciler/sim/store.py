@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 import secrets
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from reconciler.sim import selectors
@@ -28,6 +27,7 @@ from reconciler.sim.storebase import (
     Admit,
     AlreadyExists,
     Conflict,
+    Edit,
     Forbidden,
     Invalid,
     NotFound,
@@ -84,6 +84,7 @@ class Store(Collector):
         try:
             return self._types[(group, plural)]
         except KeyError:
+            # cause hidden: the KeyError of the type table says no more than this message
             raise NotFound(f"the server could not find the requested resource ({plural}.{group})") from None
 
     def types(self) -> list[ResourceType]:
@@ -166,14 +167,7 @@ class Store(Collector):
         return clone(out)
 
     def mutate(
-        self,
-        group: str,
-        plural: str,
-        namespace: str,
-        name: str,
-        fn: Callable[[dict], None],
-        *,
-        status: bool = False,
+        self, group: str, plural: str, namespace: str, name: str, fn: Edit, *, status: bool = False
     ) -> dict | None:
         """Read-modify-write under the lock: ``fn`` edits a copy; None if the object is missing.
 

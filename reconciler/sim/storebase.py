@@ -11,7 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.errors import DraGitopsError
+
 Obj = dict[str, Any]
+Edit = Callable[[dict], None]  # changes a copy of an object in place (Store.mutate)
 ObjList = list[Obj]  # spelled out here because Store.list shadows the builtin inside the class
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
@@ -51,8 +54,11 @@ class ResourceType:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-class StoreError(Exception):
-    """Base of the store's errors; ``message`` is what the API server puts into the Status."""
+class StoreError(DraGitopsError):
+    """Base of the store's errors; ``message`` is what the API server puts into the Status.
+
+    The simulated cluster's answer, not our own failure: a direct subclass of ``DraGitopsError``.
+    """
 
     reason = "InternalError"
     code = 500

@@ -27,11 +27,11 @@ class Watch(ApiBase):
         try:
             match = compile_selectors(label, fieldsel)
         except SelectorError as e:
-            raise ApiError(400, str(e)) from None
+            raise ApiError(400, str(e)) from e
         try:
             timeout = float(req.query.get("timeoutSeconds") or WATCH_DEFAULT_TIMEOUT)
-        except ValueError:
-            raise ApiError(400, "invalid timeoutSeconds") from None
+        except ValueError as exc:
+            raise ApiError(400, "invalid timeoutSeconds") from exc
         rv_param = req.query.get("resourceVersion") or ""
         if rv_param and not rv_param.isdigit():
             raise ApiError(400, f'resourceVersion: Invalid value: "{rv_param}": must be a number')

@@ -23,13 +23,13 @@ class Writes(ApiBase):
             )
         try:
             return json.loads(req.body)
-        except ValueError:
+        except ValueError as exc:
             if not yaml_ok and "yaml" not in req.headers.get("content-type", ""):
-                raise ApiError(400, "couldn't get version/kind; json parse error: invalid JSON") from None
+                raise ApiError(400, "couldn't get version/kind; json parse error: invalid JSON") from exc
         try:
             return yaml.safe_load(req.body)
         except yaml.YAMLError as e:
-            raise ApiError(400, f"error decoding YAML: {e}") from None
+            raise ApiError(400, f"error decoding YAML: {e}") from e
 
     def _manager(self, req: Request) -> str:
         mgr = req.query.get("fieldManager")
@@ -206,7 +206,7 @@ class Writes(ApiBase):
                 else:
                     patched = patch.strategic_merge(current, body)
             except patch.PatchError as e:
-                raise ApiError(422, str(e)) from None
+                raise ApiError(422, str(e)) from e
             if not isinstance(patched, dict):
                 raise ApiError(422, "patched object is not an object")
             md = patched.get("metadata")
@@ -268,7 +268,7 @@ class Writes(ApiBase):
                     }
                     for m, p in e.conflicts
                 ]
-                raise ApiError(409, str(e), details={"causes": causes}) from None
+                raise ApiError(409, str(e), details={"causes": causes}) from e
             new = clone(new)
             if old is None:
                 new.setdefault("metadata", {})["name"] = route.name

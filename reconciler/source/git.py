@@ -54,10 +54,10 @@ class TreeFiles:
 def open_repo(path: Path) -> git.Repo:
     try:
         return git.Repo(path, search_parent_directories=False)
-    except git.NoSuchPathError:
-        raise UserError("no such directory", where=str(path)) from None
-    except git.InvalidGitRepositoryError:
-        raise UserError("not a Git repository", where=str(path)) from None
+    except git.NoSuchPathError as exc:
+        raise UserError("no such directory", where=str(path)) from exc
+    except git.InvalidGitRepositoryError as exc:
+        raise UserError("not a Git repository", where=str(path)) from exc
 
 
 def resolve(repo: git.Repo, rev: str) -> git.Commit:
@@ -66,7 +66,7 @@ def resolve(repo: git.Repo, rev: str) -> git.Commit:
     except (git.BadName, ValueError, git.GitCommandError) as exc:
         raise UserError(
             f"unknown revision {rev!r} ({exc.__class__.__name__})", where=str(repo.working_dir)
-        ) from None
+        ) from exc
 
 
 def commit_info(commit: git.Commit) -> CommitInfo:
@@ -162,4 +162,4 @@ def fetch(repo: git.Repo, remote: str = "origin") -> None:
     except (git.GitCommandError, ValueError) as exc:
         raise EnvironmentProblem(
             f"cannot fetch from remote {remote!r}: {exc}", where=str(repo.working_dir)
-        ) from None
+        ) from exc

@@ -73,8 +73,11 @@ def check_url(url: str) -> None:
         )
 
 
-class GitFailed(Exception):
-    """A git command failed; `stderr` is already scrubbed of secrets."""
+class GitFailed(EnvironmentProblem):
+    """A git command failed; `stderr` is already scrubbed of secrets.
+
+    Callers translate it into an error that says what could not be done (clone, fetch, push).
+    """
 
     def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
         self.returncode = returncode
@@ -112,7 +115,7 @@ class GitRunner:
         try:
             token = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise UserError(f"cannot read the token file ({exc.strerror})", where=str(path)) from None
+            raise UserError(f"cannot read the token file ({exc.strerror})", where=str(path)) from exc
         if not token:
             raise UserError("the token file is empty", where=str(path))
         return token
@@ -185,6 +188,7 @@ class GitRunner:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
+            # cause hidden: TimeoutExpired holds git's output unscrubbed, and says no more than this message
             raise EnvironmentProblem(
                 f"git {args[0]} did not finish within {self.timeout:g} s", where=self.shown_url
             ) from None

@@ -268,7 +268,7 @@ class GitSource:
                     if isinstance(problem, RefNotFound) or any(
                         s in exc.stderr.lower() for s in _REMOTE_FAILURES
                     ):
-                        raise problem from None
+                        raise problem from exc
                     log.warning(
                         "%s: fetch into the cache failed (%s); cloning again", self.url, exc.summary()
                     )
@@ -295,7 +295,7 @@ class GitSource:
         try:
             return self._clone_fresh()
         except GitFailed as exc:
-            raise self._failure(exc, "clone") from None
+            raise self._failure(exc, "clone") from exc
 
     def _objects_present(self, repo: git.Repo, sha: str) -> bool:
         """Is the commit there with every tree and blob under `path`? Checked once per sha."""
@@ -360,7 +360,7 @@ class GitSource:
                         raise EnvironmentProblem(
                             f"commit {sha} is not in the cache and cannot be fetched: {exc.summary()}",
                             where=self.url,
-                        ) from None
+                        ) from exc
                 if not self._objects_present(repo, sha):
                     self._damaged = True
                     raise EnvironmentProblem(
@@ -370,15 +370,11 @@ class GitSource:
                 try:
                     found = repo.commit(sha).tree / self.path
                 except KeyError:
+                    # cause hidden: GitPython's KeyError names the same path
                     raise UserError(f"no such directory at {sha[:12]}", where=self.path) from None
                 if not isinstance(found, Tree):
                     raise UserError(f"not a directory at {sha[:12]}", where=self.path)
             return read_tree(repo, sha, self.path, limits)
-
-    def is_ancestor(self, older: str, newer: str) -> bool:
-        """Does `newer` descend from (or equal) `older`? False when `older` is not in the cache."""
-        with self._thread_lock:
-            return self._descends(self._repo_or_raise(), newer, older)
 
     def verify(self, sha: str) -> SignatureCheck:
         """The signature verdict on `sha`; without a SignaturePolicy every commit is accepted."""
@@ -391,7 +387,7 @@ class GitSource:
             except (ValueError, git.BadName, git.BadObject) as exc:
                 raise EnvironmentProblem(
                     f"commit {sha} is not in the cache ({exc.__class__.__name__})", where=self.url
-                ) from None
+                ) from exc
             return self._verifier.verify(Path(repo.git_dir), sha, signature)
 
     def revert(

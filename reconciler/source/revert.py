@@ -38,7 +38,7 @@ def _remote_head(runner: GitRunner, repo_dir: Path, branch: str) -> str | None:
             return None
         raise EnvironmentProblem(
             f"cannot fetch branch {branch!r}: {exc.summary()}", where=runner.shown_url
-        ) from None
+        ) from exc
     return runner.run(["rev-parse", "--verify", f"{local}^{{commit}}"], cwd=repo_dir).strip()
 
 
@@ -80,8 +80,8 @@ def revert_commit(
     repo_dir = Path(repo.git_dir)
     try:
         failed = repo.commit(sha)
-    except (ValueError, git.BadName, git.BadObject):
-        raise UserError("no such commit in the cache", where=sha) from None
+    except (ValueError, git.BadName, git.BadObject) as exc:
+        raise UserError("no such commit in the cache", where=sha) from exc
     if not failed.parents:
         raise UserError("the repository's first commit cannot be reverted", where=sha)
     base = _remote_head(runner, repo_dir, branch) or fallback_base
@@ -109,5 +109,5 @@ def revert_commit(
         raise EnvironmentProblem(
             f"cannot push the revert of {sha[:12]} to branch {branch!r}: {exc.summary()}",
             where=runner.shown_url,
-        ) from None
+        ) from exc
     return new

@@ -13,9 +13,9 @@ import subprocess
 import tempfile
 import threading
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from reconciler.errors import UserError
 from reconciler.source.gitcmd import GitRunner
@@ -48,9 +48,6 @@ class SignatureCheck:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    def as_record(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def signature_format(signature: str) -> str | None:
@@ -135,7 +132,7 @@ class SignatureVerifier:
         try:
             stat = keyring.stat()
         except OSError as exc:
-            raise UserError(f"cannot read the GPG keyring ({exc.strerror})", where=str(keyring)) from None
+            raise UserError(f"cannot read the GPG keyring ({exc.strerror})", where=str(keyring)) from exc
         stamp = (stat.st_mtime_ns, stat.st_size)
         if self._gnupg_home is not None and self._imported == stamp:
             return self._gnupg_home

@@ -10,8 +10,9 @@ import pytest
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient, ResourceInfo
-from reconciler.cluster.lease import LeaseLock, LeaseManager, LeaseRecord, parse_micro_time
+from reconciler.cluster.lease import LeaseLock, LeaseManager, LeaseRecord
 from reconciler.loop.targets import Target
+from reconciler.model.readers import parse_time
 from reconciler.sim.server import SimCluster
 
 NAMESPACE = "dra-gitops"
@@ -59,7 +60,7 @@ def test_two_identities_contend_and_only_one_holds(client: ClusterClient) -> Non
     assert spec["holderIdentity"] == "replica-a"
     assert spec["leaseDurationSeconds"] == 15 and spec["leaseTransitions"] == 0
     acquired = spec["acquireTime"]
-    renewed = parse_micro_time(spec["renewTime"])
+    renewed = parse_time(spec["renewTime"])
     assert renewed is not None and renewed.tzinfo is not None and spec["renewTime"].endswith("Z")
     assert len(spec["renewTime"].split(".")[1]) == len("123456Z")  # MicroTime: microseconds
 

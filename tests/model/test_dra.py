@@ -230,7 +230,7 @@ def test_device_requests_v1_exactly() -> None:
     body = obj("v1/02-claimtemplate-deployment.yaml", "ResourceClaimTemplate", "one-gpu")
     sel = "device.attributes['gpu.example.com'].model == 'LATEST-GPU-MODEL'"
     assert dra.device_requests(body) == [
-        DeviceRequest("gpu", (RequestAlternative("gpu", "gpu.example.com", (sel,), "ExactCount", 1, False),))
+        DeviceRequest("gpu", (RequestAlternative("gpu", "gpu.example.com", (sel,), 1, False),))
     ]
 
 
@@ -240,8 +240,8 @@ def test_device_requests_first_available() -> None:
         DeviceRequest(
             "primary",
             (
-                RequestAlternative("big", "big-gpu.example.com", (), "ExactCount", 2, False),
-                RequestAlternative("any", "gpu.example.com", (), "ExactCount", 2, False),
+                RequestAlternative("big", "big-gpu.example.com", (), 2, False),
+                RequestAlternative("any", "gpu.example.com", (), 2, False),
             ),
         )
     ]
@@ -251,7 +251,7 @@ def test_device_requests_admin_all() -> None:
     body = obj("v1/06-admin-access.yaml", "ResourceClaimTemplate", "all-gpus-admin")
     (req,) = dra.device_requests(body)
     assert req.name == "every-gpu"
-    assert req.alternatives == (RequestAlternative("every-gpu", "gpu.example.com", (), "All", 0, True),)
+    assert req.alternatives == (RequestAlternative("every-gpu", "gpu.example.com", (), 0, True),)
     assert dra.requests_admin_access(body) is True
     assert dra.describe(body, "gpu-monitoring").admin_access is True
 
@@ -268,18 +268,17 @@ def test_device_requests_flat_versions() -> None:
     v1beta1 = obj("v1beta1/claimtemplate-pod.yaml", "ResourceClaimTemplate", "one-gpu")
     sel = "device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) >= 0"
     assert dra.device_requests(v1beta1) == [
-        DeviceRequest("gpu", (RequestAlternative("gpu", "gpu.example.com", (sel,), "ExactCount", 1, False),))
+        DeviceRequest("gpu", (RequestAlternative("gpu", "gpu.example.com", (sel,), 1, False),))
     ]
     v1alpha3 = obj("v1alpha3/claim-pod.yaml", "ResourceClaimTemplate", "one-gpu")
     assert dra.device_requests(v1alpha3) == [
-        DeviceRequest("gpu", (RequestAlternative("gpu", "gpu.example.com", (), "ExactCount", 1, False),))
+        DeviceRequest("gpu", (RequestAlternative("gpu", "gpu.example.com", (), 1, False),))
     ]
 
 
 def test_device_requests_v1beta2_count() -> None:
     (req,) = dra.device_requests(obj("v1beta2/claim.yaml", "ResourceClaim", "pair"))
     assert req.alternatives[0].count == 2
-    assert req.alternatives[0].allocation_mode == "ExactCount"
 
 
 @pytest.mark.parametrize(
@@ -293,7 +292,7 @@ def test_device_requests_classic(rel: str, kind: str, name: str) -> None:
     assert dra.device_requests(obj(rel, kind, name)) == [
         DeviceRequest(
             "gpu.example.com",
-            (RequestAlternative("gpu.example.com", "gpu.example.com", (), "ExactCount", 1, False),),
+            (RequestAlternative("gpu.example.com", "gpu.example.com", (), 1, False),),
         )
     ]
 

@@ -265,7 +265,7 @@ def test_namespaced_kind_defaults_to_default_namespace() -> None:
     (m,) = parse_documents(cm("a"), "f.yaml")
     assert m.ref == ObjRef("", "ConfigMap", "default", "a")
     assert str(m.ref) == "ConfigMap/default/a"
-    assert m.ref.namespaced_name == "default/a"
+    assert (m.ref.namespace, m.ref.name) == ("default", "a")
 
 
 def test_explicit_namespace_is_kept() -> None:
@@ -291,7 +291,7 @@ def test_cluster_scoped_kinds_have_no_namespace(api_version: str, kind: str) -> 
     (m,) = parse_documents(text, "f.yaml")
     assert m.ref.namespace == ""
     assert str(m.ref) == f"{kind}/x"
-    assert m.ref.namespaced_name == "x"
+    assert (m.ref.namespace, m.ref.name) == ("", "x")
     assert m.ref.group == api_group(api_version)
 
 

@@ -145,7 +145,6 @@ def test_identical_sets_give_an_empty_plan() -> None:
     assert plan.changes == ()
     assert plan.summary() == "0 to create, 0 to update, 0 to delete"
     assert plan.render() == "Plan: 0 to create, 0 to update, 0 to delete\n"
-    assert plan.by_stage() == {}
 
 
 def test_both_empty() -> None:
@@ -347,9 +346,11 @@ def test_invalid_stage_annotation_fails_the_plan_with_location() -> None:
         compute_plan([mf(bad, "apps/svc.yaml", 12)], [])
 
 
-def test_by_stage_groups_in_plan_order() -> None:
+def test_changes_come_stage_by_stage() -> None:
     plan = compute_plan([mf(deployment("gone"))], full_head())
-    grouped = plan.by_stage()
+    grouped: dict[int, list[Change]] = {}
+    for change in plan.changes:
+        grouped.setdefault(change.stage, []).append(change)
     assert list(grouped) == [0, 1, 2, 3, 4]
     assert [str(c.ref) for c in grouped[1]] == ["DaemonSet/drivers/drv-canary", "DaemonSet/drivers/drv"]
     assert [(c.op, str(c.ref)) for c in grouped[4]] == [

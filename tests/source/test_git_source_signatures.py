@@ -128,7 +128,6 @@ def test_gpg_signatures(remote: Remote, tmp_path: Path) -> None:
         with GitSource(remote.url, tmp_path / "tampered", branch="tampered", signatures=policy) as source:
             bad = source.verify(source.fetch().sha)
             assert (bad.ok, bad.status) == (False, "bad") and "does not match" in bad.reason
-            assert bad.as_record()["status"] == "bad"
     finally:
         allowed.close()
         stranger.close()

@@ -87,7 +87,7 @@ class ClusterClient:
                     persist_config=False,
                 )
         except (k8s_config.ConfigException, OSError, TypeError) as exc:
-            raise EnvironmentProblem(f"cannot load cluster configuration: {exc}", where=kubeconfig) from None
+            raise EnvironmentProblem(f"cannot load cluster configuration: {exc}", where=kubeconfig) from exc
         # Concurrent applies share one pool; the default of 4 connections would serialise them.
         configuration.connection_pool_maxsize = 32
         return cls(k8s_client.ApiClient(configuration), **options)

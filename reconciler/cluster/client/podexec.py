@@ -77,7 +77,7 @@ def exec_in_pod(
         status = "" if still_running else str(session.read_channel(_EXEC_STATUS_CHANNEL) or "")
         session.close()
     except Exception as exc:  # noqa: BLE001 - websocket and API errors alike end the verification step
-        raise failed(f"failed: {exc}") from None
+        raise failed(f"failed: {exc}") from exc
     if still_running:
         raise failed(f"did not finish within {timeout:g}s", "ExecTimeout")
     code, failure = exec_outcome(status)

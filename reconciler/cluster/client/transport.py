@@ -130,14 +130,14 @@ class ApiTransport:
         except (urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError) as exc:
             raise TemporaryError(
                 f"{method} {path} timed out or was cut off: {exc}", where=where or self.host
-            ) from None
+            ) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TemporaryError(f"cannot reach the API server at {self.host}: {exc}", where=where) from None
+            raise TemporaryError(f"cannot reach the API server at {self.host}: {exc}", where=where) from exc
         except Exception as exc:  # the client wraps transport errors in ApiException(status=0)
             if getattr(exc, "status", None) == 0:
                 raise TemporaryError(
                     f"cannot reach the API server at {self.host}: {exc}", where=where
-                ) from None
+                ) from exc
             raise
         status = response.status
         if 200 <= status < 300:

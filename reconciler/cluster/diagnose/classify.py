@@ -26,7 +26,8 @@ from reconciler.model import dra
 from reconciler.model.readers import as_dict, as_list
 
 _VERSION_IN_LOG_RE = re.compile(r"resource\.k8s\.io/(?P<v>v1(?:alpha\d+|beta\d+)?)\b")
-# Driver images known to need one resource.k8s.io version (DRA.md section 9).
+# Driver images known to need one resource.k8s.io version (dra-example-driver v0.1.x and v0.2.0 create their
+# DeviceClasses as v1beta1; from v0.2.1 they pick the newest served version).
 _IMAGE_VERSIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"dra-example-driver:v0\.1\."), "v1beta1"),
     (re.compile(r"dra-example-driver:v0\.2\.0$"), "v1beta1"),

@@ -11,11 +11,12 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reconciler.sim.controlplane.base import Component, md, now, set_condition
+from reconciler.sim.controlplane.base import Component
 from reconciler.sim.controlplane.controllers import ControllerManager
 from reconciler.sim.controlplane.driver import Driver, DriverConfig, workload_driver
 from reconciler.sim.controlplane.heartbeat import NODE_NOT_READY_MESSAGE
 from reconciler.sim.controlplane.kubelet import Kubelet
+from reconciler.sim.controlplane.objects import md, now, set_condition
 from reconciler.sim.controlplane.scheduler import Scheduler, fit_error
 
 __all__ = [

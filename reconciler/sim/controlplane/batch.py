@@ -5,8 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.sim.controlplane.base import (
-    Obj,
+from reconciler.sim.controlplane.objects import (
     is_terminating,
     md,
     now,
@@ -17,6 +16,7 @@ from reconciler.sim.controlplane.base import (
     template_hash,
 )
 from reconciler.sim.controlplane.workload import WorkloadController, spec_int
+from reconciler.sim.storebase import Obj
 
 
 class StatefulSetJobControl(WorkloadController):

@@ -5,17 +5,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.sim.controlplane.base import (
+from reconciler.sim.controlplane.base import Component
+from reconciler.sim.controlplane.objects import (
     POD_CLAIM_ANNOTATION,
     RESOURCE,
-    Component,
-    Obj,
     controller_of,
     is_terminating,
     md,
     owner_ref,
     pod_done,
 )
+from reconciler.sim.storebase import Obj
 
 
 class PodClaimControl(Component):

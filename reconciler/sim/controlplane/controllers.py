@@ -6,18 +6,12 @@ in one pass on every change of a watched kind (and every ``interval`` seconds, f
 
 from __future__ import annotations
 
-from reconciler.sim.controlplane.base import (
-    RESOURCE,
-    condition,
-    is_terminating,
-    md,
-    node_ready,
-)
 from reconciler.sim.controlplane.batch import StatefulSetJobControl
 from reconciler.sim.controlplane.claims import PodClaimControl
 from reconciler.sim.controlplane.daemonsets import DaemonSetControl
 from reconciler.sim.controlplane.deployments import DeploymentControl
 from reconciler.sim.controlplane.nodelifecycle import NodeLifecycleControl
+from reconciler.sim.controlplane.objects import RESOURCE, condition, is_terminating, md, node_ready
 
 
 class ControllerManager(

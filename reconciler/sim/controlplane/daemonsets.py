@@ -15,15 +15,9 @@ import math
 from typing import Any
 
 from reconciler.dra.nodematch import daemon_pod_tolerations, pod_selects_node, untolerated_taint
-from reconciler.sim.controlplane.base import (
-    Obj,
-    is_terminating,
-    md,
-    pod_phase,
-    pod_ready,
-    template_hash,
-)
+from reconciler.sim.controlplane.objects import is_terminating, md, pod_phase, pod_ready, template_hash
 from reconciler.sim.controlplane.workload import WorkloadController
+from reconciler.sim.storebase import Obj
 
 REVISION_LABEL = "controller-revision-hash"
 GENERATION_LABEL = "pod-template-generation"

@@ -6,8 +6,7 @@ import copy
 from typing import Any
 
 from reconciler.model.rollouts import deployment_budget
-from reconciler.sim.controlplane.base import (
-    Obj,
+from reconciler.sim.controlplane.objects import (
     controller_of,
     is_terminating,
     labels_match,
@@ -18,6 +17,7 @@ from reconciler.sim.controlplane.base import (
     template_hash,
 )
 from reconciler.sim.controlplane.workload import WorkloadController, active_pods, spec_int
+from reconciler.sim.storebase import Obj
 
 REVISION = "deployment.kubernetes.io/revision"
 

@@ -17,15 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.sim.controlplane.base import (
-    RESOURCE,
-    Component,
-    Obj,
-    controller_of,
-    is_terminating,
-    md,
-    pod_ready,
-)
+from reconciler.sim.controlplane.base import Component
+from reconciler.sim.controlplane.objects import RESOURCE, controller_of, is_terminating, md, pod_ready
+from reconciler.sim.storebase import Obj
 
 DRIVER_ANNOTATION = "dra-gitops.io/driver"
 

@@ -6,7 +6,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from reconciler.sim.controlplane.base import Component, Obj, condition, md, now, set_condition
+from reconciler.sim.controlplane.base import Component
+from reconciler.sim.controlplane.objects import condition, md, now, set_condition
+from reconciler.sim.storebase import Obj
 
 LEASE_NAMESPACE = "kube-node-lease"
 NODE_NOT_READY_MESSAGE = (

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sim.controlplane.base import (
+from reconciler.sim.controlplane.heartbeat import NodeHeartbeat
+from reconciler.sim.controlplane.objects import (
     RESOURCE,
-    Obj,
     controller_of,
     is_terminating,
     labels_match,
@@ -34,7 +34,6 @@ from reconciler.sim.controlplane.base import (
     pod_done,
     pod_phase,
 )
-from reconciler.sim.controlplane.heartbeat import NodeHeartbeat
 from reconciler.sim.controlplane.podstatus import (
     CrashLoop,
     crash_loop_status,
@@ -44,7 +43,7 @@ from reconciler.sim.controlplane.podstatus import (
     stop_containers,
 )
 from reconciler.sim.controlplane.scheduler import pod_claim_names
-from reconciler.sim.storebase import clone
+from reconciler.sim.storebase import Obj, clone
 
 PodPredicate = Callable[[Obj], bool]
 TERMINATION_DELAY = 0.1  # seconds from a pod's deletionTimestamp to its removal by the sim's kubelet

@@ -18,16 +18,9 @@ import time
 from typing import Any
 
 from reconciler.dra.nodematch import tolerates
-from reconciler.sim.controlplane.base import (
-    Component,
-    Obj,
-    condition,
-    is_terminating,
-    md,
-    now,
-    pod_done,
-    set_condition,
-)
+from reconciler.sim.controlplane.base import Component
+from reconciler.sim.controlplane.objects import condition, is_terminating, md, now, pod_done, set_condition
+from reconciler.sim.storebase import Obj
 
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"

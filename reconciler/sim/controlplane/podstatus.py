@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.sim.controlplane.base import Obj, md, now, set_condition
+from reconciler.sim.controlplane.objects import md, now, set_condition
+from reconciler.sim.storebase import Obj
 
 __all__ = [
     "CrashLoop",

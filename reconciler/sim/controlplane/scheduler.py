@@ -25,12 +25,11 @@ from typing import Any
 from reconciler.dra.allocator import Inventory
 from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import CLAIM_IN_USE, NodeInfo, Placement, PodClaim, PodInfo, pod_priority
-from reconciler.sim.controlplane.base import (
+from reconciler.sim.controlplane.base import Component
+from reconciler.sim.controlplane.objects import (
     CLAIM_FINALIZER,
     RESOURCE,
     SCHEDULER_NAME,
-    Component,
-    Obj,
     condition,
     controller_of,
     is_terminating,
@@ -39,6 +38,7 @@ from reconciler.sim.controlplane.base import (
     pod_done,
     set_condition,
 )
+from reconciler.sim.storebase import Obj
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"

@@ -5,15 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.sim.controlplane.base import (
-    Component,
-    Obj,
-    controller_of,
-    is_terminating,
-    md,
-    owner_ref,
-    pod_done,
-)
+from reconciler.sim.controlplane.base import Component
+from reconciler.sim.controlplane.objects import controller_of, is_terminating, md, owner_ref, pod_done
+from reconciler.sim.storebase import Obj
 
 
 def spec_int(spec: dict[str, Any], key: str, default: int) -> int:
