@@ -40,6 +40,7 @@ from helpers import GitRemote  # noqa: E402
 
 from reconciler.cluster.client import ClusterClient  # noqa: E402
 from reconciler.delivery.check import CheckOptions  # noqa: E402
+from reconciler.delivery.pipeline import DeliverOptions  # noqa: E402
 from reconciler.loop.reconcile import Reconciler  # noqa: E402
 from reconciler.loop.reconcile_types import ReconcileOptions  # noqa: E402
 from reconciler.loop.revisions import GitRevisions  # noqa: E402
@@ -74,7 +75,9 @@ def reconciler_for(
 ) -> tuple[Reconciler, ClusterClient]:
     client = ClusterClient.from_kubeconfig(str(kubeconfig), None)
     source = GitRevisions(GitSource(remote.url, tmp / f"cache-{time.monotonic_ns()}", branch="main"))
-    options = ReconcileOptions(target="bench", grace=grace, stage_timeout=60, verify_timeout=60)
+    options = ReconcileOptions(
+        DeliverOptions(target="bench", grace=grace, stage_timeout=60, verify_timeout=60)
+    )
     return Reconciler(client, source, options, CheckOptions()), client
 
 

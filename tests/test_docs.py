@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.loop.targets import load_targets
+from reconciler.outcome import EXIT_CODES, Outcome, requested_rollback_exit_code
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "examples" / "ci" / "README.md"]
@@ -106,3 +107,35 @@ def test_the_tests_read_nothing_beside_the_repository() -> None:
         if beside.search(line)
     ]
     assert readers == []
+
+
+def _readme_codes(row_start: str) -> set[int]:
+    """The exit codes the README's table row starting with `row_start` lists (its last cell)."""
+    text = (ROOT / "README.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith(row_start)]
+    assert len(rows) == 1, row_start
+    return {int(code) for code in re.findall(r"\b\d\b", rows[0].rstrip("|").rsplit("|", 1)[-1])}
+
+
+def test_the_readme_exit_codes_are_those_of_the_outcomes() -> None:
+    meanings = {int(code) for code in re.findall(r"^\| (\d) \| ", (ROOT / "README.md").read_text(), re.M)}
+    assert set(EXIT_CODES.values()) <= meanings
+    delivered = (
+        Outcome.APPLIED,
+        Outcome.DENIED,
+        Outcome.DRY_RUN_FAILED,
+        Outcome.APPLY_FAILED,
+        Outcome.VERIFY_FAILED,
+    )
+    assert {o.exit_code for o in delivered} <= _readme_codes("| `apply` |")
+    assert set(EXIT_CODES.values()) <= _readme_codes("| `run` |")  # --once: the worst pass's
+    attempted = (
+        *delivered,
+        Outcome.UNVERIFIED,
+        Outcome.INTERRUPTED,
+        Outcome.ROLLED_BACK,
+        Outcome.ROLLBACK_FAILED,
+    )
+    assert {o.exit_code for o in attempted} <= _readme_codes("| `status` |")
+    requested = {requested_rollback_exit_code(o) for o in (Outcome.ROLLED_BACK, Outcome.ROLLBACK_FAILED)}
+    assert requested <= _readme_codes("| `rollback")

@@ -18,6 +18,7 @@ from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions, check_paths
 from reconciler.delivery.desired import load_git_revisions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
@@ -181,7 +182,7 @@ def test_a_reconcile_pass_records_identical_copies_once_in_the_inventory(
     sha = remote.commit_and_push("two teams")
     with ClusterClient.for_url(sim_cluster.url) as client:
         source = GitSource(remote.url, tmp_path / "cache", branch="main")
-        options = ReconcileOptions(target="teams", stage_timeout=30, verify_timeout=30)
+        options = ReconcileOptions(DeliverOptions(target="teams", stage_timeout=30, verify_timeout=30))
         result = Reconciler(client, GitRevisions(source), options, CheckOptions()).reconcile()
         assert result.outcome == "applied", (result.message, result.records)
         state = StateStore(client, "teams").load()

@@ -22,6 +22,8 @@ from reconciler.checklist.common import (
     status_of,
 )
 from reconciler.checklist.facts import ChecklistFacts, ClaimFact, EventFact
+from reconciler.loop.records import HistoryRecord
+from reconciler.outcome import Outcome
 
 # ---- during ------------------------------------------------------------------------------------------
 
@@ -116,10 +118,10 @@ def claims_allocated_item(f: ChecklistFacts) -> Built:
     return make_item("claims-allocated", title, status_of(bool(broken)), summary, details)
 
 
-def _device_lines(record: dict[str, Any]) -> list[str]:
+def _device_lines(record: HistoryRecord) -> list[str]:
     return [
         f"{d.get('claim')} → {', '.join(d.get('devices') or []) or '-'} on {d.get('node') or '-'} (pod {d.get('pod')})"
-        for d in record.get("devices") or []
+        for d in record.devices or []
     ]
 
 
@@ -134,25 +136,22 @@ def verified_item(f: ChecklistFacts) -> Built:
             "verified",
             title,
             NOT_CHECKED,
-            f"a pass is in progress: {p.get('operation')} of {short(p.get('sha'))} at stage "
-            f"{p.get('stage') or '-'} since {p.get('since')}",
+            f"a pass is in progress: {p.operation} of {short(p.sha)} at stage "
+            f"{p.stage or '-'} since {p.since}",
         )
-    attempted = state.last_attempted or {}
-    sha = attempted.get("sha")
-    if not sha:
+    attempted = state.last_attempted
+    if attempted is None or not attempted.sha:
         return make_item("verified", title, NOT_CHECKED, f"no revision attempted yet ({state.ref})")
-    record = attempt_record(state) or {}
-    outcome = attempted.get("outcome")
-    if outcome == "applied":
-        diff = (record.get("diff") or {}).get("summary")
-        summary = f"{short(sha)} applied and verified at {attempted.get('at')}" + (
-            f": {diff}" if diff else ""
-        )
+    sha, outcome = attempted.sha, attempted.outcome
+    record = attempt_record(state) or HistoryRecord()
+    if outcome == Outcome.APPLIED:
+        diff = record.summary
+        summary = f"{short(sha)} applied and verified at {attempted.at}" + (f": {diff}" if diff else "")
         return make_item("verified", title, CHECKED, summary, _device_lines(record))
-    summary = f"{short(sha)} {outcome}: {record.get('message') or outcome}"
-    if attempted.get("rolledBack") is True:
+    summary = f"{short(sha)} {outcome}: {record.message or outcome}"
+    if attempted.rolled_back is True:
         summary += f"; rolled back to {short(state.last_good)} and verified"
-    elif attempted.get("rolledBack") is False:
+    elif attempted.rolled_back is False:
         summary += f"; the rollback to {short(state.last_good)} failed"
     return make_item("verified", title, NOT_CHECKED, summary, _device_lines(record))
 
@@ -170,13 +169,13 @@ def devices_in_container_item(f: ChecklistFacts) -> Built:
     if not f.state.found:
         return make_item("devices-in-container", title, NOT_APPLICABLE, no_state(f.state, f.target))
     for record in (attempt_record(f.state), good_record(f.state)):
-        executed = (record or {}).get("exec") or []
+        executed = (record.executed if record else None) or []
         if not record or not executed:
             continue
         failed = [x for x in executed if not x.get("ok")]
         ok = len(executed) - len(failed)
         summary = (
-            f"verify-exec of {short(record.get('sha'))} ({record.get('operation')}, {record.get('at')}): "
+            f"verify-exec of {short(record.sha)} ({record.operation}, {record.at}): "
             f"{ok}/{len(executed)} container(s) ok"
         )
         ordered = failed + [x for x in executed if x.get("ok")]

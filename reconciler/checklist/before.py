@@ -20,6 +20,8 @@ from reconciler.checklist.common import (
     status_of,
 )
 from reconciler.checklist.facts import ChecklistFacts, DriverFact
+from reconciler.loop.records import HistoryRecord
+from reconciler.outcome import Outcome
 
 
 def api_item(f: ChecklistFacts) -> Built:
@@ -220,21 +222,20 @@ def dry_run_item(f: ChecklistFacts) -> Built:
     state = f.state
     if not state.found:
         return make_item("dry-run", title, NOT_CHECKED, no_state(state, f.target))
-    attempted = state.last_attempted or {}
-    sha = attempted.get("sha")
-    if not sha:
+    attempted = state.last_attempted
+    if attempted is None or not attempted.sha:
         return make_item("dry-run", title, NOT_CHECKED, f"no revision attempted yet ({state.ref})")
-    record = attempt_record(state) or {}
-    outcome = attempted.get("outcome")
-    message = record.get("message") or outcome
-    decisions = record.get("decisions") or []
+    sha, outcome = attempted.sha, attempted.outcome
+    record = attempt_record(state) or HistoryRecord()
+    message = record.message or outcome
+    decisions = record.decisions or []
     findings = [
         f"{d.get('severity')} {d.get('rule')} {_where(d)}{d.get('ref') or ''}: {d.get('msg')}".replace(
             "  ", " "
         )
         for d in decisions
     ]
-    if outcome == "denied":
+    if outcome == Outcome.DENIED:
         denials = sum(1 for d in decisions if d.get("severity") == "deny")
         return make_item(
             "dry-run",
@@ -243,20 +244,20 @@ def dry_run_item(f: ChecklistFacts) -> Built:
             f"{short(sha)}: denied by policy before the dry-run ({denials} denial(s)); nothing was written",
             findings,
         )
-    if outcome == "unverified":
+    if outcome == Outcome.UNVERIFIED:
         return make_item(
             "dry-run", title, NOT_CHECKED, f"{short(sha)}: refused before the dry-run: {message}"
         )
-    if outcome == "dry-run-failed":
+    if outcome == Outcome.DRY_RUN_FAILED:
         return make_item(
             "dry-run", title, NOT_CHECKED, f"{short(sha)}: server-side dry-run failed: {message}", findings
         )
-    summary = str((record.get("diff") or {}).get("summary") or "")
+    summary = record.summary
     if not summary or "not dry-run" in summary:
         return make_item(
             "dry-run", title, NOT_CHECKED, f"{short(sha)} ({outcome}): no dry-run result recorded"
         )
-    at = f" at {record['at']}" if record.get("at") else ""
+    at = f" at {record.at}" if record.at else ""
     return make_item(
         "dry-run", title, CHECKED, f"{short(sha)}: {summary} (server-side dry-run{at})", findings
     )
@@ -277,19 +278,19 @@ def rollback_target_item(f: ChecklistFacts) -> Built:
     record = good_record(state)
     summary = f"lastGood {short(state.last_good)}"
     if record is not None:
-        summary += f", {record.get('operation')} verified at {record.get('at')}"
+        summary += f", {record.operation} verified at {record.at}"
     summary += f"; {len(state.inventory)} object(s) in its inventory"
-    attempted = state.last_attempted or {}
+    attempted = state.last_attempted
     details = []
     failed = False
-    if attempted.get("rolledBack") is False:
+    if attempted is not None and attempted.rolled_back is False:
         failed = True
         details.append(
-            f"the rollback of {short(attempted.get('sha'))} to {short(state.last_good)} failed: "
+            f"the rollback of {short(attempted.sha)} to {short(state.last_good)} failed: "
             "the cluster needs a human (`dra-gitops status`)"
         )
-    elif attempted.get("rolledBack"):
-        details.append(f"{short(attempted.get('sha'))} ({attempted.get('outcome')}) was rolled back to it")
+    elif attempted is not None and attempted.rolled_back:
+        details.append(f"{short(attempted.sha)} ({attempted.outcome}) was rolled back to it")
     if state.hold:
         details.append(
             f"holding: {short(state.hold)} stays unapplied until a newer commit or `dra-gitops retry`"
@@ -297,7 +298,6 @@ def rollback_target_item(f: ChecklistFacts) -> Built:
     if state.in_progress:
         p = state.in_progress
         details.append(
-            f"{p.get('operation')} of {short(p.get('sha'))} in progress at stage {p.get('stage') or '-'} "
-            f"since {p.get('since')}"
+            f"{p.operation} of {short(p.sha)} in progress at stage {p.stage or '-'} since {p.since}"
         )
     return make_item("rollback-target", title, status_of(failed), summary, details)

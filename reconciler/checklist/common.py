@@ -11,7 +11,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.checklist.facts import ChecklistFacts, StateFact
+from reconciler.loop.records import AttemptRecord, HistoryRecord
 from reconciler.model.readers import parse_time
+from reconciler.outcome import Outcome
 
 CHECKED = "checked"
 NOT_CHECKED = "not-checked"
@@ -55,7 +57,7 @@ class Checklist:
     generated: str
     state_ref: str
     last_good: str | None
-    last_attempted: dict[str, Any] | None
+    last_attempted: AttemptRecord | None
     items: tuple[Item, ...]
 
     @property
@@ -118,42 +120,36 @@ def no_state(state: StateFact, target: str) -> str:
 # ---- reading the state history -----------------------------------------------------------------------
 
 
-def attempt_record(state: StateFact) -> dict[str, Any] | None:
+def attempt_record(state: StateFact) -> HistoryRecord | None:
     """The evidence record of the last attempted revision (its newest `apply` record)."""
-    attempted = state.last_attempted or {}
-    sha = attempted.get("sha")
-    if not sha:
+    attempted = state.last_attempted
+    if attempted is None or not attempted.sha:
         return None
-    records = [r for r in state.history if r.get("sha") == sha and r.get("operation") == "apply"]
-    same = [r for r in records if r.get("outcome") == attempted.get("outcome")]
+    records = [r for r in state.history if r.sha == attempted.sha and r.operation == "apply"]
+    same = [r for r in records if r.outcome == attempted.outcome]
     found = same or records
     return found[0] if found else None
 
 
-def good_record(state: StateFact) -> dict[str, Any] | None:
+def good_record(state: StateFact) -> HistoryRecord | None:
     """The newest record of a pass that put the cluster on the last good revision and verified it."""
     for record in state.history:
         if (
             state.last_good
-            and record.get("sha") == state.last_good
-            and record.get("outcome") == "applied"
-            and record.get("operation") in ("apply", "rollback", "drift")
+            and record.sha == state.last_good
+            and record.outcome == Outcome.APPLIED
+            and record.operation in ("apply", "rollback", "drift")
         ):
             return record
     return None
 
 
-def duration(record: dict[str, Any]) -> float:
-    timings = record.get("timings") or {}
-    return sum(float(v) for v in timings.values() if isinstance(v, int | float))
-
-
 def event_window_start(f: ChecklistFacts) -> datetime:
     """From when Events count as recent: the start of the last attempt, else DEFAULT_EVENT_WINDOW ago."""
     record = attempt_record(f.state)
-    at = parse_time((record or {}).get("at"))
-    if at is None:
+    at = parse_time(record.at if record else None)
+    if record is None or at is None:
         return f.now - DEFAULT_EVENT_WINDOW
     # `at` (when the record was written) is cut to the second, and so are event times: whole seconds back
     # from it never miss an event of the attempt.
-    return at - timedelta(seconds=math.ceil(duration(record or {})))
+    return at - timedelta(seconds=math.ceil(record.seconds()))

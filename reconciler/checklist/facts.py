@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+
+from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
 
 
 @dataclass(frozen=True)
@@ -112,11 +113,11 @@ class StateFact:
     ref: str  # ConfigMap/ns/dra-gitops-<target>
     found: bool
     last_good: str | None = None
-    last_attempted: dict[str, Any] | None = None
-    in_progress: dict[str, Any] | None = None
+    last_attempted: AttemptRecord | None = None
+    in_progress: InProgress | None = None
     hold: str | None = None
     inventory: tuple[str, ...] = ()  # "apiVersion Kind/ns/name" applied by last good
-    history: tuple[dict[str, Any], ...] = ()  # newest first
+    history: tuple[HistoryRecord, ...] = ()  # newest first
     other_targets: tuple[str, ...] = ()  # targets with a state in the same namespace (a hint when not found)
 
 

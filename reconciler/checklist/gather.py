@@ -71,7 +71,7 @@ def read_state(client: ClusterClient, target: str, namespace: str) -> StateFact:
         in_progress=state.in_progress,
         hold=state.hold,
         inventory=tuple(state.inventory),
-        history=tuple(r for r in state.history if isinstance(r, dict)),
+        history=tuple(state.history),
     )
 
 

@@ -15,11 +15,11 @@ SECTION_TITLES = {
 
 
 def _attempt(checklist: Checklist) -> str:
-    attempted = checklist.last_attempted or {}
-    if not attempted.get("sha"):
+    attempted = checklist.last_attempted
+    if attempted is None or not attempted.sha:
         return "(none)"
-    rolled = " (rolled back)" if attempted.get("rolledBack") else ""
-    return f"{short(attempted.get('sha'))} {attempted.get('outcome')}{rolled}"
+    rolled = " (rolled back)" if attempted.rolled_back else ""
+    return f"{short(attempted.sha)} {attempted.outcome}{rolled}"
 
 
 def _tally(checklist: Checklist) -> str:
@@ -89,7 +89,7 @@ def to_json(checklist: Checklist) -> dict[str, object]:
         "generated": checklist.generated,
         "state": checklist.state_ref,
         "lastGood": checklist.last_good,
-        "lastAttempted": checklist.last_attempted,
+        "lastAttempted": checklist.last_attempted.to_json() if checklist.last_attempted else None,
         "ok": checklist.ok,
         "counts": checklist.counts(),
         "items": [item.to_json() for item in checklist.items],

@@ -13,11 +13,14 @@ import click
 from reconciler.cli.options import (
     F,
     connect,
+    grace_option,
     handle_errors,
     kube_options,
     output_option,
     policy_options,
     progress_printer,
+    target_options,
+    timeout_options,
     verbosity_options,
 )
 
@@ -36,21 +39,6 @@ def source_options(func: F) -> F:
         help="Git repository to read the revision from.",
     )(func)
     return click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(func)
-
-
-def target_options(func: F) -> F:
-    func = click.option(
-        "--target",
-        default="default",
-        show_default=True,
-        help="Name of this delivery target (ApplySet and state).",
-    )(func)
-    return click.option(
-        "--state-namespace",
-        default="dra-gitops",
-        show_default=True,
-        help="Namespace of the ApplySet parent and state ConfigMap.",
-    )(func)
 
 
 def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) -> Any:
@@ -82,7 +70,7 @@ def plan_command(
     subdir: str,
     kubeconfig: str | None,
     kube_context: str | None,
-    target: str,
+    target_name: str,
     state_namespace: str,
     exit_code: bool,
     no_diff: bool,
@@ -108,7 +96,7 @@ def plan_command(
     for repeat in desired.duplicates:  # `apply` reports them with its policy check; `plan` runs none
         click.echo(f"warning: {repeat.where}: {repeat.message}", err=True)
     with connect(kubeconfig, kube_context) as client:
-        set_id = applyset.applyset_id(target, state_namespace)
+        set_id = applyset.applyset_id(target_name, state_namespace)
         plan = compute_plan(stale_manifests(client, set_id, head), head)
         progress_printer(quiet)(f"dry-run of {len(plan.changes)} change(s) against {client.host}")
         result = dry_run(client, plan, applyset_id=set_id)
@@ -126,19 +114,8 @@ def plan_command(
 @kube_options
 @target_options
 @policy_options
-@click.option(
-    "--stage-timeout", type=float, default=300.0, show_default=True, help="Seconds each stage may take."
-)
-@click.option(
-    "--verify-timeout", type=float, default=300.0, show_default=True, help="Seconds verification may take."
-)
-@click.option(
-    "--grace",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Seconds a FailedScheduling 'cannot allocate all claims' may persist before verification fails.",
-)
+@timeout_options
+@grace_option()
 @click.option("--no-prune", is_flag=True, help="Keep objects the revision no longer has.")
 @click.option(
     "--base",
@@ -156,7 +133,7 @@ def apply_command(
     subdir: str,
     kubeconfig: str | None,
     kube_context: str | None,
-    target: str,
+    target_name: str,
     state_namespace: str,
     policy_dirs: tuple[Path, ...],
     opa_url: str | None,
@@ -195,7 +172,7 @@ def apply_command(
         policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress
     )
     options = DeliverOptions(
-        target=target,
+        target=target_name,
         namespace=state_namespace,
         stage_timeout=stage_timeout,
         verify_timeout=verify_timeout,
@@ -205,4 +182,4 @@ def apply_command(
     with connect(kubeconfig, kube_context) as client:
         delivery = deliver(client, desired, check_options, options, progress, base)
     click.echo(delivery.render_json() if output == "json" else delivery.render_text(), nl=False)
-    return delivery.exit_code
+    return delivery.outcome.exit_code

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from reconciler.cli.options import handle_errors
+from reconciler.cli.options import grace_option, handle_errors
 
 
 @click.command("demo")
@@ -25,13 +25,7 @@ from reconciler.cli.options import handle_errors
     help="Put the kubeconfig, Git repositories and cache here and keep them (default: a temporary "
     "directory, removed at the end).",
 )
-@click.option(
-    "--grace",
-    type=float,
-    default=5.0,
-    show_default=True,
-    help="Seconds the verification gives claims and pods before a revision counts as failed.",
-)
+@grace_option("5s", "How long the verification gives claims and pods before a revision counts as failed.")
 @click.option("--plain", is_flag=True, help="No spinner, even on a terminal.")
 @handle_errors
 def demo_command(keep: bool, workdir: Path | None, grace: float, plain: bool) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from reconciler.cli.options import (
+    DURATION,
     check_options,
     color_option,
     connect,
@@ -235,7 +236,11 @@ def policy_test(
     "--cluster", "use_cluster", is_flag=True, help="Also check against the cluster and dry-run there."
 )
 @click.option(
-    "--debounce", type=float, default=0.3, show_default=True, help="Seconds of quiet before re-checking."
+    "--debounce",
+    type=DURATION,
+    default="300ms",
+    show_default=True,
+    help="How long it must be quiet before re-checking.",
 )
 @output_option(("text", "json", "markdown"))
 @verbosity_options

@@ -11,27 +11,32 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from reconciler.cli.options import (
+    DURATION,
     F,
     check_options,
     connect,
+    grace_option,
     handle_errors,
     kube_options,
     output_option,
     policy_options,
     progress_printer,
+    target_options,
+    timeout_options,
     verbosity_options,
 )
 
 
 def git_target_options(func: F) -> F:
     """One target given by flags (or many with --config)."""
-    options = [
+    options: list[Callable[[F], F]] = [
         click.option(
             "--config",
             "config_file",
@@ -53,25 +58,8 @@ def git_target_options(func: F) -> F:
             show_default=True,
             help="Sub-path of the repository holding the manifests.",
         ),
-        click.option(
-            "--target",
-            "target_name",
-            default="default",
-            show_default=True,
-            help="Name of the target (state ConfigMap and Lease dra-gitops-<target>).",
-        ),
-        click.option(
-            "--state-namespace",
-            default="dra-gitops",
-            show_default=True,
-            help="Namespace of the state ConfigMap, ApplySet parent, Lease and Events.",
-        ),
-        click.option(
-            "--grace",
-            default="60s",
-            show_default=True,
-            help="How long 'cannot allocate all claims' may persist before verification fails.",
-        ),
+        target_options,
+        grace_option(),
         click.option(
             "--ssh-key-file", type=click.Path(dir_okay=False), help="SSH private key for the Git remote."
         ),
@@ -175,7 +163,13 @@ class _Formatter(logging.Formatter):
 @git_target_options
 @kube_options
 @policy_options
-@click.option("--poll-interval", default="30s", show_default=True, help="How often to fetch (jittered ±10%).")
+@click.option(
+    "--poll-interval",
+    type=DURATION,
+    default="30s",
+    show_default=True,
+    help="How often to fetch (jittered ±10%).",
+)
 @click.option(
     "--listen",
     default="0.0.0.0:8080",
@@ -196,14 +190,13 @@ class _Formatter(logging.Formatter):
 )
 @click.option("--identity", help="This replica's Lease holder identity (default: hostname and thread id).")
 @click.option(
-    "--lease-duration", type=float, default=15.0, show_default=True, help="Seconds a Lease lasts unrenewed."
+    "--lease-duration",
+    type=DURATION,
+    default="15s",
+    show_default=True,
+    help="How long a Lease lasts unrenewed.",
 )
-@click.option(
-    "--stage-timeout", type=float, default=300.0, show_default=True, help="Seconds each stage may take."
-)
-@click.option(
-    "--verify-timeout", type=float, default=300.0, show_default=True, help="Seconds verification may take."
-)
+@timeout_options
 @click.option(
     "--once", is_flag=True, help="One pass per target this replica holds, then exit (exit code of the worst)."
 )
@@ -216,11 +209,12 @@ def run_command(**kwargs: Any) -> int:
     Each pass: fetch, check policies against the last good revision, server-side dry-run, staged apply,
     verify every claim, prune, record (state ConfigMap dra-gitops-<target>, Events, /metrics). A failure
     after any write rolls back to the last good revision. A failed commit is not retried until a newer
-    commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0.
+    commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0 (5 when a
+    rollback failed and the cluster needs a human).
     """
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
-    from reconciler.loop.reconcile_types import ROLLBACK_FAILED
+    from reconciler.outcome import stopped_exit_code
 
     _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -264,14 +258,15 @@ def run_command(**kwargs: Any) -> int:
             pass
     finally:
         controller.stop()
-    worst = [r.outcome for r in controller.last_results.values()]
-    return 5 if ROLLBACK_FAILED in worst else 0
+    return stopped_exit_code(r.outcome for r in controller.last_results.values())
 
 
 def _run_once(controller: Any) -> int:
     """A pass of every target this replica can hold; a line per pass, the exit code of the worst."""
+    from reconciler.outcome import worst_exit_code
+
     results = controller.run_once()
-    codes = []
+    outcomes = []
     for name in (target.name for target in controller.targets):
         if name not in results:
             click.echo(f"dra-gitops: {name}: another replica holds the lease; skipped", err=True)
@@ -279,25 +274,12 @@ def _run_once(controller: Any) -> int:
         result = results[name]
         if result is not None:
             click.echo(f"{name}: {result.outcome} {result.sha or ''} {result.message}".rstrip())
-            codes.append(result.exit_code)
-    return max(codes, default=0)
-
-
-def state_target_options(func: F) -> F:
-    func = click.option(
-        "--target",
-        "target_name",
-        default="default",
-        show_default=True,
-        help="Name of the target (state ConfigMap dra-gitops-<target>).",
-    )(func)
-    return click.option(
-        "--state-namespace", default="dra-gitops", show_default=True, help="Namespace of the state ConfigMap."
-    )(func)
+            outcomes.append(result.outcome)
+    return worst_exit_code(outcomes)
 
 
 @click.command("status")
-@state_target_options
+@target_options
 @kube_options
 @output_option(("text", "json"))
 @click.option(
@@ -320,6 +302,7 @@ def status_command(
     Exit 0 when the last attempt applied, 1 when it failed (or was rolled back), 5 when a rollback failed.
     """
     from reconciler.loop.state import StateStore
+    from reconciler.outcome import worst_exit_code
 
     with connect(kubeconfig, kube_context) as client:
         state = StateStore(client, target_name, state_namespace).load()
@@ -331,14 +314,12 @@ def status_command(
         from reconciler.loop.statusview import render_status
 
         click.echo(render_status(target_name, state, history_count), nl=False)
-    attempted = state.last_attempted or {}
-    if attempted.get("rolledBack") is False:
-        return 5  # a rollback was tried and failed
-    return 0 if attempted.get("outcome") in (None, "applied") else 1
+    outcome = state.last_attempted.pass_outcome() if state.last_attempted else None
+    return worst_exit_code([outcome] if outcome else [])
 
 
 @click.command("retry")
-@state_target_options
+@target_options
 @kube_options
 @click.option("--sha", help="The sha to try again (default: the last attempted one).")
 @verbosity_options
@@ -359,7 +340,7 @@ def retry_command(
     chosen: list[str] = []
 
     def mark(state: Any) -> None:
-        wanted = sha or state.hold or (state.last_attempted or {}).get("sha")
+        wanted = sha or state.hold or (state.last_attempted.sha if state.last_attempted else None)
         if not wanted:
             raise UserError(
                 "nothing was attempted yet: nothing to retry",
@@ -392,10 +373,12 @@ def rollback_command(**kwargs: Any) -> int:
     `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync). Exit 0 rolled back and
     verified, 5 when the rollback failed (the cluster needs a human), 4 cluster or Git problems.
     """
+    from reconciler.delivery.pipeline import DeliverOptions
     from reconciler.loop.controller import git_source_for
     from reconciler.loop.reconcile import Reconciler
-    from reconciler.loop.reconcile_types import ROLLED_BACK, ReconcileOptions
+    from reconciler.loop.reconcile_types import ReconcileOptions
     from reconciler.loop.revisions import GitRevisions
+    from reconciler.outcome import requested_rollback_exit_code
 
     targets = _targets(kwargs)
     if len(targets) != 1:
@@ -407,7 +390,9 @@ def rollback_command(**kwargs: Any) -> int:
         reconciler = Reconciler(
             client,
             revisions,
-            ReconcileOptions(target=target.name, state_namespace=target.state_namespace, grace=target.grace),
+            ReconcileOptions(
+                DeliverOptions(target=target.name, namespace=target.state_namespace, grace=target.grace)
+            ),
             check_options((), None, None),
             progress=progress,
         )
@@ -416,11 +401,17 @@ def rollback_command(**kwargs: Any) -> int:
     revisions.close()
     if kwargs["output"] == "json":
         click.echo(
-            json.dumps({"outcome": result.outcome, "sha": result.sha, "records": result.records}, indent=2)
+            json.dumps(
+                {
+                    "outcome": result.outcome,
+                    "sha": result.sha,
+                    "records": [r.to_json() for r in result.records],
+                },
+                indent=2,
+            )
         )
     else:
         click.echo(f"{target.name}: {result.outcome} to {result.sha}")
         if result.rollback is not None:
             click.echo(result.rollback.render_text(), nl=False)
-    # What was asked for happened: unlike a pass of `run`, where a rollback means the commit failed.
-    return 0 if result.outcome == ROLLED_BACK else result.exit_code
+    return requested_rollback_exit_code(result.outcome)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
-from reconciler.errors import DraGitopsError
+from reconciler.errors import DraGitopsError, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,6 +29,66 @@ def use_color(choice: str, stream: Any) -> bool:
     if choice == "never" or os.environ.get("NO_COLOR"):
         return False
     return bool(getattr(stream, "isatty", lambda: False)())
+
+
+class Duration(click.ParamType):
+    """A time as a user writes it, read into seconds: `30s`, `1m30s`, `500ms`, `2h` or plain seconds
+    (`loop/durations.py` reads a targets file's the same way). Every command's time option takes one."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        from reconciler.loop.durations import parse_duration
+
+        try:
+            return parse_duration(value, where=param.opts[0] if param is not None else "duration")
+        except UserError as exc:
+            self.fail(exc.detail, param, ctx)
+
+
+DURATION = Duration()
+GRACE_HELP = "How long a FailedScheduling 'cannot allocate all claims' may persist before verification fails."
+
+
+def target_options(func: F) -> F:
+    """--target and --state-namespace: which target a command delivers, reconciles or reads the state of."""
+    func = click.option(
+        "--state-namespace",
+        default="dra-gitops",
+        show_default=True,
+        help="Namespace of the target's state ConfigMap, ApplySet parent, Lease and Events.",
+    )(func)
+    return click.option(
+        "--target",
+        "target_name",
+        default="default",
+        show_default=True,
+        help="Name of the target: its ApplySet parent, state ConfigMap and Lease are dra-gitops-<target>.",
+    )(func)
+
+
+def grace_option(default: str = "60s", help: str = GRACE_HELP) -> Callable[[F], F]:
+    return click.option("--grace", type=DURATION, default=default, show_default=True, help=help)
+
+
+def timeout_options(func: F) -> F:
+    """--stage-timeout and --verify-timeout of a delivery (`delivery/pipeline.py`'s `DeliverOptions`)."""
+    func = click.option(
+        "--verify-timeout",
+        type=DURATION,
+        default="5m",
+        show_default=True,
+        help="How long verification may take.",
+    )(func)
+    return click.option(
+        "--stage-timeout",
+        type=DURATION,
+        default="5m",
+        show_default=True,
+        help="How long each stage may take.",
+    )(func)
 
 
 def output_option(formats: tuple[str, ...] = OUTPUT_FORMATS) -> Callable[[F], F]:

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from reconciler.cli.options import DURATION
+
 
 def _versions(value: str) -> tuple[str, ...]:
     from reconciler.sim.resources import RESOURCE_VERSIONS
@@ -120,10 +122,10 @@ def sim() -> None:
 )
 @click.option(
     "--node-monitor-grace-period",
-    type=float,
-    default=40.0,
+    type=DURATION,
+    default="40s",
     show_default=True,
-    help="Seconds without a kubelet heartbeat before a node turns Ready=Unknown and gets the unreachable taints.",
+    help="How long without a kubelet heartbeat before a node turns Ready=Unknown and gets the unreachable taints.",
 )
 def serve(
     port: int,

@@ -32,12 +32,16 @@ from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.stages import WORKLOADS, stage_label
+from reconciler.outcome import Outcome
 
 Progress = Callable[[str], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeliverOptions:
+    """How one revision is delivered. The reconcile loop holds one for all its deliveries
+    (`loop/reconcile_types.py`'s `ReconcileOptions.delivery`) and sets the last four per delivery."""
+
     target: str = applyset.DEFAULT_TARGET
     namespace: str = applyset.DEFAULT_NAMESPACE
     stage_timeout: float = 300.0
@@ -118,7 +122,7 @@ def deliver(
         check = _check(client, desired, base, check_options, progress)
         timings["check"] = time.perf_counter() - started
         if check.result.denials:
-            return Delivery("denied", revision, plan, check=check, timings=timings)
+            return Delivery(Outcome.DENIED, revision, plan, check=check, timings=timings)
 
     started = time.perf_counter()
     digest = desired_digest(head, set_id)
@@ -142,7 +146,7 @@ def deliver(
     )
     progress(f"plan: {dry.summary_line()} (server-side dry-run)")
     delivery = Delivery(
-        "applied" if dry.ok else "dry-run-failed",
+        Outcome.APPLIED if dry.ok else Outcome.DRY_RUN_FAILED,
         revision,
         plan,
         check=check,
@@ -268,10 +272,10 @@ def _write(
     delivery.applied = writes.run(applies)
     delivery.timings["apply"] = time.perf_counter() - started
     if writes.cancelled:
-        delivery.outcome, delivery.cancelled = "apply-failed", writes.cancelled
+        delivery.outcome, delivery.cancelled = Outcome.APPLY_FAILED, writes.cancelled
         return
     if not delivery.applied.ok or (delivery.pruned is not None and not delivery.pruned.ok):
-        delivery.outcome = "apply-failed"
+        delivery.outcome = Outcome.APPLY_FAILED
         return
     if options.verify and not _verify(client, delivery, workloads_of(head), options, progress):
         return
@@ -281,8 +285,8 @@ def _write(
         delivery.pruned = writes.run(deletes)
         delivery.timings["prune"] = time.perf_counter() - started
         if not delivery.pruned.ok:
-            delivery.outcome = "apply-failed"
-    if delivery.outcome == "applied":
+            delivery.outcome = Outcome.APPLY_FAILED
+    if delivery.outcome == Outcome.APPLIED:
         # The next delivery of this very state may skip its dry-run (cluster/apply/noop.py).
         applyset.ensure_parent(client, options.target, options.namespace, delivered=digest)
 
@@ -325,7 +329,7 @@ def _deliver_unchanged(
         stages[key].unchanged += 1
     applied = ApplyResult(ok=True, stages=list(stages.values()), results=unchanged.results, writes=0)
     delivery = Delivery(
-        "applied",
+        Outcome.APPLIED,
         desired.revision.sha,
         plan,
         check=check,
@@ -361,7 +365,7 @@ def deliver_drift(
     dry = dry_run(client, plan, applyset_id=set_id)
     timings["dry_run"] = time.perf_counter() - started
     if not dry.ok:
-        return Delivery("dry-run-failed", None, plan, dry_run=dry, timings=timings)
+        return Delivery(Outcome.DRY_RUN_FAILED, None, plan, dry_run=dry, timings=timings)
     if hooks.before_write is not None:
         hooks.before_write()
     started = time.perf_counter()
@@ -374,9 +378,9 @@ def deliver_drift(
         waited_by_caller=frozenset({WORKLOADS}) if options.verify else frozenset(),
     )
     timings["apply"] = time.perf_counter() - started
-    delivery = Delivery("applied", None, plan, dry_run=dry, applied=applied, timings=timings)
+    delivery = Delivery(Outcome.APPLIED, None, plan, dry_run=dry, applied=applied, timings=timings)
     if not applied.ok:
-        delivery.outcome = "apply-failed"
+        delivery.outcome = Outcome.APPLY_FAILED
         return delivery
     workloads = workloads_of(reapply)
     if options.verify and workloads:
@@ -399,5 +403,5 @@ def _verify(
     )
     delivery.timings["verify"] = time.perf_counter() - started
     if not delivery.verified.ok:
-        delivery.outcome = "verify-failed"
+        delivery.outcome = Outcome.VERIFY_FAILED
     return delivery.verified.ok

@@ -14,6 +14,7 @@ from reconciler.cluster.verify import VerifyResult, render_evidence
 from reconciler.delivery.check import CheckRun
 from reconciler.model.objects import ObjRef
 from reconciler.model.plan import Plan
+from reconciler.outcome import Outcome
 from reconciler.policy.report import finding_dict, skipped_dicts, skipped_lines, summary_line
 
 
@@ -21,7 +22,7 @@ from reconciler.policy.report import finding_dict, skipped_dicts, skipped_lines,
 class Delivery:
     """The evidence record of one delivery attempt."""
 
-    outcome: str  # applied | denied | dry-run-failed | apply-failed | verify-failed
+    outcome: Outcome  # applied | denied | dry-run-failed | apply-failed | verify-failed
     revision: str | None
     plan: Plan
     check: CheckRun | None = None
@@ -40,10 +41,6 @@ class Delivery:
     bookkeeping: dict[str, str] = field(default_factory=dict)
 
     @property
-    def exit_code(self) -> int:
-        return 0 if self.outcome == "applied" else 1
-
-    @property
     def wrote(self) -> bool:
         """Whether anything reached the cluster (a denied or rejected delivery writes nothing)."""
         return bool(self.recreated) or any(
@@ -52,7 +49,7 @@ class Delivery:
 
     def failure_message(self) -> str:
         """The first reason this delivery did not succeed, or ''."""
-        if self.outcome == "applied":
+        if self.outcome == Outcome.APPLIED:
             return ""
         if self.cancelled:
             return f"cancelled: {self.cancelled}"
@@ -145,7 +142,7 @@ class Delivery:
                 label = "DENY" if finding.severity == "deny" else "WARN"
                 lines.append(f"  {label} {finding.where}  {finding.rule}  {finding.msg}")
             lines.extend(skipped_lines(self.check.result.skipped))
-        if self.dry_run is not None and (self.outcome == "dry-run-failed" or self.applied is None):
+        if self.dry_run is not None and (self.outcome == Outcome.DRY_RUN_FAILED or self.applied is None):
             lines.append(render_dry_run(self.dry_run, show_diff=False).rstrip("\n"))
         if self.applied is not None:
             for stage in self.stages():

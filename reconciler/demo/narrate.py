@@ -4,60 +4,62 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.demo.story import APPLIED, DENIED, Step
+from reconciler.demo.story import Step
+from reconciler.loop.records import HistoryRecord
+from reconciler.outcome import Outcome
 
 DRIVER_NAMESPACE = "gpu-system"
 
 
 def describe_result(client: Any, step: Step, result: Any) -> tuple[bool, list[str]]:
     """(did the step end as the story needs, lines to print: the verdict first, then its evidence)."""
-    record = result.records[0] if result.records else {}
+    record = result.records[0] if result.records else HistoryRecord()
     if result.outcome != step.expect:
         return False, [
-            f"expected {step.expect}, got {result.outcome}: {result.message or record.get('message', '')}"
+            f"expected {step.expect}, got {result.outcome}: {result.message or record.message or ''}"
         ]
-    if step.expect == APPLIED:
-        lines = [f"applied and verified: {(record.get('diff') or {}).get('summary', '')}"]
+    if step.expect == Outcome.APPLIED:
+        lines = [f"applied and verified: {record.summary}"]
         lines += _device_lines(record)
         lines += _exec_lines(record)
         if any(edit.path.startswith("10-driver/") for edit in step.edits):
             lines += _driver_pod_lines(client)
         return True, lines
-    if step.expect == DENIED:
+    if step.expect == Outcome.DENIED:
         return _denied(result, record)
     return _rolled_back(step, result, record)
 
 
-def _denied(result: Any, record: dict[str, Any]) -> tuple[bool, list[str]]:
+def _denied(result: Any, record: HistoryRecord) -> tuple[bool, list[str]]:
     delivery = result.delivery
     if delivery is not None and delivery.wrote:
         return False, ["denied, but objects were written before the denial"]
     lines = ["denied by policy; nothing written to the cluster"]
-    for decision in record.get("decisions") or []:
+    for decision in record.decisions or []:
         if decision.get("severity") == "deny":
             lines.append(f"{decision.get('rule')}: {decision.get('msg')}")
     return True, lines
 
 
-def _rolled_back(step: Step, result: Any, record: dict[str, Any]) -> tuple[bool, list[str]]:
+def _rolled_back(step: Step, result: Any, record: HistoryRecord) -> tuple[bool, list[str]]:
     diagnoses = []
     verified = getattr(result.delivery, "verified", None)
     if verified is not None:
         diagnoses = list(verified.diagnoses)
     modes = [d.mode for d in diagnoses]
-    rollback = result.records[1] if len(result.records) > 1 else {}
+    rollback = result.records[1] if len(result.records) > 1 else HistoryRecord()
     lines = [
-        f"rolled back to {str(record.get('rolledBackTo') or '(nothing)')[:12]} and verified",
-        f"applied: {(record.get('diff') or {}).get('summary', '')}",
+        f"rolled back to {(record.rolled_back_to or '(nothing)')[:12]} and verified",
+        f"applied: {record.summary}",
     ]
     # What the policies foresaw (a warning does not stop a delivery unless capacity_deny is set).
-    for decision in record.get("decisions") or []:
+    for decision in record.decisions or []:
         if decision.get("severity") == "warn":
             lines.append(f"warned before applying: {decision.get('rule')}: {decision.get('msg')}")
     lines.append(f"verification failed: {_first_line(result.message).removeprefix('verification failed: ')}")
     for diagnosis in diagnoses[:3]:
         lines.append(f"diagnosis {diagnosis.mode}: {diagnosis.summary}")
-    lines.append(f"rollback: {(rollback.get('diff') or {}).get('summary', '')}")
+    lines.append(f"rollback: {rollback.summary}")
     lines += _device_lines(rollback)
     if step.expect_diagnosis and step.expect_diagnosis not in modes:
         lines[0] = (
@@ -71,9 +73,9 @@ def _first_line(text: str) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
 
-def _device_lines(record: dict[str, Any]) -> list[str]:
+def _device_lines(record: HistoryRecord) -> list[str]:
     lines = []
-    for entry in record.get("devices") or []:
+    for entry in record.devices or []:
         devices = ", ".join(entry.get("devices") or []) or "-"
         lines.append(
             f"claim {entry.get('claim')} (pod {entry.get('pod')}) → {devices} on {entry.get('node')}"
@@ -81,10 +83,10 @@ def _device_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _exec_lines(record: dict[str, Any]) -> list[str]:
+def _exec_lines(record: HistoryRecord) -> list[str]:
     """What verify-exec saw inside the containers."""
     lines = []
-    for x in record.get("exec") or []:
+    for x in record.executed or []:
         seen = " | ".join(line.strip() for line in str(x.get("output") or "").strip().splitlines()[:2])
         verdict = "" if x.get("ok") else "FAILED: "
         lines.append(f"inside pod {x.get('pod')}: {x.get('command')} → {verdict}{seen or '(no output)'}")

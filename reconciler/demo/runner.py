@@ -22,15 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.demo.story import APPLIED, DENIED, ROLLED_BACK, SEED_EDITS, STORY, Step
+from reconciler.demo.story import SEED_EDITS, STORY, Step
 from reconciler.demo.terminal import Narrator
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
+from reconciler.outcome import Outcome
 
 TARGET = "default"
 DRIVER = "gpu.example.com"
 CANARY_LABEL = "dra-gitops.io/canary"
 EXAMPLE = Path(__file__).resolve().parent / "example"
-SETTLED = ("unchanged", "held", "drift-corrected")  # passes that are not the answer to a push
+# Passes that are not the answer to a push.
+SETTLED = (Outcome.UNCHANGED, Outcome.HELD, Outcome.DRIFT_CORRECTED)
 
 
 class DemoFailed(DraGitopsError):
@@ -186,7 +188,7 @@ class DemoWorld:
                 break
             if result.sha == sha and result.outcome not in SETTLED:
                 return result
-            if result.outcome == "source-error":
+            if result.outcome == Outcome.SOURCE_ERROR:
                 raise DemoFailed(f"the controller could not read Git: {result.message}", where=sha[:12])
         raise DemoFailed(f"no pass of {sha[:12]} finished within {timeout:.0f} s", where=TARGET)
 
@@ -272,7 +274,7 @@ def run_demo(options: DemoOptions, narrator: Narrator, wait_forever: Any = None)
                 world.push_hook()
             result = world.wait_for_pass(sha, options.step_timeout)
             ok, lines = describe_result(world.client, step, result)
-            previous_failed = result.outcome != APPLIED
+            previous_failed = result.outcome != Outcome.APPLIED
             narrator.end(ok, lines[0])
             for line in lines[1:]:
                 narrator.say(f"    {line}")
@@ -317,9 +319,9 @@ def _push_step(
 
 def _expectation(step: Step) -> str:
     return {
-        APPLIED: "applied and verified",
-        DENIED: "denied by policy, nothing written",
-        ROLLED_BACK: f"applied, verification fails ({step.expect_diagnosis}), rolled back",
+        Outcome.APPLIED: "applied and verified",
+        Outcome.DENIED: "denied by policy, nothing written",
+        Outcome.ROLLED_BACK: f"applied, verification fails ({step.expect_diagnosis}), rolled back",
     }[step.expect]
 
 

@@ -11,10 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.errors import DraGitopsError
-
-APPLIED = "applied"
-DENIED = "denied"
-ROLLED_BACK = "rolled-back"
+from reconciler.outcome import Outcome
 
 PLUGIN = "10-driver/kubelet-plugin.yaml"
 CANARY = "10-driver/kubelet-plugin-canary.yaml"
@@ -54,7 +51,7 @@ class Step:
     title: str
     why: str  # what the team meant by this push
     message: str  # the commit message
-    expect: str  # the pass outcome the story needs: applied, denied or rolled-back
+    expect: Outcome  # the pass outcome the story needs: applied, denied or rolled-back
     edits: tuple[Edit, ...] = ()
     revert_previous: bool = False  # revert the last (failed) commit before this one's change
     expect_diagnosis: str | None = None  # the failure mode a rollback must name
@@ -73,20 +70,20 @@ STORY: tuple[Step, ...] = (
         "the example GPU stack: driver, class, template, a shared claim, a notebook and two trainers "
         "(each verification also looks inside the trainers for their GPU)",
         "GPU stack: driver v0.3.0, class gpu.example.com, notebook and trainers",
-        APPLIED,
+        Outcome.APPLIED,
     ),
     Step(
         "A template that names a class that does not exist",
         "someone points the single-gpu template at a class nobody created",
         "single-gpu: use the gpu-large class",
-        DENIED,
+        Outcome.DENIED,
         (Edit(TEMPLATE, "deviceClassName: gpu.example.com", "deviceClassName: gpu-large.example.com"),),
     ),
     Step(
         "A driver upgrade without a canary",
         "the driver goes to v0.4.0 on every node at once",
         "driver: v0.4.0 everywhere",
-        DENIED,
+        Outcome.DENIED,
         (Edit(PLUGIN, OLD_IMAGE, NEW_IMAGE),),
         revert_previous=True,
     ),
@@ -94,7 +91,7 @@ STORY: tuple[Step, ...] = (
         "The canary first",
         "v0.4.0 goes to the canary DaemonSet only (nodes labelled dra-gitops.io/canary=true)",
         "driver canary: v0.4.0",
-        APPLIED,
+        Outcome.APPLIED,
         (Edit(CANARY, OLD_IMAGE, NEW_IMAGE),),
         revert_previous=True,
     ),
@@ -102,14 +99,14 @@ STORY: tuple[Step, ...] = (
         "The promotion",
         "the canary held, so the main DaemonSet gets the template the canary runs",
         "driver: promote v0.4.0 from the canary",
-        APPLIED,
+        Outcome.APPLIED,
         (Edit(PLUGIN, OLD_IMAGE, NEW_IMAGE),),
     ),
     Step(
         "More GPUs than exist",
         "four trainers with a GPU each, beside the notebook's shared GPU: 5 asked, 4 exist",
         "trainer: 4 replicas",
-        ROLLED_BACK,
+        Outcome.ROLLED_BACK,
         (Edit(TRAINER, "replicas: 2", "replicas: 4"),),
         expect_diagnosis="exhaustion",
     ),
@@ -117,7 +114,7 @@ STORY: tuple[Step, ...] = (
         "The fix",
         "three trainers: with the notebook's GPU that is every device of the cluster, none more",
         "trainer: 3 replicas (4 GPUs in use of 4)",
-        APPLIED,
+        Outcome.APPLIED,
         (Edit(TRAINER, "replicas: 2", "replicas: 3"),),
         revert_previous=True,
     ),

@@ -21,21 +21,16 @@ from typing import Any
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseManager
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError
 from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import ControllerServer, HookTarget
-from reconciler.loop.metrics import Metrics
+from reconciler.loop.metrics import PASS_ERROR, Metrics
 from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import (
-    APPLIED,
-    DRIFT_CORRECTED,
-    ROLLBACK_FAILED,
-    ROLLED_BACK,
-    PassResult,
-    ReconcileOptions,
-)
+from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.targets import Target
+from reconciler.outcome import Outcome
 from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
 
 log = logging.getLogger("dra_gitops.controller")
@@ -102,11 +97,13 @@ class _Worker:
             controller.client,
             self.source,
             ReconcileOptions(
-                target=target.name,
-                state_namespace=target.state_namespace,
-                grace=target.grace,
-                stage_timeout=controller.options.stage_timeout,
-                verify_timeout=controller.options.verify_timeout,
+                DeliverOptions(
+                    target=target.name,
+                    namespace=target.state_namespace,
+                    grace=target.grace,
+                    stage_timeout=controller.options.stage_timeout,
+                    verify_timeout=controller.options.verify_timeout,
+                ),
                 git_revert_branch=target.git_revert_branch,
                 identity=controller.options.identity,
             ),
@@ -140,11 +137,11 @@ class _Worker:
             result = self.reconciler.reconcile()
         except DraGitopsError as exc:
             log.error("pass failed: %s", exc, extra={"target": self.target.name})
-            controller.metrics.record_pass(self.target.name, "error", 0.0)
+            controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
             return None
         except Exception:  # a bug must not kill the worker: log it and try again next time
             log.exception("pass crashed", extra={"target": self.target.name})
-            controller.metrics.record_pass(self.target.name, "error", 0.0)
+            controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
             return None
         self.passes += 1
         controller.observe(self.target.name, result, reason)
@@ -214,14 +211,14 @@ class Controller:
         self.last_results[target] = result
         self.metrics.record_pass(target, result.outcome, result.seconds)
         self.metrics.record_violations(result.violations)
-        if result.outcome == APPLIED:
+        if result.outcome == Outcome.APPLIED:
             self.metrics.set_last_applied(target, time.time())
-        if result.outcome in (ROLLED_BACK, ROLLBACK_FAILED):
-            self.metrics.record_rollback(target, "ok" if result.outcome == ROLLED_BACK else "failed")
-        if result.outcome == DRIFT_CORRECTED and result.drift is not None:
+        if result.outcome in (Outcome.ROLLED_BACK, Outcome.ROLLBACK_FAILED):
+            self.metrics.record_rollback(target, "ok" if result.outcome == Outcome.ROLLED_BACK else "failed")
+        if result.outcome == Outcome.DRIFT_CORRECTED and result.drift is not None:
             refs = result.drift.refs()
             self.metrics.record_drift_corrections(target, sum(len(v) for v in refs.values()))
-        if result.records or result.outcome not in ("unchanged", "held"):
+        if result.records or result.outcome not in (Outcome.UNCHANGED, Outcome.HELD):
             self._claim_metrics(target)
         log.info(
             "pass %s in %.2fs (%s)%s",

@@ -6,9 +6,8 @@ output); the operational checklist reads the last ones back (``checklist/``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from reconciler.delivery.result import Delivery
+from reconciler.loop.records import HistoryRecord
 from reconciler.loop.state import RECORD_ITEMS, now_iso
 
 # Characters of a verify-exec's output an evidence record keeps.
@@ -30,41 +29,37 @@ def count_violations(delivery: Delivery) -> dict[tuple[str, str], int]:
     return counts
 
 
-def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> dict[str, Any]:
+def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> HistoryRecord:
     """One bounded history entry: decisions, diff summary, timings, claim → device → node, outcome."""
     data = delivery.to_json()
     findings = data.get("findings") or []
     evidence = data.get("evidence") or []
-    record: dict[str, Any] = {
-        "sha": sha,
-        "operation": operation,
-        "outcome": delivery.outcome,
-        "at": now_iso(),
-        "diff": {"summary": delivery.plan_line(), **delivery.counts()},
-        "decisions": [
+    executed = data.get("exec") or []
+    return HistoryRecord(
+        sha=sha,
+        operation=operation,
+        outcome=delivery.outcome,
+        at=now_iso(),
+        diff={"summary": delivery.plan_line(), **delivery.counts()},
+        decisions=[
             {k: f.get(k) for k in ("rule", "severity", "ref", "msg", "path", "line")}
             for f in findings[:RECORD_ITEMS]
         ],
-        "timings": data.get("timings") or {},
-        "devices": [
+        timings=data.get("timings") or {},
+        devices=[
             {"claim": e.get("claim"), "pod": e.get("pod"), "devices": e.get("devices"), "node": e.get("node")}
             for e in evidence[:RECORD_ITEMS]
             if e.get("claim")
         ],
-    }
-    executed = data.get("exec") or []
-    if executed:
         # What verify-exec saw in the containers (e.g. the devices `nvidia-smi -L` lists), kept short.
-        record["exec"] = [
+        executed=[
             {
                 **{k: x.get(k) for k in ("pod", "container", "command", "ok")},
                 "output": str(x.get("output") or "")[:EXEC_OUTPUT],
             }
             for x in executed[:RECORD_ITEMS]
         ]
-    if len(findings) > RECORD_ITEMS:
-        record["decisionsOmitted"] = len(findings) - RECORD_ITEMS
-    message = delivery.failure_message()
-    if message:
-        record["message"] = message
-    return record
+        or None,
+        decisions_omitted=len(findings) - RECORD_ITEMS if len(findings) > RECORD_ITEMS else None,
+        message=delivery.failure_message() or None,
+    )

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.outcome import Outcome
+
 PREFIX = "dra_gitops_"
 # A pass ranges from a no-op (tens of milliseconds) to a staged apply with verification (minutes).
 PASS_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# The `outcome` label of a pass that raised (it has no `Outcome`).
+PASS_ERROR: Literal["error"] = "error"
 WEBHOOK_RESULTS = ("accepted", "ignored", "unauthorized", "too_large", "bad_request")
 
 
@@ -92,7 +97,8 @@ class Metrics:
 
     # ---- passes ---------------------------------------------------------------------------------------
 
-    def record_pass(self, target: str, outcome: str, seconds: float) -> None:
+    def record_pass(self, target: str, outcome: Outcome | Literal["error"], seconds: float) -> None:
+        """A pass by its outcome; `PASS_ERROR` for one that raised before it had one."""
         self.passes.labels(target=target, outcome=outcome).inc()
         self.pass_duration.labels(target=target, outcome=outcome).observe(seconds)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from reconciler.cluster import applyset
@@ -26,24 +27,16 @@ from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.loop.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.reconcile_types import (
-    APPLIED,
-    DENIED,
-    DRIFT_CORRECTED,
-    HELD,
-    INTERRUPTED,
-    ROLLBACK_FAILED,
-    ROLLED_BACK,
-    SOURCE_ERROR,
-    UNCHANGED,
-    UNVERIFIED,
     Cancelled,
     PassResult,
     ReconcileOptions,
     RevisionSource,
     SourceHead,
 )
+from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
 from reconciler.model.objects import ObjRef
+from reconciler.outcome import Outcome
 
 Progress = Callable[[str], None]
 log = logging.getLogger("dra_gitops.reconcile")
@@ -97,28 +90,24 @@ class Reconciler:
     ) -> DeliverOptions:
         """A rollback skips the policies (its revision was judged when it was applied), prunes first and
         recreates claims whose immutable spec differs."""
-        return DeliverOptions(
-            target=self.options.target,
-            namespace=self.options.state_namespace,
-            stage_timeout=self.options.stage_timeout,
-            verify_timeout=self.options.verify_timeout,
-            grace=self.options.grace,
+        return replace(
+            self.options.delivery,
             check=not rollback,
             keep=keep,
             prune_first=rollback,
             recreate_immutable=rollback,
         )
 
-    def _hooks(self, state: TargetState, marker: dict[str, Any]) -> DeliverHooks:
+    def _hooks(self, state: TargetState, marker: InProgress) -> DeliverHooks:
         """Mark the state in progress before the first write, and note each stage as it finishes."""
 
         def before_write() -> None:
-            state.in_progress = {**marker, "stage": "", "since": now_iso()}
+            state.in_progress = replace(marker, stage="", since=now_iso())
             self.store.save(state)
 
         def after_stage(label: str) -> None:
             if state.in_progress is not None:
-                state.in_progress["stage"] = label
+                state.in_progress.stage = label
                 try:
                     self.store.save(state)
                 except StateConflict as exc:
@@ -131,7 +120,7 @@ class Reconciler:
         self,
         state: TargetState,
         desired: DesiredState,
-        marker: dict[str, Any],
+        marker: InProgress,
         options: DeliverOptions,
         base: DesiredState | None = None,
     ) -> Delivery:
@@ -161,9 +150,10 @@ class Reconciler:
             if recovered is not None:
                 return recovered
         try:
-            head = self.source.head((state.last_attempted or {}).get("sha") or state.last_good)
+            attempted = state.last_attempted
+            head = self.source.head((attempted.sha if attempted else None) or state.last_good)
         except DraGitopsError as exc:
-            return PassResult(self.options.target, SOURCE_ERROR, None, message=str(exc))
+            return PassResult(self.options.target, Outcome.SOURCE_ERROR, None, message=str(exc))
         sha = head.sha
         if sha == state.last_good and state.retry != sha:
             return self._steady(state, sha)
@@ -171,15 +161,15 @@ class Reconciler:
             held = self._steady(state, state.last_good) if state.last_good else None
             result = PassResult(
                 self.options.target,
-                HELD,
+                Outcome.HELD,
                 sha,
-                message=f"{_short(sha)} failed before ({(state.last_attempted or {}).get('outcome')}); "
+                message=f"{_short(sha)} failed before ({state.last_attempted.outcome if state.last_attempted else None}); "
                 "waiting for a new commit or `dra-gitops retry`",
             )
             if held is not None:
                 result.drift = held.drift
-                if held.outcome == DRIFT_CORRECTED:
-                    result.outcome = DRIFT_CORRECTED
+                if held.outcome == Outcome.DRIFT_CORRECTED:
+                    result.outcome = Outcome.DRIFT_CORRECTED
             return result
         verified, why = self.source.verify(sha)
         if not verified:
@@ -187,15 +177,17 @@ class Reconciler:
         try:
             return self._apply(state, sha, head)
         except Cancelled as exc:
-            return PassResult(self.options.target, INTERRUPTED, sha, message=str(exc))
+            return PassResult(self.options.target, Outcome.INTERRUPTED, sha, message=str(exc))
 
     def _refuse(self, state: TargetState, sha: str, why: str) -> PassResult:
-        record = {"sha": sha, "operation": "apply", "outcome": UNVERIFIED, "at": now_iso(), "message": why}
-        state.last_attempted = {"sha": sha, "outcome": UNVERIFIED, "at": record["at"]}
+        record = HistoryRecord(
+            sha=sha, operation="apply", outcome=Outcome.UNVERIFIED, at=now_iso(), message=why
+        )
+        state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.UNVERIFIED, at=record.at)
         state.retry = None
         self.events.emit("SignatureRefused", f"{_short(sha)}: {why}", warning=True)
         return self._finish(
-            state, PassResult(self.options.target, UNVERIFIED, sha, message=why, records=[record])
+            state, PassResult(self.options.target, Outcome.UNVERIFIED, sha, message=why, records=[record])
         )
 
     def _apply(self, state: TargetState, sha: str, head: SourceHead) -> PassResult:
@@ -203,37 +195,35 @@ class Reconciler:
         desired = self._desired(sha)
         base = self._desired(state.last_good) if state.last_good else None
         self.progress(f"{target}: delivering {_short(sha)} (last good {_short(state.last_good)})")
-        marker = {"sha": sha, "operation": "apply", "from": state.last_good}
+        marker = InProgress(sha=sha, operation="apply", from_sha=state.last_good)
         delivery = self._deliver(state, desired, marker, self._deliver_options(), base)
         record = evidence_record(delivery, sha, "apply")
         if head.forced:
-            record["forcePush"] = {"previous": head.previous}
+            record.force_push = {"previous": head.previous}
         state.retry = None
         violations = count_violations(delivery)
-        if delivery.outcome == APPLIED:
+        if delivery.outcome == Outcome.APPLIED:
             state.last_good = sha
-            state.last_attempted = {"sha": sha, "outcome": APPLIED, "at": record["at"]}
+            state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.APPLIED, at=record.at)
             state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
             state.in_progress = None
             self.fingerprints.clear()
-            self.events.emit("Applied", f"{_short(sha)} applied and verified: {record['diff']['summary']}")
+            self.events.emit("Applied", f"{_short(sha)} applied and verified: {record.summary}")
             result = PassResult(
-                target, APPLIED, sha, records=[record], delivery=delivery, violations=violations
+                target, Outcome.APPLIED, sha, records=[record], delivery=delivery, violations=violations
             )
             return self._finish(state, result)
-        state.last_attempted = {"sha": sha, "outcome": delivery.outcome, "at": record["at"]}
+        state.last_attempted = AttemptRecord(sha=sha, outcome=delivery.outcome, at=record.at)
         if not delivery.wrote:
             # Denied or rejected before any write: the cluster was not touched; nothing to roll back.
             state.in_progress = None
-            reason = "PolicyDenied" if delivery.outcome == DENIED else "DryRunFailed"
-            self.events.emit(
-                reason, f"{_short(sha)}: {record.get('message') or delivery.outcome}", warning=True
-            )
+            reason = "PolicyDenied" if delivery.outcome == Outcome.DENIED else "DryRunFailed"
+            self.events.emit(reason, f"{_short(sha)}: {record.message or delivery.outcome}", warning=True)
             result = PassResult(
                 target,
                 delivery.outcome,
                 sha,
-                message=str(record.get("message") or ""),
+                message=record.message or "",
                 records=[record],
                 delivery=delivery,
                 violations=violations,
@@ -248,42 +238,42 @@ class Reconciler:
         state: TargetState,
         failed_sha: str,
         failed: Delivery,
-        failed_record: dict[str, Any],
+        failed_record: HistoryRecord,
         violations: dict[tuple[str, str], int],
     ) -> PassResult:
         target_sha = state.last_good
-        why = failed_record.get("message") or failed.outcome
+        why = failed_record.message or failed.outcome
         self.progress(
             f"{self.options.target}: {_short(failed_sha)} {failed.outcome}: rolling back to {_short(target_sha)}"
         )
         rollback = self._deliver_rollback(state, target_sha, failed_sha, failed)
         rb_record = evidence_record(rollback, target_sha, "rollback")
-        rb_record["from"] = failed_sha
-        failed_record["rolledBackTo"] = target_sha
-        failed_record["rollback"] = rollback.outcome
+        rb_record.from_sha = failed_sha
+        failed_record.rolled_back_to = target_sha
+        failed_record.rollback = rollback.outcome
         state.in_progress = None
-        state.last_attempted = {
-            "sha": failed_sha,
-            "outcome": failed.outcome,
-            "at": failed_record["at"],
-            "rolledBack": rollback.outcome == APPLIED,
-        }
+        state.last_attempted = AttemptRecord(
+            sha=failed_sha,
+            outcome=failed.outcome,
+            at=failed_record.at,
+            rolled_back=rollback.outcome == Outcome.APPLIED,
+        )
         self.fingerprints.clear()
-        if rollback.outcome == APPLIED:
-            outcome = ROLLED_BACK
+        if rollback.outcome == Outcome.APPLIED:
+            outcome = Outcome.ROLLED_BACK
             self.events.emit(
                 "RolledBack",
                 f"{_short(failed_sha)} {failed.outcome} ({why}); rolled back to {_short(target_sha)} and verified",
                 warning=True,
             )
             if self.options.git_revert_branch:
-                failed_record["revert"] = self._revert(failed_sha)
+                failed_record.revert = self._revert(failed_sha)
         else:
-            outcome = ROLLBACK_FAILED
+            outcome = Outcome.ROLLBACK_FAILED
             self.events.emit(
                 "RollbackFailed",
                 f"{_short(failed_sha)} {failed.outcome} ({why}); rollback to {_short(target_sha)} "
-                f"failed: {rb_record.get('message') or rollback.outcome}. The cluster needs a human.",
+                f"failed: {rb_record.message or rollback.outcome}. The cluster needs a human.",
                 warning=True,
             )
         result = PassResult(
@@ -307,7 +297,7 @@ class Reconciler:
         if target_sha is None and failed is not None:
             # The first pass ever: objects that existed before it are not ours to delete.
             keep = failed.preexisting
-        marker = {"sha": target_sha, "operation": "rollback", "from": failed_sha}
+        marker = InProgress(sha=target_sha, operation="rollback", from_sha=failed_sha)
         return self._deliver(state, desired, marker, self._deliver_options(rollback=True, keep=keep))
 
     def _revert(self, sha: str) -> dict[str, Any]:
@@ -323,30 +313,29 @@ class Reconciler:
 
     def _recover(self, state: TargetState) -> PassResult | None:
         """A pass died half-way (crash, kill -9, lost lease): converge to one revision before anything else."""
-        marker = dict(state.in_progress or {})
-        sha = marker.get("sha")
-        operation = marker.get("operation")
+        marker = state.in_progress or InProgress()
+        sha, operation = marker.sha, marker.operation
         self.progress(
             f"{self.options.target}: found {operation} of {_short(sha)} in progress "
-            f"(stage {marker.get('stage') or 'none'}): converging"
+            f"(stage {marker.stage or 'none'}): converging"
         )
-        record = {
-            "sha": sha,
-            "operation": operation,
-            "outcome": INTERRUPTED,
-            "at": now_iso(),
-            "message": f"interrupted at stage {marker.get('stage') or '(before the first stage)'}",
-        }
+        record = HistoryRecord(
+            sha=sha,
+            operation=operation,
+            outcome=Outcome.INTERRUPTED,
+            at=now_iso(),
+            message=f"interrupted at stage {marker.stage or '(before the first stage)'}",
+        )
         self.events.emit(
             "Interrupted", f"{operation} of {_short(sha)} was interrupted; converging", warning=True
         )
         if operation == "rollback":
-            failed_sha = marker.get("from")
+            failed_sha = marker.from_sha
             rollback = self._deliver_rollback(state, sha, failed_sha, None)
             rb_record = evidence_record(rollback, sha, "rollback")
-            rb_record["from"] = failed_sha
+            rb_record.from_sha = failed_sha
             state.in_progress = None
-            outcome = ROLLED_BACK if rollback.outcome == APPLIED else ROLLBACK_FAILED
+            outcome = Outcome.ROLLED_BACK if rollback.outcome == Outcome.APPLIED else Outcome.ROLLBACK_FAILED
             result = PassResult(
                 self.options.target, outcome, failed_sha, records=[rb_record, record], rollback=rollback
             )
@@ -355,7 +344,7 @@ class Reconciler:
         # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
         state.in_progress = None
         if sha:
-            state.last_attempted = {"sha": sha, "outcome": INTERRUPTED, "at": record["at"]}
+            state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
         state.record(record)
         self.store.save(state)
         return None
@@ -366,12 +355,12 @@ class Reconciler:
         manifests = desired.manifests.manifests
         kinds = {applyset.group_kind(m.body) for m in manifests}
         report = scan_drift(self.client, manifests, self.set_id, self.fingerprints, kinds)
-        result = PassResult(self.options.target, UNCHANGED, sha, drift=report)
+        result = PassResult(self.options.target, Outcome.UNCHANGED, sha, drift=report)
         if not report.drifted:
             return result
         refs = report.refs()
         self.progress(f"{self.options.target}: drift on {_short(sha)}: {refs}")
-        marker = {"sha": sha, "operation": "drift", "from": sha}
+        marker = InProgress(sha=sha, operation="drift", from_sha=sha)
         corrected = deliver_drift(
             self.client,
             report.missing + report.changed,
@@ -381,16 +370,16 @@ class Reconciler:
             hooks=self._hooks(state, marker),
         )
         record = evidence_record(corrected, sha, "drift")
-        record["drift"] = {key: value[:RECORD_ITEMS] for key, value in refs.items()}
+        record.drift = {key: value[:RECORD_ITEMS] for key, value in refs.items()}
         state.in_progress = None
         result.records = [record]
         result.delivery = corrected
-        if corrected.outcome == APPLIED:
-            result.outcome = DRIFT_CORRECTED
+        if corrected.outcome == Outcome.APPLIED:
+            result.outcome = Outcome.DRIFT_CORRECTED
             self.events.emit("DriftCorrected", f"{_short(sha)}: {drift_text(refs)} put back as in Git")
         else:
             result.outcome = corrected.outcome
-            result.message = str(record.get("message") or "")
+            result.message = record.message or ""
             self.events.emit(
                 "DriftCorrectionFailed", f"{_short(sha)}: {drift_text(refs)}: {result.message}", warning=True
             )
@@ -403,11 +392,9 @@ class Reconciler:
         state = self.store.load()
         if sha is None:
             previous = [
-                r.get("sha")
+                r.sha
                 for r in state.history
-                if r.get("operation") == "apply"
-                and r.get("outcome") == APPLIED
-                and r.get("sha") != state.last_good
+                if r.operation == "apply" and r.outcome == Outcome.APPLIED and r.sha != state.last_good
             ]
             if not previous:
                 raise EnvironmentProblem(
@@ -415,22 +402,22 @@ class Reconciler:
                 )
             sha = str(previous[0])
         desired = self._desired(sha)
-        marker = {"sha": sha, "operation": "rollback", "from": state.last_good}
+        marker = InProgress(sha=sha, operation="rollback", from_sha=state.last_good)
         delivery = self._deliver(state, desired, marker, self._deliver_options(rollback=True))
         record = evidence_record(delivery, sha, "rollback")
-        record["from"] = state.last_good
-        record["requestedBy"] = "dra-gitops rollback"
+        record.from_sha = state.last_good
+        record.requested_by = "dra-gitops rollback"
         state.in_progress = None
-        if delivery.outcome == APPLIED:
+        if delivery.outcome == Outcome.APPLIED:
             state.last_good = sha
             state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
             state.hold = head  # do not move forward to this head again until a newer commit or `retry`
             self.events.emit("RolledBack", f"rolled back to {_short(sha)} on request; holding {_short(head)}")
-            outcome = ROLLED_BACK
+            outcome = Outcome.ROLLED_BACK
         else:
-            outcome = ROLLBACK_FAILED
+            outcome = Outcome.ROLLBACK_FAILED
             self.events.emit(
-                "RollbackFailed", f"rollback to {_short(sha)} failed: {record.get('message')}", warning=True
+                "RollbackFailed", f"rollback to {_short(sha)} failed: {record.message}", warning=True
             )
         return self._finish(
             state, PassResult(self.options.target, outcome, sha, records=[record], rollback=delivery)

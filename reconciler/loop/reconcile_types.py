@@ -1,4 +1,4 @@
-"""The values of a reconcile pass: its outcomes, options and result, and the source it reads revisions from.
+"""The values of a reconcile pass: its options and result, and the source it reads revisions from.
 
 `reconcile.py` runs the pass; the controller, `revisions.py` and the commands import these from here.
 """
@@ -6,26 +6,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-from reconciler.cluster import applyset
 from reconciler.cluster.apply import DriftReport
 from reconciler.delivery.desired import DesiredState
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
-
-# Outcomes of a pass (metrics label them; `status` prints them).
-APPLIED = "applied"
-UNCHANGED = "unchanged"
-DRIFT_CORRECTED = "drift-corrected"
-DENIED = "denied"
-DRY_RUN_FAILED = "dry-run-failed"
-ROLLED_BACK = "rolled-back"
-ROLLBACK_FAILED = "rollback-failed"
-HELD = "held"  # the head failed before: not retried until a new commit or `retry`
-UNVERIFIED = "unverified"  # signature verification refused the commit
-INTERRUPTED = "interrupted"
-SOURCE_ERROR = "source-error"
+from reconciler.loop.records import HistoryRecord
+from reconciler.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -52,37 +41,35 @@ class RevisionSource(Protocol):
 
 @dataclass
 class ReconcileOptions:
-    target: str = applyset.DEFAULT_TARGET
-    state_namespace: str = applyset.DEFAULT_NAMESPACE
-    grace: float = 60.0
-    stage_timeout: float = 300.0
-    verify_timeout: float = 300.0
+    """How a target is reconciled. `delivery` is what its deliveries share (target, state namespace,
+    grace, timeouts, prune, verify); the pass sets per delivery whether policies run and how a rollback
+    prunes (`reconcile.py`)."""
+
+    delivery: DeliverOptions = field(default_factory=DeliverOptions)
     git_revert_branch: str | None = None
     identity: str = ""
+
+    @property
+    def target(self) -> str:
+        return self.delivery.target
+
+    @property
+    def state_namespace(self) -> str:
+        return self.delivery.namespace
 
 
 @dataclass
 class PassResult:
     target: str
-    outcome: str
+    outcome: Outcome  # metrics label it; `run --once` prints it
     sha: str | None
     seconds: float = 0.0
     message: str = ""
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[HistoryRecord] = field(default_factory=list)
     delivery: Delivery | None = None
     rollback: Delivery | None = None
     drift: DriftReport | None = None
     violations: dict[tuple[str, str], int] = field(default_factory=dict)  # (rule, severity) -> count
-
-    @property
-    def exit_code(self) -> int:
-        if self.outcome == ROLLBACK_FAILED:
-            return 5
-        if self.outcome == SOURCE_ERROR:
-            return 4
-        if self.outcome in (APPLIED, UNCHANGED, DRIFT_CORRECTED, HELD):
-            return 0
-        return 1
 
 
 class Cancelled(DraGitopsError):

@@ -4,7 +4,8 @@ One ConfigMap per target, `dra-gitops-<target>` in the state namespace: the same
 ApplySet parent (its labels and annotations belong to the applyset field manager; the state owns `data`).
 Every key is a string `kubectl get configmap -o yaml` shows as it is: `lastGood` a bare sha, the others
 JSON. Every write is a PUT with the resourceVersion that was read, so two writers never silently overwrite
-each other: the loser gets `StateConflict` and re-reads.
+each other: the loser gets `StateConflict` and re-reads. The records are typed (`loop/records.py`): JSON
+only here, at the edge.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.errors import DraGitopsError
+from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
 
 # The history is bounded by count and by size, so the ConfigMap stays well under the 1 MiB object limit.
 HISTORY_LIMIT = 20
@@ -41,14 +43,11 @@ class TargetState:
     """The state of one target, as read (with its resourceVersion) or about to be written."""
 
     last_good: str | None = None
-    # {"sha", "outcome", "at"}: the newest revision a pass tried, and how it ended.
-    last_attempted: dict[str, Any] | None = None
-    # {"sha", "operation": "apply"|"rollback", "stage", "since", "from"}: set before the first write of a
-    # pass, cleared by the write that records it. Seen by a later pass, it means a pass died half-way.
-    in_progress: dict[str, Any] | None = None
+    last_attempted: AttemptRecord | None = None
+    in_progress: InProgress | None = None
     # Refs ("apiVersion Kind/ns/name" strings) that `last_good` applied.
     inventory: list[str] = field(default_factory=list)
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[HistoryRecord] = field(default_factory=list)  # newest first
     # A sha `dra-gitops retry` asked to try again although it failed.
     retry: str | None = None
     # Set by `dra-gitops rollback`: stay on last good until a commit newer than this sha arrives.
@@ -63,23 +62,26 @@ class TargetState:
             return False
         if self.hold == sha:
             return True
-        attempted = self.last_attempted or {}
-        return attempted.get("sha") == sha and attempted.get("outcome") not in ("applied", "interrupted")
+        attempted = self.last_attempted
+        return attempted is not None and attempted.sha == sha and attempted.failed()
 
-    def record(self, entry: dict[str, Any]) -> None:
+    def record(self, entry: HistoryRecord) -> None:
         """Add one evidence record (newest first) and keep the history within its bounds."""
         self.history.insert(0, entry)
         del self.history[HISTORY_LIMIT:]
-        while len(self.history) > 1 and len(json.dumps(self.history)) > HISTORY_BYTES:
+        while len(self.history) > 1 and len(json.dumps(self._history_json())) > HISTORY_BYTES:
             self.history.pop()
+
+    def _history_json(self) -> list[dict[str, Any]]:
+        return [record.to_json() for record in self.history]
 
     def to_data(self) -> dict[str, str]:
         data = {
             "lastGood": self.last_good or "",
-            "lastAttempted": _dump(self.last_attempted),
-            "inProgress": _dump(self.in_progress),
+            "lastAttempted": _dump(self.last_attempted.to_json() if self.last_attempted else None),
+            "inProgress": _dump(self.in_progress.to_json() if self.in_progress else None),
             "inventory": json.dumps(self.inventory, indent=0),
-            "history": json.dumps(self.history, indent=1),
+            "history": json.dumps(self._history_json(), indent=1),
         }
         if self.retry:
             data["retry"] = self.retry
@@ -91,10 +93,14 @@ class TargetState:
     def from_data(cls, data: dict[str, Any], resource_version: str | None = None) -> TargetState:
         return cls(
             last_good=str(data.get("lastGood") or "") or None,
-            last_attempted=_load(data.get("lastAttempted")),
-            in_progress=_load(data.get("inProgress")),
+            last_attempted=AttemptRecord.from_json(_load(data.get("lastAttempted"))),
+            in_progress=InProgress.from_json(_load(data.get("inProgress"))),
             inventory=list(_load(data.get("inventory")) or []),
-            history=list(_load(data.get("history")) or []),
+            history=[
+                record
+                for record in map(HistoryRecord.from_json, _load(data.get("history")) or [])
+                if record is not None
+            ],
             retry=str(data.get("retry") or "") or None,
             hold=str(data.get("hold") or "") or None,
             resource_version=resource_version,
@@ -105,10 +111,10 @@ class TargetState:
         """What `status -o json` prints."""
         return {
             "lastGood": self.last_good,
-            "lastAttempted": self.last_attempted,
-            "inProgress": self.in_progress,
+            "lastAttempted": self.last_attempted.to_json() if self.last_attempted else None,
+            "inProgress": self.in_progress.to_json() if self.in_progress else None,
             "inventory": self.inventory,
-            "history": self.history,
+            "history": self._history_json(),
             "retry": self.retry,
             "hold": self.hold,
         }

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from reconciler.loop.records import HistoryRecord
+from reconciler.loop.state import TargetState
 
 
-def render_status(target: str, state: Any, history_count: int) -> str:
-    attempted = state.last_attempted or {}
+def render_status(target: str, state: TargetState, history_count: int) -> str:
+    attempted = state.last_attempted
     lines = [
         f"target:        {target}",
         f"last good:     {state.last_good or '(none)'}",
-        f"last attempt:  {attempted.get('sha') or '(none)'} {attempted.get('outcome') or ''}"
-        + (" (rolled back)" if attempted.get("rolledBack") else ""),
+        f"last attempt:  {(attempted and attempted.sha) or '(none)'} {(attempted and attempted.outcome) or ''}"
+        + (" (rolled back)" if attempted and attempted.rolled_back else ""),
     ]
     if state.in_progress:
         p = state.in_progress
-        lines.append(
-            f"in progress:   {p.get('operation')} of {p.get('sha')} at stage {p.get('stage') or '-'} since {p.get('since')}"
-        )
+        lines.append(f"in progress:   {p.operation} of {p.sha} at stage {p.stage or '-'} since {p.since}")
     else:
         lines.append("in progress:   (nothing)")
     if state.hold:
@@ -28,20 +27,22 @@ def render_status(target: str, state: Any, history_count: int) -> str:
         lines.append(f"retry:         {state.retry} will be tried again on the next pass")
     lines.append("history (newest first):")
     for record in state.history[: max(0, history_count)]:
-        sha = str(record.get("sha") or "(none)")[:12]
-        extra = ""
-        if record.get("rolledBackTo") is not None or "rolledBackTo" in record:
-            extra = f" → rolled back to {str(record.get('rolledBackTo') or '(nothing)')[:12]} ({record.get('rollback')})"
-        summary = (record.get("diff") or {}).get("summary", "")
-        lines.append(
-            f"  {record.get('at', '')}  {record.get('operation', ''):8} {sha}  {record.get('outcome')}{extra}"
-        )
-        if summary:
-            lines.append(f"      {summary}")
-        if record.get("message"):
-            lines.append(f"      {record['message']}")
-        for device in (record.get("devices") or [])[:10]:
-            lines.append(
-                f"      {device.get('claim')} → {', '.join(device.get('devices') or []) or '-'} on {device.get('node') or '-'}"
-            )
+        lines.extend(_record_lines(record))
     return "\n".join(lines) + "\n"
+
+
+def _record_lines(record: HistoryRecord) -> list[str]:
+    sha = (record.sha or "(none)")[:12]
+    extra = ""
+    if record.rolled_back:
+        extra = f" → rolled back to {(record.rolled_back_to or '(nothing)')[:12]} ({record.rollback})"
+    lines = [f"  {record.at}  {record.operation:8} {sha}  {record.outcome}{extra}"]
+    if record.summary:
+        lines.append(f"      {record.summary}")
+    if record.message:
+        lines.append(f"      {record.message}")
+    for device in (record.devices or [])[:10]:
+        lines.append(
+            f"      {device.get('claim')} → {', '.join(device.get('devices') or []) or '-'} on {device.get('node') or '-'}"
+        )
+    return lines

@@ -29,6 +29,7 @@ from reconciler.checklist.items import (
 )
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
@@ -75,7 +76,7 @@ def remote(tmp_path: Path) -> GitRemote:
 
 def reconciler_for(client: ClusterClient, remote: GitRemote, tmp_path: Path) -> Reconciler:
     source = GitSource(remote.url, tmp_path / "cache", branch="main")
-    options = ReconcileOptions(target=TARGET, grace=3.0, stage_timeout=60, verify_timeout=60)
+    options = ReconcileOptions(DeliverOptions(target=TARGET, grace=3.0, stage_timeout=60, verify_timeout=60))
     return Reconciler(client, GitRevisions(source), options, CheckOptions())
 
 

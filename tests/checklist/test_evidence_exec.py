@@ -6,6 +6,7 @@ from reconciler.cluster.verify import ClaimEvidence, ExecResult, VerifyResult
 from reconciler.delivery.result import Delivery
 from reconciler.loop.evidence import EXEC_OUTPUT, evidence_record
 from reconciler.model.plan import Plan
+from reconciler.outcome import Outcome
 
 
 def delivery(exec_results: list[ExecResult]) -> Delivery:
@@ -13,7 +14,7 @@ def delivery(exec_results: list[ExecResult]) -> Delivery:
         ClaimEvidence("ml/probe", "ml/gpu", ["gpu.example.com/node-0/gpu-0"], "node-0", True, True, True)
     ]
     verified = VerifyResult(True, evidence, [], "verified 1 workload(s), 1 claim(s)", exec_results)
-    return Delivery("applied", "a" * 40, Plan(()), verified=verified)
+    return Delivery(Outcome.APPLIED, "a" * 40, Plan(()), verified=verified)
 
 
 def test_exec_results_are_recorded_with_their_output_cut() -> None:
@@ -27,7 +28,7 @@ def test_exec_results_are_recorded_with_their_output_cut() -> None:
         ),
         "a" * 40,
         "apply",
-    )
+    ).to_json()
     assert record["exec"] == [
         {
             "pod": "ml/probe",
@@ -50,4 +51,4 @@ def test_exec_results_are_recorded_with_their_output_cut() -> None:
 
 
 def test_a_pass_without_verify_exec_records_no_exec_key() -> None:
-    assert "exec" not in evidence_record(delivery([]), "a" * 40, "apply")
+    assert "exec" not in evidence_record(delivery([]), "a" * 40, "apply").to_json()

@@ -32,6 +32,8 @@ from reconciler.checklist.items import (
     event_window_start,
 )
 from reconciler.checklist.render import render
+from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.outcome import Outcome
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 GOOD = "a" * 40
@@ -61,11 +63,19 @@ def apply_record(sha: str, outcome: str = "applied", **extra: Any) -> dict[str, 
 
 
 def good_state(**changes: Any) -> StateFact:
+    """A state after a good pass; `last_attempted`, `in_progress` and `history` are changed with the JSON the
+    state ConfigMap holds, read into their records as `loop/state.py` reads them."""
+    if isinstance(changes.get("last_attempted"), dict):
+        changes["last_attempted"] = AttemptRecord.from_json(changes["last_attempted"])
+    if isinstance(changes.get("in_progress"), dict):
+        changes["in_progress"] = InProgress.from_json(changes["in_progress"])
+    if "history" in changes:
+        changes["history"] = tuple(map(history_record, changes["history"]))
     state = StateFact(
         ref="ConfigMap/dra-gitops/dra-gitops-gpu",
         found=True,
         last_good=GOOD,
-        last_attempted={"sha": GOOD, "outcome": "applied", "at": "2026-03-01T11:59:00Z"},
+        last_attempted=AttemptRecord(sha=GOOD, outcome=Outcome.APPLIED, at="2026-03-01T11:59:00Z"),
         inventory=(
             "v1 Namespace/ml-team",
             "apps/v1 DaemonSet/gpu-system/plugin",
@@ -73,9 +83,15 @@ def good_state(**changes: Any) -> StateFact:
             "resource.k8s.io/v1 ResourceClaim/ml-team/shared-gpu",
             "apps/v1 Deployment/ml-team/notebook",
         ),
-        history=(apply_record(GOOD),),
+        history=(history_record(apply_record(GOOD)),),
     )
     return replace(state, **changes)
+
+
+def history_record(raw: dict[str, Any]) -> HistoryRecord:
+    record = HistoryRecord.from_json(raw)
+    assert record is not None
+    return record
 
 
 def good_facts(**changes: Any) -> ChecklistFacts:

@@ -25,6 +25,7 @@ from reconciler.cluster.apply import apply_plan
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.inventory import collect_inventory
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
@@ -193,7 +194,9 @@ def test_the_loop_rolls_back_a_commit_whose_main_driver_runs_nowhere(sim: SimClu
     shutil.copytree(EXAMPLE, remote.work, dirs_exist_ok=True)
     with ClusterClient.for_url(sim.url) as client:
         source = GitSource(remote.url, tmp_path / "cache", branch="main")
-        options = ReconcileOptions(target="gpu-cluster", grace=5.0, stage_timeout=120, verify_timeout=60)
+        options = ReconcileOptions(
+            DeliverOptions(target="gpu-cluster", grace=5.0, stage_timeout=120, verify_timeout=60)
+        )
         reconciler = Reconciler(client, GitRevisions(source), options, CheckOptions())
         remote.commit_and_push("example")
         assert reconciler.reconcile().outcome == "applied"

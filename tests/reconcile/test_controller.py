@@ -158,14 +158,14 @@ def test_webhook_push_applies_rolls_back_a_bad_commit_and_refuses_forgeries(
         body, headers = github_push(remote, secret="wrong")
         assert run.post("/hooks/github", body, headers) == 401
         assert 'result="unauthorized"' in run.text("/metrics")
-        assert state_of(sim).last_attempted["sha"] == good
+        assert (attempted := state_of(sim).last_attempted) is not None and attempted.sha == good
 
         body, headers = github_push(remote)
         assert run.post("/hooks/github", body, headers) in (200, 202)
         state = wait_for(
             lambda: (
                 (s := state_of(sim)).last_attempted
-                and s.last_attempted["sha"] == bad
+                and s.last_attempted.sha == bad
                 and s.in_progress is None
                 and s
             ),
@@ -173,7 +173,7 @@ def test_webhook_push_applies_rolls_back_a_bad_commit_and_refuses_forgeries(
             "the bad commit attempted and rolled back",
         )
         assert state.last_good == good
-        assert state.last_attempted["rolledBack"] is True
+        assert state.last_attempted is not None and state.last_attempted.rolled_back is True
         metrics = run.text("/metrics")
         assert "dra_gitops_rollbacks_total" in metrics
     finally:
@@ -242,7 +242,7 @@ def test_two_replicas_share_three_targets_and_take_over_from_a_dead_one(
             wait_for(lambda i=index: state_of(sim, f"t{i}").last_good, 30, f"t{index} applied")
         # Exactly one replica reconciled each target: each state history names one applied record.
         for index in range(3):
-            applied = [r for r in state_of(sim, f"t{index}").history if r["outcome"] == "applied"]
+            applied = [r for r in state_of(sim, f"t{index}").history if r.outcome == "applied"]
             assert len(applied) == 1
         # Kill -9 one replica: its targets move to the other within the lease duration.
         victim = first if "replica-a" in held.values() else second
@@ -281,7 +281,7 @@ def test_kill_9_between_stages_then_restart_converges_to_one_revision(
     )
     newer = remote.commit_and_push("trainer: 40 epochs")
     # Kill the controller as soon as the new pass marked itself in progress (between two stages).
-    wait_for(lambda: (p := state_of(sim).in_progress) and p.get("sha") == newer, 60, "pass in progress", 0.01)
+    wait_for(lambda: (p := state_of(sim).in_progress) and p.sha == newer, 60, "pass in progress", 0.01)
     run.stop(signal.SIGKILL)
     assert state_of(sim).in_progress is not None
 
@@ -290,8 +290,8 @@ def test_kill_9_between_stages_then_restart_converges_to_one_revision(
         state = wait_for(
             lambda: (s := state_of(sim)).in_progress is None and s.last_good == newer and s, 90, "converged"
         )
-        assert state.history[0]["outcome"] == "applied" and state.history[0]["sha"] == newer
-        assert any(r["outcome"] == "interrupted" and r["sha"] == newer for r in state.history)
+        assert state.history[0].outcome == "applied" and state.history[0].sha == newer
+        assert any(r.outcome == "interrupted" and r.sha == newer for r in state.history)
     finally:
         assert restarted.stop() == 0
 

@@ -19,8 +19,10 @@ from reconciler.cluster import applyset
 from reconciler.cluster.apply import strip_server_fields
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
+from reconciler.loop.records import InProgress
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import install
@@ -73,7 +75,9 @@ def reconciler_for(
     client: ClusterClient, remote: GitRemote, tmp_path: Path, grace: float = 5.0
 ) -> Reconciler:
     source = GitSource(remote.url, tmp_path / "cache", branch="main")
-    options = ReconcileOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
+    options = ReconcileOptions(
+        DeliverOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
+    )
     return Reconciler(client, GitRevisions(source), options, CheckOptions())
 
 
@@ -117,8 +121,8 @@ def test_first_commit_applies_and_a_steady_pass_writes_nothing(
     state = StateStore(client, TARGET).load()
     assert state.last_good == sha
     assert state.in_progress is None
-    assert state.history[0]["sha"] == sha and state.history[0]["outcome"] == "applied"
-    assert any(d["devices"] for d in state.history[0]["devices"])
+    assert state.history[0].sha == sha and state.history[0].outcome == "applied"
+    assert any(d["devices"] for d in state.history[0].devices or [])
     assert "apps/v1 Deployment/ml-team/trainer" in state.inventory
 
     writes = client.writes_sent
@@ -155,9 +159,9 @@ def test_a_commit_asking_for_more_devices_than_exist_is_rolled_back(
 
     state = StateStore(client, TARGET).load()
     assert state.last_good == good
-    assert state.last_attempted is not None and state.last_attempted["sha"] == bad
-    assert state.last_attempted["rolledBack"] is True
-    outcomes = [(r["sha"], r["operation"], r["outcome"]) for r in state.history[:3]]
+    assert state.last_attempted is not None and state.last_attempted.sha == bad
+    assert state.last_attempted.rolled_back is True
+    outcomes = [(r.sha, r.operation, r.outcome) for r in state.history[:3]]
     assert outcomes == [
         (bad, "apply", "verify-failed"),
         (good, "rollback", "applied"),
@@ -209,8 +213,13 @@ def test_a_denied_commit_writes_nothing_and_retry_tries_it_again(
     assert result.message.startswith("10-driver/kubelet-plugin.yaml:")
     assert "driver-canary: DaemonSet/gpu-system/gpu-example-kubelet-plugin changes" in result.message
     state = StateStore(client, TARGET).load()
-    assert state.last_attempted == {"sha": denied, "outcome": "denied", "at": state.last_attempted["at"]}
-    assert "driver-canary" in state.history[0]["message"]
+    assert state.last_attempted is not None
+    assert state.last_attempted.to_json() == {
+        "sha": denied,
+        "outcome": "denied",
+        "at": state.last_attempted.at,
+    }
+    assert "driver-canary" in (state.history[0].message or "")
     # Only the state record was written (and an event): no managed object.
     assert client.writes_sent - writes <= 2
     assert reconciler.reconcile().outcome == "held"
@@ -254,8 +263,8 @@ def test_drift_is_corrected_and_recorded(client: ClusterClient, remote: GitRemot
     )
     assert client.get(classes, None, "gpu.example.com") is not None
     state = StateStore(client, TARGET).load()
-    assert state.history[0]["operation"] == "drift" and state.history[0]["sha"] == sha
-    assert state.history[0]["drift"]["changed"] == ["Deployment/ml-team/trainer"]
+    assert state.history[0].operation == "drift" and state.history[0].sha == sha
+    assert (state.history[0].drift or {})["changed"] == ["Deployment/ml-team/trainer"]
     assert reconciler.reconcile().outcome == "unchanged"
 
 
@@ -295,14 +304,14 @@ def test_an_interrupted_pass_converges_to_one_revision(
     store = StateStore(client, TARGET)
     store.update(
         lambda s: setattr(
-            s, "in_progress", {"sha": newer, "operation": "apply", "from": good, "stage": "2", "since": "x"}
+            s, "in_progress", InProgress(sha=newer, operation="apply", from_sha=good, stage="2", since="x")
         )
     )
     result = reconciler_for(client, remote, tmp_path).reconcile()
     assert result.outcome == "applied"
     state = store.load()
     assert state.in_progress is None and state.last_good == newer
-    assert [(r["sha"], r["outcome"]) for r in state.history[:2]] == [
+    assert [(r.sha, r.outcome) for r in state.history[:2]] == [
         (newer, "applied"),
         (newer, "interrupted"),
     ]
@@ -324,7 +333,7 @@ def test_a_crash_looping_canary_is_rolled_back_and_ends_healthy_on_the_old_templ
     assert result.outcome == "rolled-back", (result.message, result.records)
     assert result.delivery is not None and result.delivery.outcome == "apply-failed"
     state = StateStore(client, TARGET).load()
-    assert state.last_good == good and state.last_attempted["sha"] == bad
+    assert state.last_good == good and state.last_attempted is not None and state.last_attempted.sha == bad
 
     def canary_healthy() -> bool:
         pods = client.list_kind("", "Pod", "gpu-system", label_selector="app.kubernetes.io/instance=canary")
@@ -356,4 +365,4 @@ def test_a_force_push_is_followed_and_recorded_even_after_a_restart(
     result = reconciler_for(client, remote, tmp_path / "restarted").reconcile()
     assert result.outcome == "applied", (result.message, result.records)
     record = StateStore(client, TARGET).load().history[0]
-    assert record["sha"] == rewritten and record["forcePush"] == {"previous": first}
+    assert record.sha == rewritten and record.force_push == {"previous": first}

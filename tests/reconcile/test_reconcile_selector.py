@@ -20,6 +20,7 @@ from helpers import GitRemote
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
@@ -60,7 +61,9 @@ def test_a_selector_failing_at_run_time_is_rolled_back_at_once(client: ClusterCl
     shutil.copytree(EXAMPLE, remote.work, dirs_exist_ok=True)
     good = remote.commit_and_push("example")
     # grace and timeouts far beyond the test's run: only a terminal verdict lets the pass return
-    options = ReconcileOptions(target=TARGET, grace=3600, stage_timeout=120, verify_timeout=3600)
+    options = ReconcileOptions(
+        DeliverOptions(target=TARGET, grace=3600, stage_timeout=120, verify_timeout=3600)
+    )
     source = GitSource(remote.url, tmp_path / "cache", branch="main")
     reconciler = Reconciler(client, GitRevisions(source), options, CheckOptions())
     assert reconciler.reconcile().outcome == "applied"
@@ -89,8 +92,8 @@ def test_a_selector_failing_at_run_time_is_rolled_back_at_once(client: ClusterCl
 
     state = StateStore(client, TARGET).load()
     assert state.last_good == good
-    assert state.last_attempted is not None and state.last_attempted["sha"] == bad
-    assert state.last_attempted["rolledBack"] is True
+    assert state.last_attempted is not None and state.last_attempted.sha == bad
+    assert state.last_attempted.rolled_back is True
     live = client.get(client.resource_for("resource.k8s.io/v1", "DeviceClass"), None, "gpu.example.com")
     assert (
         live is not None

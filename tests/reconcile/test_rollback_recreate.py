@@ -11,6 +11,7 @@ from helpers import GitRemote
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
@@ -56,7 +57,9 @@ def test_rollback_recreates_a_claim_whose_spec_differs(client: ClusterClient, tm
     (remote.work / SPARE).write_text(spare_claim(1))
     first = remote.commit_and_push("example with a spare claim for one device")
     source = GitSource(remote.url, tmp_path / "cache", branch="main")
-    options = ReconcileOptions(target="gpu-cluster", grace=5.0, stage_timeout=60, verify_timeout=60)
+    options = ReconcileOptions(
+        DeliverOptions(target="gpu-cluster", grace=5.0, stage_timeout=60, verify_timeout=60)
+    )
     reconciler = Reconciler(client, GitRevisions(source), options, CheckOptions())
     assert reconciler.reconcile().outcome == "applied"
     (remote.work / SPARE).unlink()

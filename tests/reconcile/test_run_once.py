@@ -73,5 +73,5 @@ def test_run_once_passes_the_targets_it_can_hold_and_releases_their_leases(
     assert list(results) == [TARGET]
     result = results[TARGET]
     assert result is not None
-    assert (result.outcome, result.sha, result.exit_code) == ("applied", sha, 0)
+    assert (result.outcome, result.sha, result.outcome.exit_code) == ("applied", sha, 0)
     assert lease_holder(client, target) in ("", None)
