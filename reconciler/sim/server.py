@@ -23,6 +23,7 @@ from reconciler.sim import rbac
 from reconciler.sim.apibase import ApiOptions
 from reconciler.sim.apiserver import ApiServer, Request, Response
 from reconciler.sim.audit import AuditLog
+from reconciler.sim.limits import MAX_REQUEST_BODY_BYTES
 from reconciler.sim.persist import Journal
 from reconciler.sim.store import Store
 from reconciler.sim.storebase import AlreadyExists, Change, ResourceType, now
@@ -40,6 +41,7 @@ _REASON_PHRASES = {
     405: "Method Not Allowed",
     409: "Conflict",
     410: "Gone",
+    413: "Request Entity Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Entity",
     429: "Too Many Requests",
@@ -94,7 +96,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         url = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        # kube-apiserver reads one byte past its limit and answers 413 (the API server does, for the verbs
+        # that read a body); the rest is read and dropped so the connection stays usable
+        body = self.rfile.read(min(length, MAX_REQUEST_BODY_BYTES + 1)) if length else b""
+        rest = length - len(body)
+        while rest > 0:
+            chunk = self.rfile.read(min(rest, 1 << 16))
+            if not chunk:
+                break
+            rest -= len(chunk)
         pairs = parse_qsl(url.query, keep_blank_values=True)
         req = Request(
             method=self.command,
