@@ -127,6 +127,13 @@ def sim() -> None:
     show_default=True,
     help="How long without a kubelet heartbeat before a node turns Ready=Unknown and gets the unreachable taints.",
 )
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the cluster's objects here, so that a restart with the same directory serves them again "
+    "(default: in memory only).",
+)
 def serve(
     port: int,
     nodes: int,
@@ -144,6 +151,7 @@ def serve(
     no_control_plane: bool,
     crash_images: tuple[str, ...],
     node_monitor_grace_period: float,
+    data_dir: Path | None,
 ) -> None:
     """Run the simulated cluster in the foreground until interrupted (prints its URL on stdout)."""
     from reconciler.sim.serve import ServeOptions, serve_until_stopped, start_cluster
@@ -165,9 +173,14 @@ def serve(
         driver_preinstalled=driver_preinstalled,
         crash_images=crash_images,
         node_monitor_grace_period=node_monitor_grace_period,
+        data_dir=data_dir,
     )
+    from reconciler.sim.persist import DataDirError
+
     try:
         cluster = start_cluster(options)
+    except DataDirError as e:
+        raise click.ClickException(str(e)) from e
     except OSError as e:
         raise click.ClickException(f"127.0.0.1:{port}: cannot listen: {e}") from e
     serve_until_stopped(

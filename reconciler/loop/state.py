@@ -26,6 +26,7 @@ from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
 # The history is bounded by count and by size, so the ConfigMap stays well under the 1 MiB object limit.
 HISTORY_LIMIT = 20
 HISTORY_BYTES = 400_000
+CONFIGMAP_DATA_BYTES = 1024 * 1024  # what a real API server lets a ConfigMap's data hold
 # A record keeps at most this many refs/findings/devices; the rest is counted, not listed.
 RECORD_ITEMS = 50
 
@@ -69,7 +70,9 @@ class TargetState:
         """Add one evidence record (newest first) and keep the history within its bounds."""
         self.history.insert(0, entry)
         del self.history[HISTORY_LIMIT:]
-        while len(self.history) > 1 and len(json.dumps(self._history_json())) > HISTORY_BYTES:
+        while (
+            len(self.history) > 1 and len(json.dumps(self._history_json(), indent=1)) > HISTORY_BYTES
+        ):  # as stored
             self.history.pop()
 
     def _history_json(self) -> list[dict[str, Any]]:
@@ -124,6 +127,19 @@ def _dump(value: Any) -> str:
     return "" if value is None else json.dumps(value, sort_keys=True)
 
 
+def _check_size(data: dict[str, str], where: str) -> None:
+    """A real API server refuses ConfigMap data over 1 MiB: say which part of the state grew that big."""
+    sizes = {k: len(v.encode()) for k, v in data.items()}
+    total = sum(sizes.values())
+    if total > CONFIGMAP_DATA_BYTES:
+        parts = ", ".join(f"{k} {n:,} bytes" for k, n in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])
+        raise DraGitopsError(
+            f"the target's state is {total:,} bytes, over the {CONFIGMAP_DATA_BYTES:,} a ConfigMap holds "
+            f"({parts}); the inventory lists every object the last good commit applied",
+            where=where,
+        )
+
+
 def _load(text: Any) -> Any:
     if not text:
         return None
@@ -171,6 +187,7 @@ class StateStore:
         not a conflict, so the write is retried once against the new version.
         """
         data = state.to_data()
+        _check_size(data, self.ref)
         try:
             if state.resource_version is None:
                 written = self._create(data)

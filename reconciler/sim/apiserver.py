@@ -11,7 +11,7 @@ import json
 import threading
 from typing import Any
 
-from reconciler.sim import rbac, tables
+from reconciler.sim import limits, rbac, tables
 from reconciler.sim.apibase import (
     DEPRECATION_WARNINGS,
     NOT_DEPRECATED,
@@ -190,8 +190,8 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
             route = self.route(req.path)
         except ApiError:
             return None
-        if route.served is None:
-            return None
+        if route.served is None or not e.reason:
+            return None  # an error that is no API status (etcd's) has no details either
         served = route.served
         name = e.name_hint or route.name
         details: Obj = {"name": name} if name else {}
@@ -218,6 +218,8 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
             )
         if served.rtype.namespaced and not route.namespace and route.name:
             raise ApiError(404, "the server could not find the requested resource")
+        if method != "GET" and len(req.body) > limits.MAX_REQUEST_BODY_BYTES:
+            raise ApiError(413, limits.body_too_large_message(), "RequestEntityTooLarge")
         if method == "GET":
             if route.name:
                 resp = self.get(req, served, route)

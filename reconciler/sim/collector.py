@@ -9,8 +9,13 @@ and Orphan (dependents lose the owner reference).
 
 from __future__ import annotations
 
-from reconciler.sim import graceful
+from collections.abc import Iterable
+
+import orjson
+
+from reconciler.sim import graceful, limits
 from reconciler.sim.history import History
+from reconciler.sim.persist import Journal, Record
 from reconciler.sim.storebase import NOT_FOUND_NS, Key, Obj, ResourceType, clone, now
 
 
@@ -23,6 +28,7 @@ class Collector(History):
         self._objects: dict[tuple[str, str], dict[Key, Obj]] = {}
         self._uids: dict[str, tuple[ResourceType, Key]] = {}
         self._dependents: dict[str, set[str]] = {}  # owner uid -> dependent uids
+        self._journal: Journal | None = None  # where committed changes go first (``sim serve --data-dir``)
 
     def _delete_locked(
         self,
@@ -114,6 +120,7 @@ class Collector(History):
         objs = self._objects[(rtype.group, rtype.plural)]
         if key not in objs:
             return obj
+        self._write_ahead(rtype, key, None)
         del objs[key]
         obj = dict(obj)
         obj["metadata"] = md = dict(obj["metadata"])
@@ -178,6 +185,48 @@ class Collector(History):
             del new["metadata"]["finalizers"]
             self._remove(rtype, key, new)
 
+    # ------------------------------------------------------------------ persistence
+
+    def restore(self, rv: int, records: Iterable[Record]) -> list[Record]:
+        """Put objects read from a data directory back (no events); those of unknown types are returned."""
+        left: list[Record] = []
+        with self._lock:
+            self._rv = max(self._rv, rv)
+            for group, plural, ns, name, obj in records:
+                rtype = self._types.get((group, plural))
+                if rtype is None:
+                    left.append((group, plural, ns, name, obj))
+                    continue
+                md = obj["metadata"]
+                self._objects[(group, plural)][(ns, name)] = obj
+                self._uids[md["uid"]] = (rtype, (ns, name))
+                self._index_owners(md["uid"], {}, md)
+        return left
+
+    def persist_to(self, journal: Journal) -> None:
+        """From now on every change goes to ``journal`` first; starts it with a snapshot of the store."""
+        with self._lock:
+            self._journal = journal
+            self._compact()
+
+    def _after_write(self) -> None:
+        if self._journal is not None and self._journal.compaction_due():
+            self._compact()
+
+    def _compact(self) -> None:
+        assert self._journal is not None
+        records = (
+            (group, plural, key[0], key[1], orjson.dumps(obj))
+            for (group, plural), objs in self._objects.items()
+            for key, obj in objs.items()
+        )
+        self._journal.compact(self._rv, records)
+
+    def _write_ahead(self, rtype: ResourceType, key: Key, encoded: bytes | None) -> None:
+        """Make the change at the next resourceVersion durable before it is made (None: a removal)."""
+        if self._journal is not None:
+            self._journal.append(self._rv + 1, rtype.group, rtype.plural, key, encoded)
+
     def _index_owners(self, uid: str, md: Obj, new_md: Obj | None) -> None:
         for ref in md.get("ownerReferences") or []:
             deps = self._dependents.get(ref.get("uid", ""))
@@ -190,9 +239,12 @@ class Collector(History):
     def _commit(self, rtype: ResourceType, key: Key, obj: Obj, event: str) -> None:
         objs = self._objects[(rtype.group, rtype.plural)]
         old = objs.get(key)
-        self._rv += 1
         md = obj["metadata"]
-        md["resourceVersion"] = str(self._rv)
+        md["resourceVersion"] = str(self._rv + 1)
+        encoded = orjson.dumps(obj)
+        limits.check_stored_size(rtype, key, encoded)  # etcd's limit, before anything changes
+        self._write_ahead(rtype, key, encoded)
+        self._rv += 1
         uid = md["uid"]
         self._index_owners(uid, old["metadata"] if old is not None else {}, md)
         objs[key] = obj

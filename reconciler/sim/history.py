@@ -82,6 +82,11 @@ class History:
                 yield
             finally:
                 self._local.depth = depth
+            if depth == 0:
+                self._after_write()
+
+    def _after_write(self) -> None:
+        """Called under the lock once the outermost write of a thread has finished (compaction)."""
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -34,6 +34,7 @@ class ServeOptions:
     driver_preinstalled: bool
     crash_images: tuple[str, ...]
     node_monitor_grace_period: float
+    data_dir: Path | None = None  # where the store persists across restarts (None: memory only)
 
     def node_labels(self) -> list[dict[str, str]]:
         return [{"dra-gitops.io/canary": "true"} if i < self.canary_nodes else {} for i in range(self.nodes)]
@@ -44,13 +45,15 @@ def driver_names(drivers: Sequence[str | dict[str, Any]]) -> list[str]:
 
 
 def start_cluster(options: ServeOptions) -> SimCluster:
-    """The API server, listening on 127.0.0.1 (OSError when it cannot)."""
+    """The API server, listening on 127.0.0.1 (OSError when it cannot; DataDirError when its data
+    directory is corrupt, foreign or in use)."""
     cluster = SimCluster(
         port=options.port,
         served_versions=options.served_versions,
         token=options.token,
         kube_version=options.kube_version,
         audit=options.audit_log or False,
+        data_dir=options.data_dir,
     )
     cluster.start()
     return cluster

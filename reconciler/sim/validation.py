@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.sim import admission_policies
+from reconciler.sim import admission_policies, limits, workload_validation
 from reconciler.sim.causes import (
     check_labels,
     check_name,
@@ -291,10 +291,19 @@ def admit(rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
     elif key == ("", "nodes"):
         if old is None:
             taint_new_node(obj)
+    elif key == ("", "configmaps"):
+        causes.extend(limits.check_data_size("ConfigMap", obj))
+    elif key == ("", "secrets"):
+        limits.merge_string_data(obj)
+        causes.extend(limits.check_data_size("Secret", obj))
     elif key in POD_TEMPLATE_PATHS:
         _default_workload(key[1], spec)
         default_pod_spec(_dig(obj, POD_TEMPLATE_PATHS[key]), pod=False)
+        if workload_validation.validates_selector(key[1], obj):
+            causes.extend(workload_validation.check_selector(key[1], spec))
         causes.extend(check_pod_spec(_dig(obj, POD_TEMPLATE_PATHS[key]), POD_TEMPLATE_PATHS[key]))
+        if old is not None and workload_validation.validates_selector(key[1], obj):
+            causes.extend(workload_validation.check_update(key[1], spec, old.get("spec")))
     elif key == ("resource.k8s.io", "resourceclaims"):
         default_claim_spec(spec)
         causes.extend(check_claim_spec(spec, "spec"))

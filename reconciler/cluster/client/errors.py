@@ -13,6 +13,8 @@ from typing import Any
 from reconciler.errors import DraGitopsError, EnvironmentProblem, TemporaryError, UserError
 
 _TEMPORARY_STATUS = frozenset({429, 500, 502, 503, 504})
+# etcd's refusal of a too large object: under its --max-request-bytes, and over the client's 2 MiB send limit
+_ETCD_TOO_LARGE = ("etcdserver: request is too large", "trying to send message larger than max")
 
 
 class ApiError(DraGitopsError):
@@ -65,9 +67,13 @@ def error_for_response(
         parsed = {"message": data.decode("utf-8", "replace")[:500]}
     message = _status_message(parsed, f"HTTP {status}")
     reason = str(parsed.get("reason") or "") if isinstance(parsed, dict) else ""
-    # Server-side apply reports a manifest that does not fit the schema as an internal error; retrying
-    # cannot help, so it is the user's error like a 422.
-    if status in _TEMPORARY_STATUS and "failed to create typed patch object" not in message:
+    # Server-side apply reports a manifest that does not fit the schema as an internal error, and etcd an
+    # object over its request limit (kube-apiserver passes it on as a 500); retrying cannot help, so both
+    # are the user's error like a 422.
+    too_large = status == 500 and any(m in message for m in _ETCD_TOO_LARGE)
+    if too_large:
+        message += " (the object is larger than etcd stores: 1.5 MiB by default; split it or make it smaller)"
+    if status in _TEMPORARY_STATUS and not too_large and "failed to create typed patch object" not in message:
         retry_after = response.getheader("Retry-After")
         delay = float(retry_after) if retry_after and retry_after.isdigit() else backoff
         return TemporaryError(f"{message} (HTTP {status})", where=where, delay=delay)
@@ -76,7 +82,7 @@ def error_for_response(
         error_class = NotFound
     elif status == 409:
         error_class = Conflict
-    elif status in (400, 422, 500):
+    elif status in (400, 413, 422, 500):  # 413: the request body is over the server's limit (3 MiB)
         error_class = Invalid
     elif status in (401, 403):
         error_class = Forbidden
