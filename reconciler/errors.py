@@ -13,7 +13,7 @@ Each class carries the exit code of its branch in ``exit_code``; the CLI exits w
   (``dra/search.py``), the simulated cluster's answers (``sim/``).
 
 A rollback that fails is an outcome of the pass, not an exception: its exit code 5 comes from the outcome
-(``loop/reconcile_types.py``). A translated error keeps the original as its cause (``raise … from exc``),
+(``reconciler/outcome.py``). A translated error keeps the original as its cause (``raise … from exc``),
 for logs and debugging; users see the one-line message only. Where the cause must not travel (it holds
 unscrubbed output) or says no more than the message, ``from None`` follows a comment ``# cause hidden: why``
 (``tests/test_errors.py`` checks both).

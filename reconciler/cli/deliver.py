@@ -1,12 +1,14 @@
 """Commands that deliver one revision by hand: `plan` (server-side dry-run) and `apply`.
 
-Parse, call, print, return an exit code; the work is in `delivery/pipeline.py` and `cluster/apply.py`.
+Parse, call, print, return an exit code; the work is in `delivery/pipeline.py` and `cluster/apply/`.
 """
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -25,33 +27,55 @@ from reconciler.cli.options import (
 )
 
 
+@dataclass(frozen=True)
+class DesiredSource:
+    """Where the desired state comes from: PATH arguments, or a revision of a Git repository."""
+
+    paths: tuple[Path, ...]
+    repo: Path | None
+    rev: str
+    subdir: str
+
+    def load(self, base_rev: str | None = None) -> tuple[Any, Any]:
+        """The desired state, and with `base_rev` the state the cluster runs now (else None)."""
+        from reconciler.delivery.desired import load_directories, load_git_revisions
+        from reconciler.model.loader import DEFAULT_LIMITS
+
+        if self.repo is not None and self.paths:
+            raise click.UsageError("give either PATH arguments or --repo, not both")
+        if base_rev and self.repo is None:
+            raise click.UsageError("--base needs --repo")
+        if self.repo is not None:
+            revisions = [self.rev, base_rev] if base_rev else [self.rev]
+            loaded = load_git_revisions(self.repo, revisions, self.subdir, DEFAULT_LIMITS)
+            return loaded[0], (loaded[1] if base_rev else None)
+        if not self.paths:
+            raise click.UsageError("give at least one PATH, or --repo (with --rev)")
+        return load_directories(list(self.paths), DEFAULT_LIMITS), None
+
+
 def source_options(func: F) -> F:
-    """PATH arguments or --repo/--rev/--path: where the desired state comes from."""
-    func = click.option(
+    """PATH arguments or --repo/--rev/--path, handed to the command as one `source: DesiredSource`."""
+
+    @functools.wraps(func)
+    def collect(
+        *args: Any, paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str, **kwargs: Any
+    ) -> Any:
+        return func(*args, source=DesiredSource(paths, repo, rev, subdir), **kwargs)
+
+    command: Any = collect
+    command = click.option(
         "--path", "subdir", default="", help="Subdirectory of the repository holding the manifests."
-    )(func)
-    func = click.option(
+    )(command)
+    command = click.option(
         "--rev", default="HEAD", show_default=True, help="Revision to deliver (with --repo)."
-    )(func)
-    func = click.option(
+    )(command)
+    command = click.option(
         "--repo",
         type=click.Path(file_okay=False, path_type=Path),
         help="Git repository to read the revision from.",
-    )(func)
-    return click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(func)
-
-
-def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) -> Any:
-    from reconciler.delivery.desired import load_directories, load_git_revisions
-    from reconciler.model.loader import DEFAULT_LIMITS
-
-    if repo is not None and paths:
-        raise click.UsageError("give either PATH arguments or --repo, not both")
-    if repo is not None:
-        return load_git_revisions(repo, [rev], subdir, DEFAULT_LIMITS)[0]
-    if not paths:
-        raise click.UsageError("give at least one PATH, or --repo (with --rev)")
-    return load_directories(list(paths), DEFAULT_LIMITS)
+    )(command)
+    return cast(F, click.argument("paths", nargs=-1, type=click.Path(path_type=Path))(command))
 
 
 @click.command("plan")
@@ -64,10 +88,7 @@ def _desired(paths: tuple[Path, ...], repo: Path | None, rev: str, subdir: str) 
 @verbosity_options
 @handle_errors
 def plan_command(
-    paths: tuple[Path, ...],
-    repo: Path | None,
-    rev: str,
-    subdir: str,
+    source: DesiredSource,
     kubeconfig: str | None,
     kube_context: str | None,
     target_name: str,
@@ -91,7 +112,7 @@ def plan_command(
     from reconciler.delivery.pipeline import stale_manifests
     from reconciler.model.plan import compute_plan
 
-    desired = _desired(paths, repo, rev, subdir)
+    desired, _ = source.load()
     head = desired.manifests.manifests
     for repeat in desired.duplicates:  # `apply` reports them with its policy check; `plan` runs none
         click.echo(f"warning: {repeat.where}: {repeat.message}", err=True)
@@ -127,10 +148,7 @@ def plan_command(
 @verbosity_options
 @handle_errors
 def apply_command(
-    paths: tuple[Path, ...],
-    repo: Path | None,
-    rev: str,
-    subdir: str,
+    source: DesiredSource,
     kubeconfig: str | None,
     kube_context: str | None,
     target_name: str,
@@ -157,16 +175,7 @@ def apply_command(
     from reconciler.delivery.check import CheckOptions
     from reconciler.delivery.pipeline import DeliverOptions, deliver
 
-    if base_rev and repo is None:
-        raise click.UsageError("--base needs --repo")
-    base = None
-    if repo is not None and base_rev:
-        from reconciler.delivery.desired import load_git_revisions
-        from reconciler.model.loader import DEFAULT_LIMITS
-
-        desired, base = load_git_revisions(repo, [rev, base_rev], subdir, DEFAULT_LIMITS)
-    else:
-        desired = _desired(paths, repo, rev, subdir)
+    desired, base = source.load(base_rev)
     progress = progress_printer(quiet)
     check_options = CheckOptions(
         policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress

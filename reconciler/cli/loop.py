@@ -17,19 +17,17 @@ from typing import Any
 
 import click
 
+from reconciler.cli import options as shared_options
 from reconciler.cli.options import (
     DURATION,
     F,
     check_options,
     connect,
-    grace_option,
     handle_errors,
     kube_options,
     output_option,
-    policy_options,
     progress_printer,
     target_options,
-    timeout_options,
     verbosity_options,
 )
 
@@ -59,7 +57,7 @@ def git_target_options(func: F) -> F:
             help="Sub-path of the repository holding the manifests.",
         ),
         target_options,
-        grace_option(),
+        shared_options.grace_option(),
         click.option(
             "--ssh-key-file", type=click.Path(dir_okay=False), help="SSH private key for the Git remote."
         ),
@@ -162,7 +160,7 @@ class _Formatter(logging.Formatter):
 @click.command("run")
 @git_target_options
 @kube_options
-@policy_options
+@shared_options.policy_options
 @click.option(
     "--poll-interval",
     type=DURATION,
@@ -196,7 +194,7 @@ class _Formatter(logging.Formatter):
     show_default=True,
     help="How long a Lease lasts unrenewed.",
 )
-@timeout_options
+@shared_options.timeout_options
 @click.option(
     "--once", is_flag=True, help="One pass per target this replica holds, then exit (exit code of the worst)."
 )

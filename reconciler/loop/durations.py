@@ -51,16 +51,6 @@ def _parse_go_duration(text: str, where: str) -> float:
     return total
 
 
-def format_duration(seconds: float) -> str:
-    """The short form a user would write: `30s`, `2m`, `1m30s`, `500ms`."""
-    if seconds < 1 and seconds:
-        return f"{seconds * 1000:g}ms"
-    minutes, rest = divmod(seconds, 60)
-    hours, minutes = divmod(int(minutes), 60)
-    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else "", f"{rest:g}s" if rest else ""]
-    return "".join(parts) or "0s"
-
-
 def jittered(interval: float, fraction: float = DEFAULT_JITTER, rng: random.Random | None = None) -> float:
     """`interval` moved by up to ±`fraction` at random, so replicas and targets do not poll in lockstep."""
     spread = interval * fraction

@@ -71,16 +71,8 @@ class Target:
     origin: str = field(default="flags", compare=False)
 
     @property
-    def state_configmap(self) -> str:
-        return RESOURCE_PREFIX + self.name
-
-    @property
     def lease_name(self) -> str:
         return RESOURCE_PREFIX + self.name
-
-    @property
-    def verifies_signatures(self) -> bool:
-        return bool(self.gpg_keyring or self.ssh_allowed_signers)
 
 
 # ---- validation shared by the config file and the flags ---------------------------------------------------
