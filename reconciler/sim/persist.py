@@ -36,6 +36,8 @@ from typing import Any
 
 import orjson
 
+from reconciler.errors import EnvironmentProblem
+
 SNAPSHOT = "store.snapshot"
 JOURNAL = "journal.jsonl"
 LOCK = "LOCK"
@@ -48,7 +50,7 @@ FSYNC_INTERVAL = 1.0
 Record = tuple[str, str, str, str, dict[str, Any]]  # group, plural, namespace, name, object
 
 
-class DataDirError(Exception):
+class DataDirError(EnvironmentProblem):
     """The data directory cannot be used (corrupt, foreign, in use); the message starts with the path."""
 
 
@@ -80,11 +82,11 @@ class Journal:
             raise DataDirError(f"{data_dir}: cannot use it as the sim's data directory: {e}") from e
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
             os.close(self._lock_fd)
             raise DataDirError(
                 f"{data_dir / LOCK}: the data directory is in use by another simulated cluster"
-            ) from None
+            ) from exc
         self._fd: int | None = None
         self._journal_bytes = 0
         self._snapshot_bytes = 0
@@ -156,7 +158,7 @@ class Journal:
         try:
             rec = orjson.loads(line)
         except orjson.JSONDecodeError as e:
-            raise DataDirError(f"{path}: line {n}: corrupt: {e}") from None
+            raise DataDirError(f"{path}: line {n}: corrupt: {e}") from e
         if not isinstance(rec, dict):
             raise DataDirError(f"{path}: line {n}: corrupt: not a JSON object")
         return rec

@@ -91,9 +91,13 @@ def test_the_history_is_bounded_as_it_is_stored() -> None:
     """History records of nested lists: their indented form, the one stored, stays within the bound."""
     import json
 
+    from reconciler.loop.records import HistoryRecord
     from reconciler.loop.state import HISTORY_BYTES, TargetState
 
     state = TargetState()
     for n in range(20):
-        state.record({"sha": f"{n:040d}", "findings": [[[f"finding {n}-{i}"]] for i in range(500)]})
-    assert len(json.dumps(state.history, indent=1)) <= HISTORY_BYTES
+        findings = [[[f"finding {n}-{i}"]] for i in range(500)]
+        record = HistoryRecord.from_json({"sha": f"{n:040d}", "findings": findings})
+        assert record is not None
+        state.record(record)
+    assert len(json.dumps([record.to_json() for record in state.history], indent=1)) <= HISTORY_BYTES
