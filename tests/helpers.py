@@ -70,3 +70,27 @@ class GitRemote:
         sha = self.commit(message)
         self.push()
         return sha
+
+
+def widget_crd(group: str = "example.com") -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition of kind Widget (v1, any fields) in `group`."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }

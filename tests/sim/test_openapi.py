@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import widget_crd
 from kubernetes import client
 
 from reconciler.sim.server import SimCluster
@@ -95,26 +96,7 @@ def test_openapi_v2_protobuf_is_a_gnostic_document(api: client.ApiClient) -> Non
 def test_openapi_v2_lists_a_custom_kind_once_its_crd_is_established(
     api: client.ApiClient, sim_cluster: SimCluster
 ) -> None:
-    crd: dict[str, Any] = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.gpu.example.com"},
-        "spec": {
-            "group": "gpu.example.com",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
+    crd: dict[str, Any] = widget_crd("gpu.example.com")
     created = api.call_api(
         "POST",
         api.configuration.host + "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",

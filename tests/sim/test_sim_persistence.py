@@ -17,33 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_for
+from helpers import wait_for, widget_crd
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from reconciler.sim.persist import COMPACT_MIN_BYTES, JOURNAL, SNAPSHOT, DataDirError
 from reconciler.sim.server import SimCluster
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+CRD = widget_crd()
 
 
 def _api(url: str) -> client.ApiClient:

@@ -11,32 +11,14 @@ import time
 from typing import Any
 
 import pytest
+from helpers import widget_crd
 
 from reconciler.cluster.client import ClusterClient, Invalid
 from reconciler.errors import DraGitopsError
 from reconciler.sim.server import SimCluster
 
 MIB = 1024 * 1024
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+CRD: dict[str, Any] = widget_crd()
 
 
 def test_an_object_over_etcds_limit_is_invalid_at_once(sim_cluster: SimCluster) -> None:

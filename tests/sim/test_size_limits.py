@@ -12,32 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import widget_crd
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from reconciler.sim.server import SimCluster
 
 MIB = 1024 * 1024
-WIDGETS = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                },
-            }
-        ],
-    },
-}
+WIDGETS = widget_crd()
 
 
 @pytest.fixture
