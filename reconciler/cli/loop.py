@@ -181,6 +181,15 @@ class _Formatter(logging.Formatter):
 @click.option("--webhook-token", help="Token for /hooks/gitlab (X-Gitlab-Token) and /hooks/generic (Bearer).")
 @click.option("--webhook-token-file", type=click.Path(dir_okay=False), help="File holding the webhook token.")
 @click.option(
+    "--webhook-max-body",
+    "webhook_max_body_mib",
+    type=click.IntRange(min=1),
+    default=25,
+    show_default=True,
+    metavar="MIB",
+    help="Largest webhook body accepted, in MiB (GitHub sends pushes up to 25 MB).",
+)
+@click.option(
     "--git-revert",
     "git_revert_branch",
     metavar="BRANCH",
@@ -235,6 +244,7 @@ def run_command(**kwargs: Any) -> int:
         retry_period=max(0.2, kwargs["lease_duration"] / 7),
         stage_timeout=kwargs["stage_timeout"],
         verify_timeout=kwargs["verify_timeout"],
+        max_body=kwargs["webhook_max_body_mib"] * 1024 * 1024,
         check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
     )
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"])

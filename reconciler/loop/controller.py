@@ -24,7 +24,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError
 from reconciler.loop.durations import jittered
-from reconciler.loop.httpserver import ControllerServer, HookTarget
+from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget
 from reconciler.loop.metrics import PASS_ERROR, Metrics
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
@@ -49,7 +49,7 @@ class ControllerOptions:
     stage_timeout: float = 300.0
     verify_timeout: float = 300.0
     shutdown_timeout: float = 25.0
-    max_body: int = 1 << 20
+    max_body: int = DEFAULT_MAX_BODY
     check: CheckOptions = field(default_factory=CheckOptions)
 
 

@@ -25,6 +25,7 @@ from reconciler.loop.webhooks import (
     HookTarget,
     Trigger,
     Webhooks,
+    delivery_id,
     normalize_repo_url,
     read_secret,
 )
@@ -33,9 +34,31 @@ __all__ = ["ControllerServer", "HookTarget", "normalize_repo_url", "parse_listen
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BODY = 1024 * 1024
+# GitHub caps a webhook payload at 25 MB (and drops larger ones); GitLab's are smaller.
+DEFAULT_MAX_BODY = 25 * 1024 * 1024
+_READ_CHUNK = 64 * 1024
 # A client that stops sending mid-request must not hold a handler thread for ever.
 SOCKET_TIMEOUT = 10.0
+
+
+HOOK_PATHS = frozenset(f"/hooks/{provider}" for provider in PROVIDERS)
+
+
+def _log_hook(
+    provider: str, delivery: str, targets: Sequence[str], status: int, result: str, message: str
+) -> None:
+    """One line per webhook call, accepted or refused: never a secret, signature, token or body."""
+    log.log(
+        logging.WARNING if status >= 500 else logging.INFO,
+        "webhook %s delivery %s: %d %s%s (targets: %s)",
+        provider,
+        delivery or "(none)",
+        status,
+        result or "-",
+        f": {message}" if message and message != result else "",
+        ", ".join(targets) or "-",
+        extra={"target": ",".join(targets)} if targets else {},
+    )
 
 
 def parse_listen(value: str, where: str = "--listen") -> tuple[str, int]:
@@ -158,21 +181,30 @@ class _Handler(BaseHTTPRequestHandler):
             # Unknown, or no target has a secret for it: the hook does not exist.
             self._drain_or_close()
             self._send(404, b"not found\n")
+            if provider in PROVIDERS:
+                _log_hook(
+                    provider, delivery_id(provider, self.headers), (), 404, "disabled", "no secret for it"
+                )
             return
+        webhooks = endpoints.webhooks
+        delivery = delivery_id(provider, self.headers)
         try:
             body = self._read_body(endpoints.max_body)
-            status, answer = endpoints.webhooks.handle_hook(provider, self.headers, body)
-            endpoints.metrics.record_webhook(provider, "accepted")
-            self._send(status, json.dumps(answer).encode() + b"\n", "application/json")
+            status, answer = webhooks.handle_hook(provider, self.headers, body)
+            result, targets, message = "accepted", answer.get("triggered", []), ""
+            payload = json.dumps(answer).encode() + b"\n"
         except HookReply as reply:
-            if reply.result:
-                endpoints.metrics.record_webhook(provider, reply.result)
-            self._send(
-                reply.status, json.dumps({"message": reply.message}).encode() + b"\n", "application/json"
-            )
+            status, targets, message = reply.status, reply.targets, reply.message
+            result = reply.result or ""
+            payload = json.dumps({"message": reply.message}).encode() + b"\n"
         except Exception:  # noqa: BLE001 - the trigger callback failed; the hook's sender should retry
             log.exception("webhook %s failed", provider)
-            self._send(500, b'{"message": "internal error"}\n', "application/json")
+            status, result, targets, message = 500, "error", (), "internal error"
+            payload = b'{"message": "internal error"}\n'
+        if result:
+            endpoints.metrics.record_webhook(provider, result)
+        self._send(status, payload, "application/json")
+        _log_hook(provider, delivery, targets, status, result or "", message)
 
     def do_PUT(self) -> None:  # noqa: N802
         self._not_allowed()
@@ -215,11 +247,15 @@ class _Handler(BaseHTTPRequestHandler):
             # Refused unread: the connection closes, so the rest of the body is never consumed.
             self.close_connection = True
             raise HookReply(413, f"the body is larger than {limit} bytes", "too_large")
-        body = self.rfile.read(length)
-        if len(body) != length:
-            self.close_connection = True
-            raise HookReply(400, "the body ended early", "bad_request")
-        return body
+        # Read in chunks: memory grows with what the client really sent, not with what it announced.
+        body = bytearray()
+        while len(body) < length:
+            chunk = self.rfile.read(min(_READ_CHUNK, length - len(body)))
+            if not chunk:
+                self.close_connection = True
+                raise HookReply(400, "the body ended early", "bad_request")
+            body += chunk
+        return bytes(body)
 
     def _drain_or_close(self) -> None:
         """A request we refuse without reading: its body must not be taken for the next request."""
@@ -246,7 +282,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         path = urlsplit(self.path).path if hasattr(self, "path") else "?"
-        level = logging.DEBUG if path in ("/healthz", "/readyz", "/metrics") else logging.INFO
+        # Probes are polled; webhooks get a line of their own (`_log_hook`) with what they did.
+        level = (
+            logging.DEBUG
+            if path in ("/healthz", "/readyz", "/metrics") or path in HOOK_PATHS
+            else logging.INFO
+        )
         log.log(level, "%s %s -> %s", getattr(self, "command", "?"), path, code)
 
     def log_error(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name

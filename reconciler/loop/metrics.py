@@ -22,7 +22,7 @@ PREFIX = "dra_gitops_"
 PASS_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # The `outcome` label of a pass that raised (it has no `Outcome`).
 PASS_ERROR: Literal["error"] = "error"
-WEBHOOK_RESULTS = ("accepted", "ignored", "unauthorized", "too_large", "bad_request")
+WEBHOOK_RESULTS = ("accepted", "ignored", "duplicate", "unauthorized", "too_large", "bad_request", "error")
 
 
 class Metrics:

@@ -4,6 +4,12 @@ A webhook never triggers anything unless it proves the secret of at least one ta
 of the raw body, GitLab's token, or a bearer token, each compared in constant time. A provider without any
 secret is disabled (404), so an unauthenticated trigger is impossible by configuration. The HTTP side
 (bodies, statuses, routing) is in :mod:`reconciler.loop.httpserver`.
+
+Forges redeliver: GitHub names each delivery (`X-GitHub-Delivery`, kept by a redelivery), GitLab sends
+`Idempotency-Key` (the same on its retries) and `X-Gitlab-Event-UUID`. An authenticated call whose delivery
+was already handled is answered 200 "duplicate delivery, ignored" (an error would make the forge retry
+again) and triggers nothing. The ids remembered are bounded (`DELIVERIES_KEPT`, oldest forgotten first),
+and only authenticated calls are remembered, so nobody without a secret can fill or probe the memory.
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +28,56 @@ from urllib.parse import parse_qs, urlsplit
 from reconciler.errors import UserError
 from reconciler.loop.targets import Secret, Target
 
-log = logging.getLogger(__name__)
-
 Trigger = Callable[[set[str] | None, str], None]
 PROVIDERS = ("github", "gitlab", "generic")
+# Deliveries remembered for dedupe: a forge redelivers within hours, at most a few per push.
+DELIVERIES_KEPT = 4096
+# Headers naming a delivery, by provider, first present wins.
+DELIVERY_HEADERS = {
+    "github": ("X-GitHub-Delivery",),
+    "gitlab": ("Idempotency-Key", "X-Gitlab-Event-UUID"),
+    "generic": ("Idempotency-Key",),
+}
+_DELIVERY_ID_MAX = 128
+
+
+def delivery_id(provider: str, headers: Any) -> str:
+    """The delivery's id as the forge names it ("" when none), cut to printable characters: it is
+    logged, and a caller without the secret chooses it."""
+    for name in DELIVERY_HEADERS.get(provider, ()):
+        value = str(headers.get(name) or "").strip()
+        if value:
+            return "".join(c for c in value[:_DELIVERY_ID_MAX] if c.isprintable() and not c.isspace())
+    return ""
+
+
+class DeliveryLog:
+    """The deliveries handled lately, bounded; `claim` is atomic so two concurrent copies of one delivery
+    trigger once."""
+
+    def __init__(self, capacity: int = DELIVERIES_KEPT) -> None:
+        self.capacity = capacity
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def claim(self, key: str) -> bool:
+        """True for a delivery not seen before (now remembered), False for a replay."""
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                return False
+            self._seen[key] = None
+            while len(self._seen) > self.capacity:
+                self._seen.popitem(last=False)
+            return True
+
+    def forget(self, key: str) -> None:
+        """A delivery that failed on our side: the forge's retry must be handled, not ignored."""
+        with self._lock:
+            self._seen.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 def read_secret(secret: Secret, where: str) -> bytes:
@@ -108,11 +161,14 @@ def normalize_repo_url(url: str) -> str:
 class HookReply(Exception):
     """Ends a request with a status; `result` is the webhook metric's label when it is a hook."""
 
-    def __init__(self, status: int, message: str, result: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, result: str | None = None, targets: Sequence[str] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.result = result
+        self.targets = tuple(targets)  # the targets the call concerned, for the log line
 
 
 class Webhooks:
@@ -121,6 +177,7 @@ class Webhooks:
     def __init__(self, trigger: Trigger, hook_targets: Sequence[HookTarget] = ()) -> None:
         self.trigger = trigger
         self.hook_targets = tuple(hook_targets)
+        self.deliveries = DeliveryLog()
 
     def enabled(self, provider: str) -> list[HookTarget]:
         return [target for target in self.hook_targets if target.secret_for(provider)]
@@ -150,13 +207,34 @@ class Webhooks:
         allowed = self.authorized(provider, proof.encode(), body) if proof else []
         if not allowed:
             raise HookReply(401, "unauthorized", "unauthorized")
+        delivery = delivery_id(provider, headers)
+        if not delivery:
+            return self._handle(provider, headers, body, allowed)
+        # Per set of targets proven: one forge event may reach us through hooks of different secrets.
+        key = " ".join([provider, delivery, *sorted(t.name for t in allowed)])
+        if not self.deliveries.claim(key):
+            raise HookReply(200, "duplicate delivery, ignored", "duplicate", [t.name for t in allowed])
+        try:
+            return self._handle(provider, headers, body, allowed)
+        except HookReply as reply:
+            if reply.status >= 400:
+                self.deliveries.forget(key)
+            raise
+        except Exception:
+            self.deliveries.forget(key)
+            raise
+
+    def _handle(
+        self, provider: str, headers: Any, body: bytes, allowed: list[HookTarget]
+    ) -> tuple[int, dict[str, Any]]:
+        """An authenticated call: what it triggers."""
         if provider == "generic":
             return self._generic(allowed, body)
         event = str(headers.get("X-GitHub-Event" if provider == "github" else "X-Gitlab-Event") or "")
         if provider == "github" and event == "ping":
             return 200, {"ok": True, "event": "ping"}
         if event not in ("push", "Push Hook", "Tag Push Hook"):
-            raise HookReply(200, f"event {event!r} ignored", "ignored")
+            raise HookReply(200, f"event {event!r} ignored", "ignored", [t.name for t in allowed])
         payload = _json_object(_github_payload(headers, body) if provider == "github" else body)
         ref = payload.get("ref")
         if not isinstance(ref, str):
@@ -164,7 +242,9 @@ class Webhooks:
         urls = _repository_urls(payload)
         names = {target.name for target in allowed if target.follows(urls, ref)}
         if not names:
-            raise HookReply(200, f"no target follows {ref} of this repository", "ignored")
+            raise HookReply(
+                200, f"no target follows {ref} of this repository", "ignored", [t.name for t in allowed]
+            )
         sha = str(payload.get("after") or payload.get("checkout_sha") or "")[:12]
         self._fire(names, f"{provider} push {ref} {sha}".strip())
         return 202, {"triggered": sorted(names)}
@@ -184,7 +264,6 @@ class Webhooks:
         return 202, {"triggered": sorted(names)}
 
     def _fire(self, names: set[str], reason: str) -> None:
-        log.info("webhook triggers %s (%s)", ", ".join(sorted(names)), reason)
         self.trigger(names, reason)
 
 
