@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.lease import LeaseManager
+from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError

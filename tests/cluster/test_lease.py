@@ -10,7 +10,8 @@ import pytest
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient, ResourceInfo
-from reconciler.cluster.lease import LeaseLock, LeaseManager, LeaseRecord
+from reconciler.cluster.lease import LeaseLock, LeaseRecord
+from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.loop.targets import Target
 from reconciler.model.readers import parse_time
 from reconciler.sim.server import SimCluster
