@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from reconciler.cli.options import (
     target_options,
     verbosity_options,
 )
+
+log = logging.getLogger("dra_gitops.controller")
 
 
 def git_target_options(func: F) -> F:
@@ -123,40 +124,6 @@ def _cache_dir(value: Path | None) -> Path:
     return value if value is not None else Path(tempfile.mkdtemp(prefix="dra-gitops-cache-"))
 
 
-def _configure_logging(verbose: int, quiet: bool, log_format: str) -> None:
-    level = logging.WARNING if quiet else logging.DEBUG if verbose > 1 else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter(log_format))
-    root = logging.getLogger("dra_gitops")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
-
-
-class _Formatter(logging.Formatter):
-    """One line per event, carrying the target and sha; `json` for log pipelines."""
-
-    def __init__(self, style: str) -> None:
-        super().__init__()
-        self.style_name = style
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields = {key: getattr(record, key) for key in ("target", "sha") if getattr(record, key, "")}
-        message = record.getMessage()
-        if self.style_name == "json":
-            return json.dumps(
-                {
-                    "time": self.formatTime(record),
-                    "level": record.levelname.lower(),
-                    "logger": record.name,
-                    "msg": message,
-                    **fields,
-                }
-            )
-        context = " ".join(f"{k}={v[:12] if k == 'sha' else v}" for k, v in fields.items())
-        return f"{self.formatTime(record)} {record.levelname.lower():7} {context + ' ' if context else ''}{message}"
-
-
 @click.command("run")
 @git_target_options
 @kube_options
@@ -219,11 +186,12 @@ def run_command(**kwargs: Any) -> int:
     commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0 (5 when a
     rollback failed and the cluster needs a human).
     """
+    from reconciler.cli.logsetup import configure_logging
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
 
-    _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
+    configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
         "poll_interval": kwargs["poll_interval"],
         "git_revert_branch": kwargs["git_revert_branch"],
@@ -254,13 +222,13 @@ def run_command(**kwargs: Any) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
-        logging.getLogger("dra_gitops.controller").info("signal %d: stopping", signum)
+        log.info("signal %d: stopping", signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     bound = controller.start()
-    click.echo(f"dra-gitops: reconciling {len(targets)} target(s); serving on {host}:{bound}", err=True)
+    log.info("reconciling %d target(s); serving on %s:%d", len(targets), host, bound)
     try:
         while not stop.wait(0.5):
             pass
@@ -277,7 +245,7 @@ def _run_once(controller: Any) -> int:
     outcomes = []
     for name in (target.name for target in controller.targets):
         if name not in results:
-            click.echo(f"dra-gitops: {name}: another replica holds the lease; skipped", err=True)
+            log.warning("another replica holds the lease; skipped", extra={"target": name})
             continue
         result = results[name]
         if result is not None:
