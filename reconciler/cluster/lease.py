@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.cluster.client import ClusterClient, Conflict, ResourceInfo
+from reconciler.cluster.client import ClusterClient, Conflict, Forbidden, NotFound, ResourceInfo
 from reconciler.errors import DraGitopsError
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,8 @@ DEFAULT_RETRY_PERIOD = 2.0
 _JITTER_FACTOR = 1.2
 REQUEST_ANNOTATION = "dra-gitops.io/reconcile-requested"  # "<MicroTime> <reason>": a pass is asked for
 _REQUEST_TRIES = 3
+# A round at a foreign Lease's expiry runs this much after it, so the expiry test is past for certain.
+EXPIRY_MARGIN = 0.01
 
 
 def default_identity() -> str:
@@ -118,6 +120,9 @@ class LeaseLock:
         self._lock = threading.Lock()
         self._resource: ResourceInfo | None = None
         self.requested: str | None = None  # the request annotation as last read
+        # Why the last round could not read or write the Lease (None when it could): readiness shows it.
+        self.error: str | None = None
+        self.namespace_missing = False  # the last round could not create the Lease in its namespace
 
     @property
     def where(self) -> str:
@@ -134,6 +139,21 @@ class LeaseLock:
         """Who held the Lease when we last read it ("" when free or never read)."""
         return self._observed.holder if self._observed else ""
 
+    @property
+    def observed(self) -> LeaseRecord | None:
+        """The election fields as last read (None before the first successful read)."""
+        return self._observed
+
+    @property
+    def expires_at(self) -> float | None:
+        """When (on our clock) the Lease someone else holds is free for us unless its holder renews it:
+        the moment we first saw its current record plus its duration. None when we hold it, nobody does,
+        or it was never read."""
+        record = self._observed
+        if record is None or not record.holder or record.holder == self.identity:
+            return None
+        return self._observed_at + record.duration_seconds
+
     # ---- one round ------------------------------------------------------------------------------------
 
     def try_acquire_or_renew(self) -> bool:
@@ -141,11 +161,20 @@ class LeaseLock:
         API server could not be reached (the reason is logged)."""
         with self._lock:
             started = self._clock()
+            self.namespace_missing = False
             try:
                 won = self._round(started)
             except DraGitopsError as exc:
-                log.warning("%s: cannot acquire or renew the lease: %s", self.where, exc.detail)
+                error = f"cannot acquire or renew the lease: {exc.detail}"
+                # Said once while it lasts (a round runs every retry period), again when it changes.
+                log.log(
+                    logging.DEBUG if error == self.error else logging.WARNING, "%s: %s", self.where, error
+                )
+                self.error = error
                 return False
+            if self.error is not None:
+                log.info("%s: the lease can be read and written again", self.where)
+                self.error = None
             if won:
                 # Measured from before the write: whoever sees our renewal saw it after this moment.
                 self._renewed_at = started
@@ -167,6 +196,11 @@ class LeaseLock:
                 created = self.client.create(resource, body)
             except Conflict:  # another replica created it first
                 return False
+            except (NotFound, Forbidden):
+                # The namespace may be gone or being deleted under us: the manager checks it (and
+                # recreates it when it can); a Forbidden for want of rights it leaves as it is.
+                self.namespace_missing = True
+                raise
             self._observe(LeaseRecord.of(created), started)
             log.info("%s: acquired by %s (new lease)", self.where, self.identity)
             return True

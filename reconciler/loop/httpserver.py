@@ -95,6 +95,7 @@ class ControllerServer:
         port: int = 0,
         max_body: int = DEFAULT_MAX_BODY,
         alive: Callable[[], bool] | None = None,
+        readiness: Callable[[], str | None] | None = None,
     ) -> None:
         self.metrics = metrics
         self.webhooks = Webhooks(trigger, hook_targets)
@@ -103,6 +104,8 @@ class ControllerServer:
         self.max_body = max_body
         # Liveness beyond "the process serves": e.g. whether the controller loop thread is still running.
         self.alive = alive
+        # Once ready: why the controller cannot reconcile some target now (None when it can).
+        self.readiness = readiness
         self._ready = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -131,7 +134,8 @@ class ControllerServer:
             self._thread = None
 
     def set_ready(self, ready: bool = True) -> None:
-        """Ready after the first pass; not ready again while shutting down."""
+        """Ready after the first pass (and while `readiness` finds nothing wrong); not ready again while
+        shutting down."""
         if ready:
             self._ready.set()
         else:
@@ -158,10 +162,12 @@ class _Handler(BaseHTTPRequestHandler):
             alive = endpoints.alive is None or endpoints.alive()
             self._send(200 if alive else 503, b"ok\n" if alive else b"controller loop stopped\n")
         elif path == "/readyz":
-            ready = endpoints.ready
-            self._send(
-                200 if ready else 503, b"ok\n" if ready else b"not ready: the first pass has not finished\n"
-            )
+            if not endpoints.ready:
+                self._send(503, b"not ready: the first pass has not finished\n")
+            elif (reason := endpoints.readiness() if endpoints.readiness else None) is not None:
+                self._send(503, f"not ready: {reason}\n".encode())
+            else:
+                self._send(200, b"ok\n")
         elif path == "/metrics":
             body, content_type = endpoints.metrics.render()
             self._send(200, body, content_type)

@@ -65,3 +65,5 @@ def test_lease_and_force_push_lines_are_json_too(tmp_path: Path) -> None:
         r for r in second if r["logger"] == "reconciler.source.remote" and "rewritten" in r["msg"]
     ]
     assert rewritten["level"] == "warning"
+    created = [r["msg"] for r in first if "namespace" in r["msg"].lower()]
+    assert created == ["created namespace dra-state (it holds the targets' Leases and state)"]
