@@ -172,6 +172,13 @@ def _cache_dir(value: Path | None) -> Path:
 )
 @shared_options.timeout_options
 @click.option(
+    "--request-timeout",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="How long one request may wait for the API server's answer (connect and read).",
+)
+@click.option(
     "--once", is_flag=True, help="One pass per target this replica holds, then exit (exit code of the worst)."
 )
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
@@ -215,7 +222,7 @@ def run_command(**kwargs: Any) -> int:
         max_body=kwargs["webhook_max_body_mib"] * 1024 * 1024,
         check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
     )
-    client = connect(kwargs["kubeconfig"], kwargs["kube_context"])
+    client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
     controller = Controller(client, targets, options)
     if kwargs["once"]:
         return _run_once(controller)

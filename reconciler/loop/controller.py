@@ -163,8 +163,10 @@ class Controller:
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
         self.metrics = Metrics()
+        # Lease rounds give up on a frozen API server well before the renew deadline (and say so).
+        lease_client = client.bounded(timeout=max(1.0, options.renew_deadline / 3), retries=1)
         self.leases = LeaseManager(
-            client,
+            lease_client,
             {t.name: (t.state_namespace, t.lease_name) for t in self.targets},
             identity=self.options.identity,
             duration=options.lease_duration,
