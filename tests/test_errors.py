@@ -32,9 +32,9 @@ from reconciler.source.remote import GitSource
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "reconciler"
 
-# Control flow, not an error: `_Reply` ends a request to the controller's HTTP server with a status (a 200
-# "ignored" as well as a 400); it is raised and caught inside loop/httpserver.py and never leaves it.
-CONTROL_FLOW = {"reconciler.loop.httpserver._Reply"}
+# Control flow, not an error: `HookReply` ends a request to the controller's HTTP server with a status (a 200
+# "ignored" as well as a 400); raised in loop/webhooks.py, caught in loop/httpserver.py, never further.
+CONTROL_FLOW = {"reconciler.loop.webhooks.HookReply"}
 
 
 def _module_name(path: Path) -> str:

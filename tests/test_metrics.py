@@ -15,7 +15,7 @@ def samples(metrics: Metrics) -> Samples:
     assert content_type.startswith("text/plain; version=")
     found: Samples = {}
     for family in text_string_to_metric_families(body.decode()):
-        assert family.name.startswith("dra_gitops_")
+        assert family.name.startswith(("dra_gitops_", "process_"))
         for sample in family.samples:
             found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return found
@@ -103,3 +103,15 @@ def test_each_instance_has_its_own_registry() -> None:
 def test_unknown_webhook_result_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown webhook result"):
         Metrics().record_webhook("github", "maybe")
+
+
+def test_process_metrics_beside_ours() -> None:
+    import resource
+    import time
+
+    found = samples(Metrics())
+    assert 0 < found[("process_resident_memory_bytes", ())] < 16 * 1024**3
+    assert found[("process_cpu_seconds_total", ())] > 0
+    assert found[("process_open_fds", ())] >= 3
+    assert found[("process_max_fds", ())] == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert 0 < found[("process_start_time_seconds", ())] <= time.time()

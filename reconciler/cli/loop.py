@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -30,6 +29,8 @@ from reconciler.cli.options import (
     target_options,
     verbosity_options,
 )
+
+log = logging.getLogger("dra_gitops.controller")
 
 
 def git_target_options(func: F) -> F:
@@ -123,40 +124,6 @@ def _cache_dir(value: Path | None) -> Path:
     return value if value is not None else Path(tempfile.mkdtemp(prefix="dra-gitops-cache-"))
 
 
-def _configure_logging(verbose: int, quiet: bool, log_format: str) -> None:
-    level = logging.WARNING if quiet else logging.DEBUG if verbose > 1 else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter(log_format))
-    root = logging.getLogger("dra_gitops")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
-
-
-class _Formatter(logging.Formatter):
-    """One line per event, carrying the target and sha; `json` for log pipelines."""
-
-    def __init__(self, style: str) -> None:
-        super().__init__()
-        self.style_name = style
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields = {key: getattr(record, key) for key in ("target", "sha") if getattr(record, key, "")}
-        message = record.getMessage()
-        if self.style_name == "json":
-            return json.dumps(
-                {
-                    "time": self.formatTime(record),
-                    "level": record.levelname.lower(),
-                    "logger": record.name,
-                    "msg": message,
-                    **fields,
-                }
-            )
-        context = " ".join(f"{k}={v[:12] if k == 'sha' else v}" for k, v in fields.items())
-        return f"{self.formatTime(record)} {record.levelname.lower():7} {context + ' ' if context else ''}{message}"
-
-
 @click.command("run")
 @git_target_options
 @kube_options
@@ -181,6 +148,15 @@ class _Formatter(logging.Formatter):
 @click.option("--webhook-token", help="Token for /hooks/gitlab (X-Gitlab-Token) and /hooks/generic (Bearer).")
 @click.option("--webhook-token-file", type=click.Path(dir_okay=False), help="File holding the webhook token.")
 @click.option(
+    "--webhook-max-body",
+    "webhook_max_body_mib",
+    type=click.IntRange(min=1),
+    default=25,
+    show_default=True,
+    metavar="MIB",
+    help="Largest webhook body accepted, in MiB (GitHub sends pushes up to 25 MB).",
+)
+@click.option(
     "--git-revert",
     "git_revert_branch",
     metavar="BRANCH",
@@ -196,6 +172,13 @@ class _Formatter(logging.Formatter):
 )
 @shared_options.timeout_options
 @click.option(
+    "--request-timeout",
+    type=DURATION,
+    default="10s",
+    show_default=True,
+    help="How long one request may wait for the API server's answer (connect and read).",
+)
+@click.option(
     "--once", is_flag=True, help="One pass per target this replica holds, then exit (exit code of the worst)."
 )
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
@@ -210,11 +193,12 @@ def run_command(**kwargs: Any) -> int:
     commit or `dra-gitops retry`. SIGTERM stops at the next stage boundary and exits 0 (5 when a
     rollback failed and the cluster needs a human).
     """
+    from reconciler.cli.logsetup import configure_logging
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
 
-    _configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
+    configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
         "poll_interval": kwargs["poll_interval"],
         "git_revert_branch": kwargs["git_revert_branch"],
@@ -235,22 +219,23 @@ def run_command(**kwargs: Any) -> int:
         retry_period=max(0.2, kwargs["lease_duration"] / 7),
         stage_timeout=kwargs["stage_timeout"],
         verify_timeout=kwargs["verify_timeout"],
+        max_body=kwargs["webhook_max_body_mib"] * 1024 * 1024,
         check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
     )
-    client = connect(kwargs["kubeconfig"], kwargs["kube_context"])
+    client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
     controller = Controller(client, targets, options)
     if kwargs["once"]:
         return _run_once(controller)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
-        logging.getLogger("dra_gitops.controller").info("signal %d: stopping", signum)
+        log.info("signal %d: stopping", signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     bound = controller.start()
-    click.echo(f"dra-gitops: reconciling {len(targets)} target(s); serving on {host}:{bound}", err=True)
+    log.info("reconciling %d target(s); serving on %s:%d", len(targets), host, bound)
     try:
         while not stop.wait(0.5):
             pass
@@ -267,7 +252,7 @@ def _run_once(controller: Any) -> int:
     outcomes = []
     for name in (target.name for target in controller.targets):
         if name not in results:
-            click.echo(f"dra-gitops: {name}: another replica holds the lease; skipped", err=True)
+            log.warning("another replica holds the lease; skipped", extra={"target": name})
             continue
         result = results[name]
         if result is not None:

@@ -151,11 +151,12 @@ def check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token:
     return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
 
 
-def connect(kubeconfig: str | None, context: str | None) -> Any:
-    """A cluster client from a kubeconfig/context (or the in-cluster service account)."""
+def connect(kubeconfig: str | None, context: str | None, **limits: Any) -> Any:
+    """A cluster client from a kubeconfig/context (or the in-cluster service account); `limits` are
+    `ClusterClient`'s (`timeout=` seconds per request, `retries=`)."""
     from reconciler.cluster.client import ClusterClient
 
-    return ClusterClient.from_kubeconfig(kubeconfig, context)
+    return ClusterClient.from_kubeconfig(kubeconfig, context, **limits)
 
 
 def progress_printer(quiet: bool) -> Callable[[str], None]:

@@ -17,7 +17,6 @@ retries once on the Conflict such a write causes, so a request never costs it th
 from __future__ import annotations
 
 import logging
-import random
 import socket
 import threading
 import time
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.cluster.client import ClusterClient, Conflict, ResourceInfo
+from reconciler.cluster.client import ClusterClient, Conflict, Forbidden, NotFound, ResourceInfo
 from reconciler.errors import DraGitopsError
 
 log = logging.getLogger(__name__)
@@ -40,6 +39,8 @@ DEFAULT_RETRY_PERIOD = 2.0
 _JITTER_FACTOR = 1.2
 REQUEST_ANNOTATION = "dra-gitops.io/reconcile-requested"  # "<MicroTime> <reason>": a pass is asked for
 _REQUEST_TRIES = 3
+# A round at a foreign Lease's expiry runs this much after it, so the expiry test is past for certain.
+EXPIRY_MARGIN = 0.01
 
 
 def default_identity() -> str:
@@ -119,6 +120,9 @@ class LeaseLock:
         self._lock = threading.Lock()
         self._resource: ResourceInfo | None = None
         self.requested: str | None = None  # the request annotation as last read
+        # Why the last round could not read or write the Lease (None when it could): readiness shows it.
+        self.error: str | None = None
+        self.namespace_missing = False  # the last round could not create the Lease in its namespace
 
     @property
     def where(self) -> str:
@@ -135,6 +139,21 @@ class LeaseLock:
         """Who held the Lease when we last read it ("" when free or never read)."""
         return self._observed.holder if self._observed else ""
 
+    @property
+    def observed(self) -> LeaseRecord | None:
+        """The election fields as last read (None before the first successful read)."""
+        return self._observed
+
+    @property
+    def expires_at(self) -> float | None:
+        """When (on our clock) the Lease someone else holds is free for us unless its holder renews it:
+        the moment we first saw its current record plus its duration. None when we hold it, nobody does,
+        or it was never read."""
+        record = self._observed
+        if record is None or not record.holder or record.holder == self.identity:
+            return None
+        return self._observed_at + record.duration_seconds
+
     # ---- one round ------------------------------------------------------------------------------------
 
     def try_acquire_or_renew(self) -> bool:
@@ -142,11 +161,20 @@ class LeaseLock:
         API server could not be reached (the reason is logged)."""
         with self._lock:
             started = self._clock()
+            self.namespace_missing = False
             try:
                 won = self._round(started)
             except DraGitopsError as exc:
-                log.warning("%s: cannot acquire or renew the lease: %s", self.where, exc.detail)
+                error = f"cannot acquire or renew the lease: {exc.detail}"
+                # Said once while it lasts (a round runs every retry period), again when it changes.
+                log.log(
+                    logging.DEBUG if error == self.error else logging.WARNING, "%s: %s", self.where, error
+                )
+                self.error = error
                 return False
+            if self.error is not None:
+                log.info("%s: the lease can be read and written again", self.where)
+                self.error = None
             if won:
                 # Measured from before the write: whoever sees our renewal saw it after this moment.
                 self._renewed_at = started
@@ -168,6 +196,11 @@ class LeaseLock:
                 created = self.client.create(resource, body)
             except Conflict:  # another replica created it first
                 return False
+            except (NotFound, Forbidden):
+                # The namespace may be gone or being deleted under us: the manager checks it (and
+                # recreates it when it can); a Forbidden for want of rights it leaves as it is.
+                self.namespace_missing = True
+                raise
             self._observe(LeaseRecord.of(created), started)
             log.info("%s: acquired by %s (new lease)", self.where, self.identity)
             return True
@@ -291,117 +324,3 @@ def _request_of(lease: Mapping[str, Any]) -> str | None:
     annotations = (lease.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(REQUEST_ANNOTATION)
     return str(value) if value else None
-
-
-LeaseCallback = Callable[[str], None]
-
-
-class LeaseManager:
-    """Keeps trying to hold one Lease per target in one background thread, every (jittered) retry period.
-
-    `held(target)` is the authority a controller checks before each stage: it turns False the moment the
-    renew deadline passes without a successful renewal, even while the thread is stuck in a slow request.
-    `on_acquired`/`on_lost` are prompt notifications from the thread.
-    """
-
-    def __init__(
-        self,
-        client: ClusterClient,
-        leases: Mapping[str, tuple[str, str]],
-        identity: str | None = None,
-        *,
-        duration: float = DEFAULT_DURATION,
-        renew_deadline: float = DEFAULT_RENEW_DEADLINE,
-        retry_period: float = DEFAULT_RETRY_PERIOD,
-        on_acquired: LeaseCallback | None = None,
-        on_lost: LeaseCallback | None = None,
-        on_requested: LeaseCallback | None = None,
-    ) -> None:
-        """`leases` maps each target name to the (namespace, name) of its Lease; `on_requested` is called
-        on the holder when another replica asked for a pass of the target."""
-        self.identity = identity or default_identity()
-        self.retry_period = retry_period
-        self.locks = {
-            target: LeaseLock(
-                client,
-                namespace,
-                name,
-                self.identity,
-                duration=duration,
-                renew_deadline=renew_deadline,
-                retry_period=retry_period,
-            )
-            for target, (namespace, name) in leases.items()
-        }
-        self.on_acquired = on_acquired
-        self.on_lost = on_lost
-        self.on_requested = on_requested
-        self._believed: dict[str, bool] = dict.fromkeys(self.locks, False)
-        self._seen_request: dict[str, str | None] = dict.fromkeys(self.locks)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def held(self, target: str) -> bool:
-        lock = self.locks.get(target)
-        return lock is not None and lock.held
-
-    def held_targets(self) -> set[str]:
-        return {target for target, lock in self.locks.items() if lock.held}
-
-    def start(self) -> None:
-        """One round in the caller's thread (so `held` is meaningful at once), then the background loop."""
-        self.run_round()
-        self._thread = threading.Thread(target=self._loop, name="dra-gitops-leases", daemon=True)
-        self._thread.start()
-
-    def run_round(self) -> None:
-        for target, lock in self.locks.items():
-            if self._stop.is_set():
-                return
-            lock.try_acquire_or_renew()
-            self._notice(target)
-        # A lease whose renewal is still failing is noticed here too, not only when its turn comes.
-        for target in self.locks:
-            self._notice(target)
-
-    def _loop(self) -> None:
-        # ±10% around the retry period, so the replicas' rounds do not fall in step
-        while not self._stop.wait(self.retry_period * random.uniform(0.9, 1.1)):
-            try:
-                self.run_round()
-            except Exception:  # noqa: BLE001 - a callback's bug must not end leader election
-                log.exception("lease round failed")
-
-    def request(self, target: str, reason: str) -> bool:
-        """Ask the replica holding `target`'s Lease for a pass (see the module docstring)."""
-        lock = self.locks.get(target)
-        return lock is not None and lock.request(reason)
-
-    def _notice(self, target: str) -> None:
-        lock = self.locks[target]
-        now_held = lock.held
-        if now_held and self._believed[target] and lock.requested != self._seen_request[target]:
-            # Asked by another replica since our last round (a stamp seen on taking the Lease is not:
-            # taking it starts a pass anyway).
-            log.info("pass requested for target %s: %s", target, lock.requested)
-            if self.on_requested is not None:
-                self.on_requested(target)
-        self._seen_request[target] = lock.requested
-        if now_held == self._believed[target]:
-            return
-        self._believed[target] = now_held
-        callback = self.on_acquired if now_held else self.on_lost
-        if not now_held:
-            log.warning("lease for target %s lost by %s", target, self.identity)
-        if callback is not None:
-            callback(target)
-
-    def stop(self, release: bool = True) -> None:
-        """Stop the loop, then (by default) release every held Lease so other replicas take over at once."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if release:
-            for lock in self.locks.values():
-                lock.release()

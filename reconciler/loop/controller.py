@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.lease import LeaseManager
+from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.errors import DraGitopsError
+from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.loop.durations import jittered
-from reconciler.loop.httpserver import ControllerServer, HookTarget
+from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget
 from reconciler.loop.metrics import PASS_ERROR, Metrics
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
@@ -49,7 +49,7 @@ class ControllerOptions:
     stage_timeout: float = 300.0
     verify_timeout: float = 300.0
     shutdown_timeout: float = 25.0
-    max_body: int = 1 << 20
+    max_body: int = DEFAULT_MAX_BODY
     check: CheckOptions = field(default_factory=CheckOptions)
 
 
@@ -91,6 +91,8 @@ class _Worker:
         self.reason = "start"
         self.passes = 0
         self.decided = threading.Event()  # a first pass ran, or this replica found the target not its own
+        # Why the last pass could not reconcile the target (an environment problem), None when it could.
+        self.problem: str | None = None
         self.thread = threading.Thread(target=self.loop, name=f"target-{target.name}", daemon=True)
         self.source = GitRevisions(git_source_for(target, controller.options.cache_dir))
         self.reconciler = Reconciler(
@@ -138,11 +140,14 @@ class _Worker:
         except DraGitopsError as exc:
             log.error("pass failed: %s", exc, extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
+            self.problem = f"the last pass failed: {exc}" if isinstance(exc, EnvironmentProblem) else None
             return None
-        except Exception:  # a bug must not kill the worker: log it and try again next time
+        except Exception as exc:  # a bug must not kill the worker: log it and try again next time
             log.exception("pass crashed", extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
+            self.problem = f"the last pass crashed: {type(exc).__name__}: {exc}"
             return None
+        self.problem = result.message if result.outcome == Outcome.SOURCE_ERROR else None
         self.passes += 1
         controller.observe(self.target.name, result, reason)
         return result
@@ -158,8 +163,10 @@ class Controller:
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
         self.metrics = Metrics()
+        # Lease rounds give up on a frozen API server well before the renew deadline (and say so).
+        lease_client = client.bounded(timeout=max(1.0, options.renew_deadline / 3), retries=1)
         self.leases = LeaseManager(
-            client,
+            lease_client,
             {t.name: (t.state_namespace, t.lease_name) for t in self.targets},
             identity=self.options.identity,
             duration=options.lease_duration,
@@ -168,7 +175,10 @@ class Controller:
             on_acquired=lambda name: self._lease_changed(name, True),
             on_lost=lambda name: self._lease_changed(name, False),
             on_requested=lambda name: self.trigger({name}, "requested by another replica"),
+            on_namespace_missing=self.ensure_namespaces,
         )
+        # Per state namespace, why it is missing and cannot be created (readiness says it).
+        self.namespace_problems: dict[str, str] = {}
         self.workers = {t.name: _Worker(self, t) for t in self.targets}
         self.server = ControllerServer(
             trigger=self.trigger,
@@ -178,6 +188,7 @@ class Controller:
             port=options.port,
             max_body=options.max_body,
             alive=lambda: not self.stopping.is_set(),
+            readiness=self.unready_reason,
         )
         self.last_results: dict[str, PassResult] = {}
         # Called with (target, result) after every pass, on the worker's thread (the demo follows passes).
@@ -206,6 +217,21 @@ class Controller:
     def update_readiness(self) -> None:
         if not self.server.ready and all(w.decided.is_set() for w in self.workers.values()):
             self.server.set_ready(True)
+
+    def unready_reason(self) -> str | None:
+        """Why this replica cannot reconcile some target now (None when it can), asked by `/readyz` after
+        the first passes: a state namespace that is gone and cannot be created, a Lease the last round
+        could not read or write, a held target whose last pass failed for an environment problem
+        (API server, credentials, Git source) or crashed. Each clears with the next round or pass that
+        succeeds."""
+        problems = [f"namespace {ns}: {why}" for ns, why in sorted(self.namespace_problems.items())]
+        problems += [f"target {name}: {why}" for name, why in sorted(self.leases.lease_errors().items())]
+        problems += [
+            f"target {name}: {worker.problem}"
+            for name, worker in self.workers.items()
+            if worker.problem and self.leases.held(name)
+        ]
+        return "; ".join(problems) or None
 
     def observe(self, target: str, result: PassResult, reason: str) -> None:
         self.last_results[target] = result
@@ -252,17 +278,45 @@ class Controller:
 
     # ---- lifecycle ----------------------------------------------------------------------------------
 
-    def ensure_namespaces(self) -> None:
-        """The state namespaces hold the Leases: create them if missing (the deployment normally has)."""
+    def ensure_namespaces(self, only: set[str] | None = None) -> bool:
+        """The state namespaces hold the Leases and the state: create those missing (the deployment
+        normally has; one deleted while we run is created again when its Lease cannot be written). True
+        when every one exists now; else each problem is logged once and kept for readiness."""
         resource = self.client.resource_for("v1", "Namespace")
-        for namespace in sorted({t.state_namespace for t in self.targets}):
-            if self.client.get(resource, None, namespace) is None:
-                try:
-                    self.client.create(
-                        resource, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-                    )
-                except DraGitopsError as exc:
-                    log.warning("cannot create namespace %s: %s", namespace, exc)
+        users: dict[str, list[str]] = {}
+        for target in self.targets:
+            if only is None or target.state_namespace in only:
+                users.setdefault(target.state_namespace, []).append(target.name)
+        ok = True
+        for namespace, names in sorted(users.items()):
+            problem = self._ensure_namespace(resource, namespace)
+            if problem is None:
+                self.namespace_problems.pop(namespace, None)
+                continue
+            ok = False
+            message = (
+                f"namespace {namespace} must exist (it holds the Lease and state of "
+                f"{', '.join(sorted(names))}): {problem}"
+            )
+            if self.namespace_problems.get(namespace) != message:
+                log.error("%s", message)
+            self.namespace_problems[namespace] = message
+        return ok
+
+    def _ensure_namespace(self, resource: Any, namespace: str) -> str | None:
+        """None when the namespace exists (created now if it was missing), else why it does not."""
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        try:
+            live = self.client.get(resource, None, namespace)
+            if live is None:
+                self.client.create(resource, body)
+                log.info("created namespace %s (it holds the targets' Leases and state)", namespace)
+                return None
+        except DraGitopsError as exc:
+            return f"cannot create it: {exc}"
+        if (live.get("metadata") or {}).get("deletionTimestamp"):
+            return "it is being deleted; it is created again once its deletion has finished"
+        return None
 
     def start(self) -> int:
         port = self.server.start()
@@ -277,12 +331,13 @@ class Controller:
         Leases are released and the sources closed (`run --once`).
 
         By target, in order: its pass's result, or None when the pass raised (logged, as in `run`). A
-        target whose Lease another replica holds is left out.
+        target whose Lease another replica holds (and renews) is left out; a Lease its holder stopped
+        renewing (a killed process) is waited for until it expires, then taken, as `run` does.
         """
         results: dict[str, PassResult | None] = {}
         try:
             self.ensure_namespaces()
-            self.leases.run_round()
+            self.leases.contend()
             for name, worker in self.workers.items():
                 if self.leases.held(name):
                     results[name] = worker.run_pass()

@@ -1,7 +1,9 @@
 """The controller's Prometheus metrics, on a registry of its own.
 
 A private `CollectorRegistry` per `Metrics` keeps tests and several controllers in one process from
-colliding on the global registry. Every name starts with `dra_gitops_`. Counters only grow; gauges about
+colliding on the global registry. Every name of ours starts with `dra_gitops_`; beside them the registry
+has prometheus-client's standard `process_*` metrics of this process (resident memory, CPU seconds, open
+file descriptors and their limit, start time; read from /proc, so on Linux only). Counters only grow; gauges about
 a target are dropped with `forget_target` when this replica stops reconciling it (lease lost), so two
 replicas never both report a target's current state.
 """
@@ -12,7 +14,14 @@ import threading
 from collections.abc import Mapping
 from typing import Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.outcome import Outcome
@@ -22,7 +31,7 @@ PREFIX = "dra_gitops_"
 PASS_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # The `outcome` label of a pass that raised (it has no `Outcome`).
 PASS_ERROR: Literal["error"] = "error"
-WEBHOOK_RESULTS = ("accepted", "ignored", "unauthorized", "too_large", "bad_request")
+WEBHOOK_RESULTS = ("accepted", "ignored", "duplicate", "unauthorized", "too_large", "bad_request", "error")
 
 
 class Metrics:
@@ -92,6 +101,8 @@ class Metrics:
             ["target"],
             registry=registry,
         )
+        # The process_* families every Prometheus exporter has, on our registry rather than the global one.
+        ProcessCollector(registry=registry)
         self._drivers: set[str] = set()
         self._lock = threading.Lock()
 

@@ -10,7 +10,8 @@ import pytest
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient, ResourceInfo
-from reconciler.cluster.lease import LeaseLock, LeaseManager, LeaseRecord
+from reconciler.cluster.lease import LeaseLock, LeaseRecord
+from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.loop.targets import Target
 from reconciler.model.readers import parse_time
 from reconciler.sim.server import SimCluster
@@ -371,3 +372,56 @@ def test_a_renewal_overtaken_by_a_request_still_renews(client: ClusterClient) ->
     assert holder.races == 1 and holder.held
     assert holder.requested is not None and holder.requested.endswith(" raced")
     assert lease_spec(client)["holderIdentity"] == "replica-a"
+
+
+# ---- when the next round runs, and `run --once` --------------------------------------------------------
+
+
+def test_a_standby_wakes_at_the_expiry_it_measures_from_first_seeing_the_renewal(
+    client: ClusterClient,
+) -> None:
+    clock = Clock()
+    holder = lock(client, "replica-a", Clock(), name="dra-gitops-alpha")
+    assert holder.try_acquire_or_renew()
+    standby = LeaseManager(
+        client, {"alpha": (NAMESPACE, "dra-gitops-alpha")}, identity="replica-b", clock=clock
+    )
+    standby.run_round()  # first sees replica-a's renewal at t=1000: free from t=1015 unless renewed
+    assert standby.locks["alpha"].expires_at == 1015.0
+    # Rounds follow each other a retry period (2 s ±10%) after the previous one *started*.
+    assert 1.8 <= standby.next_delay(started=clock.now) <= 2.2
+    clock.advance(0.5)  # a slow round: half a second of it is already spent
+    assert 1.3 <= standby.next_delay(started=1000.0) <= 1.7
+    clock.advance(13.5)  # t=1014: the expiry comes before the next retry period would
+    assert standby.next_delay(started=clock.now) == pytest.approx(1.01)
+    clock.advance(1.01)
+    standby.run_round()
+    assert standby.held("alpha")
+    assert standby.locks["alpha"].expires_at is None  # ours now: no foreign expiry to wait for
+    standby.stop()
+
+
+def test_contend_takes_over_a_lease_its_holder_stopped_renewing(client: ClusterClient) -> None:
+    dead = LeaseManager(client, {"alpha": (NAMESPACE, "dra-gitops-alpha")}, identity="killed", **FAST)
+    dead.run_round()
+    dead.stop(release=False)  # as a killed `run --once` leaves it
+    once = LeaseManager(client, {"alpha": (NAMESPACE, "dra-gitops-alpha")}, identity="next-once", **FAST)
+    once.contend()
+    assert once.held("alpha")
+    spec = lease_spec(client, "dra-gitops-alpha")
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == ("next-once", 1)
+    once.stop()
+
+
+def test_contend_leaves_a_renewed_lease_to_its_live_holder(client: ClusterClient) -> None:
+    live = LeaseManager(client, {"alpha": (NAMESPACE, "dra-gitops-alpha")}, identity="live", **FAST)
+    live.start()
+    try:
+        once = LeaseManager(client, {"alpha": (NAMESPACE, "dra-gitops-alpha")}, identity="once", **FAST)
+        once.contend()  # returns after seeing one of live's renewals
+        assert not once.held("alpha")
+        assert live.held("alpha")
+        assert lease_spec(client, "dra-gitops-alpha")["holderIdentity"] == "live"
+        once.stop()
+    finally:
+        live.stop()

@@ -350,3 +350,80 @@ def test_a_webhook_to_the_replica_without_the_lease_reaches_the_holder(
     finally:
         for run in replicas.values():
             run.stop()
+
+
+def readyz(run: Running) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(run.url("/readyz"), timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
+
+
+def test_a_deleted_state_namespace_turns_not_ready_and_is_created_again(
+    cluster: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    sim, kubeconfig = cluster
+    remote = example_remote(tmp_path / "git")
+    remote.commit_and_push("example")
+    args = ["--repo", remote.url, "--kubeconfig", str(kubeconfig), "--poll-interval", "1h", "--grace", "5s"]
+    run = Running([*args, "--lease-duration", "3", "--identity", "only"], free_port(), tmp_path / "run.log")
+    with ClusterClient.for_url(sim.url) as client:
+        namespaces = client.resource_for("v1", "Namespace")
+        configmaps = client.resource_for("v1", "ConfigMap")
+        leases = client.resource_for("coordination.k8s.io/v1", "Lease")
+        try:
+            wait_for(lambda: run.get("/readyz") == 200, 60, "ready after the first pass")
+            # Another controller's object with a finalizer keeps the namespace terminating for a while.
+            held = {"apiVersion": "v1", "kind": "ConfigMap"}
+            held["metadata"] = {"name": "held", "namespace": "dra-gitops", "finalizers": ["example.com/hold"]}
+            client.create(configmaps, held)
+            client.delete(namespaces, None, "dra-gitops")
+            status, text = wait_for(
+                lambda: (answer := readyz(run))[0] == 503 and "must exist" in answer[1] and answer,
+                30,
+                "not ready while the state namespace is terminating",
+            )
+            assert "namespace dra-gitops must exist (it holds the Lease and state of default)" in text
+            assert "it is being deleted" in text
+
+            live = client.get(configmaps, "dra-gitops", "held")
+            assert live is not None
+            live["metadata"]["finalizers"] = []
+            client.replace(configmaps, live)
+            wait_for(lambda: run.get("/readyz") == 200, 60, "ready again once the namespace is back")
+            recreated = client.get(namespaces, None, "dra-gitops")
+            assert recreated is not None and not recreated["metadata"].get("deletionTimestamp")
+            lease = wait_for(lambda: client.get(leases, "dra-gitops", "dra-gitops-default"), 30, "the Lease")
+            assert lease["spec"]["holderIdentity"] == "only"
+        finally:
+            assert run.stop() == 0, run.log.read_text()[-3000:]
+    log = run.log.read_text()
+    assert "created namespace dra-gitops" in log
+    # Said once while it lasts, not at every lease round.
+    assert log.count("must exist") == 1, log
+
+
+def test_readyz_reflects_a_target_whose_source_cannot_be_fetched(
+    cluster: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    sim, kubeconfig = cluster
+    remote = example_remote(tmp_path / "git")
+    remote.commit_and_push("example")
+    args = ["--repo", remote.url, "--kubeconfig", str(kubeconfig), "--poll-interval", "1h", "--grace", "5s"]
+    run = Running(
+        [*args, "--webhook-token", SECRET, "--cache-dir", str(tmp_path / "c")], free_port(), tmp_path / "log"
+    )
+    trigger = {"Authorization": f"Bearer {SECRET}"}
+    try:
+        wait_for(lambda: run.get("/readyz") == 200, 60, "ready after the first pass")
+        moved = remote.bare.with_name("moved.git")
+        remote.bare.rename(moved)  # the Git server is gone
+        assert run.post("/hooks/generic", b"", trigger) == 202
+        status, text = wait_for(lambda: (a := readyz(run))[0] == 503 and a, 60, "not ready: no source")
+        assert text.startswith("not ready: target default: ")
+        moved.rename(remote.bare)
+        assert run.post("/hooks/generic", b"", trigger) == 202
+        wait_for(lambda: run.get("/readyz") == 200, 60, "ready again once the source answers")
+    finally:
+        assert run.stop() == 0, run.log.read_text()[-3000:]

@@ -11,7 +11,7 @@ from reconciler.cluster.client.cluster_client import FIELD_MANAGER, ClusterClien
 from reconciler.cluster.client.discovery import GroupInfo, ResourceInfo, ServedKinds
 from reconciler.cluster.client.errors import ApiError, Conflict, Forbidden, Invalid, NotFound
 from reconciler.cluster.client.podexec import exec_outcome
-from reconciler.cluster.client.transport import RequestLog
+from reconciler.cluster.client.transport import NoAnswer, RequestLog
 
 __all__ = [
     "FIELD_MANAGER",
@@ -21,6 +21,7 @@ __all__ = [
     "Forbidden",
     "GroupInfo",
     "Invalid",
+    "NoAnswer",
     "NotFound",
     "RequestLog",
     "ResourceInfo",

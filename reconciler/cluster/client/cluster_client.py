@@ -26,7 +26,7 @@ from typing import Any
 from reconciler.cluster.client.discovery import Discovery, GroupInfo, ResourceInfo, ServedKinds
 from reconciler.cluster.client.errors import ApiError, NotFound, object_where
 from reconciler.cluster.client.podexec import exec_in_pod
-from reconciler.cluster.client.transport import ApiTransport, RequestLog
+from reconciler.cluster.client.transport import ApiTransport, RequestLog, without_client_retries
 from reconciler.errors import EnvironmentProblem, TemporaryError
 
 FIELD_MANAGER = "dra-gitops"
@@ -90,6 +90,7 @@ class ClusterClient:
             raise EnvironmentProblem(f"cannot load cluster configuration: {exc}", where=kubeconfig) from exc
         # Concurrent applies share one pool; the default of 4 connections would serialise them.
         configuration.connection_pool_maxsize = 32
+        without_client_retries(configuration)
         return cls(k8s_client.ApiClient(configuration), **options)
 
     @classmethod
@@ -102,7 +103,22 @@ class ClusterClient:
             configuration.api_key = {"BearerToken": token}
             configuration.api_key_prefix = {"BearerToken": "Bearer"}
         configuration.connection_pool_maxsize = 32
+        without_client_retries(configuration)
         return cls(k8s_client.ApiClient(configuration), **options)
+
+    def bounded(self, timeout: float, retries: int) -> ClusterClient:
+        """The same connection (pool, credentials) with tighter limits per request, e.g. for the Lease
+        rounds, which must give up before the renew deadline rather than wait out a frozen server.
+        Closing either closes both."""
+        return ClusterClient(
+            self.api,
+            timeout=min(timeout, self.transport.timeout),
+            retries=retries,
+            backoff=self.transport.backoff,
+            qps=self.transport.qps,
+            burst=self.transport.burst,
+            field_manager=self.field_manager,
+        )
 
     def close(self) -> None:
         self.api.close()
