@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.lease import LEASE_API_VERSION, LeaseLock, LeaseRecord
+from reconciler.cluster.lease import LEASE_API_VERSION, REQUEST_ANNOTATION, LeaseLock, LeaseRecord
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import EnvironmentProblem
@@ -100,6 +100,15 @@ def hand_to_controller(
     store.update(put)
     lock = LeaseLock(client, ask.namespace, ask.lease, f"dra-gitops-{ask.verb}-{uuid.uuid4().hex[:8]}")
     woke = lock.request(f"{ask.verb} {sha[:12]} requested by {ask.by}")
+    if not woke and controller_holds(client, ask):
+        # The Lease is there but would not take the stamp (its warning above says why, e.g. Forbidden):
+        # take the request back rather than leave it for whenever the holder polls next.
+        store.update(lambda state: setattr(state, "request", None) if state.request == request else None)
+        raise EnvironmentProblem(
+            f"cannot wake the controller: the Lease's {REQUEST_ANNOTATION} annotation could not be "
+            "written (the operator role allows get and update on leases); nothing was requested",
+            where=lock.where,
+        )
     progress(
         f"{ask.target}: {ask.verb} to {sha[:12]} handed to the controller"
         + ("" if woke else " (no Lease to stamp: it runs when a controller takes the target)")
