@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner, Result
-from helpers import GitRemote
+from helpers import GitRemote, wait_for
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
@@ -289,3 +289,68 @@ def test_a_rollback_takes_the_lease_so_it_never_races_a_pass(
     assert overlaps == []
     assert live_args(client) == ["--epochs=10"]
     assert store.load().history[0].operation == "rollback"
+
+
+def test_a_rollback_that_fails_verification_puts_the_last_good_revision_back(
+    sim: tuple[SimCluster, Path], client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    first = remote.commit_and_push("example: two trainers and a notebook, 3 of the 4 devices")
+    reconciler = reconciler_for(client, remote, tmp_path / "cache")
+    assert reconciler.reconcile().outcome == "applied"
+    edit(remote, TRAINER, lambda d: d["spec"].update(replicas=1))
+    good = remote.commit_and_push("one trainer")
+    assert reconciler.reconcile().outcome == "applied"
+    # Someone else's claim takes the two devices left: two trainers no longer fit.
+    hog = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "hog", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.example.com",
+                            "allocationMode": "ExactCount",
+                            "count": 2,
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hog", "namespace": "default"},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "hog"}],
+            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    client.apply(hog)
+    client.apply(pod)
+    claims = client.resource_for("resource.k8s.io/v1", "ResourceClaim")
+    wait_for(
+        lambda: ((client.get(claims, "default", "hog") or {}).get("status") or {}).get("allocation"),
+        30,
+        "hog allocated",
+    )
+
+    done = verb(sim[1], remote, tmp_path, "rollback", first)
+
+    assert done.exit_code == 1, done.output
+    state = StateStore(client, TARGET).load()
+    assert state.last_good == good
+    # As a pass records a failed commit: the failure (newest), then the rollback that put back last good.
+    assert [(r.sha, r.operation, r.outcome) for r in state.history[:2]] == [
+        (first, "rollback", "verify-failed"),
+        (good, "rollback", "applied"),
+    ]
+    failed, put_back = state.history[:2]
+    assert failed.rolled_back_to == good and failed.rollback == "applied" and failed.requested_by
+    assert put_back.requested_by == failed.requested_by and put_back.from_sha == first
+    assert state.last_attempted is not None and state.last_attempted.rolled_back is True
+    trainer = client.get(client.resource_for("apps/v1", "Deployment"), "ml-team", "trainer")
+    assert trainer is not None and trainer["spec"]["replicas"] == 1
