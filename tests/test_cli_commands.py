@@ -19,6 +19,7 @@ COMMANDS = [
     "run",
     "sim",
     "status",
+    "sync",
     "watch",
 ]
 # `None` in sys.modules makes every `import reconciler.sim...` fail, as in an install without the sim.

@@ -3,7 +3,8 @@
 # description: >-
 #   The spec of a ResourceClaim (and of a ResourceClaimTemplate) is immutable: an update that changes
 #   it is rejected by the API server. Such a change must delete and recreate the object (or use a new
-#   name), so it is flagged before apply. Across an apiVersion change the specs are compared by what
+#   name), so it is flagged before apply; a delivery that recreates them itself (param
+#   recreate_immutable: a requested rollback) gets a warning instead. Across an apiVersion change the specs are compared by what
 #   the model extracts (device classes, adminAccess), since the raw shapes differ by version.
 # custom:
 #   id: immutable-claim
@@ -46,13 +47,23 @@ spec_changed(change) if {
 	summary(change.old) != summary(change.new)
 }
 
+immutable_message(new) := sprintf(
+	"%s changes its spec, which is immutable: the update would be rejected and needs delete-and-recreate; %s",
+	[new._dra.ref, advice[new._dra.kind]],
+)
+
 deny contains v if {
+	not input.params.recreate_immutable
 	some change in updates
 	spec_changed(change)
-	new := change.new
-	msg := sprintf(
-		"%s changes its spec, which is immutable: the update would be rejected and needs delete-and-recreate; %s",
-		[new._dra.ref, advice[new._dra.kind]],
-	)
-	v := violation(new, msg)
+	v := violation(change.new, immutable_message(change.new))
+}
+
+# A delivery that deletes and recreates such objects itself (a requested rollback) is told, not stopped.
+warn contains v if {
+	input.params.recreate_immutable == true
+	some change in updates
+	spec_changed(change)
+	msg := sprintf("%s (this delivery deletes and recreates it)", [immutable_message(change.new)])
+	v := violation(change.new, msg)
 }

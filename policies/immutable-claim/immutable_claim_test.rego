@@ -131,3 +131,34 @@ test_version_migration_with_admin_access_denied if {
 	new := object.union(claim("v1", "gpu.example.com", 1), {"_dra": {"admin_access": true}})
 	count(denials([update(old, new)])) == 1
 }
+
+# --- a delivery that recreates them (a requested rollback) -----------------------------------------
+
+recreating(changes) := {"deny": d, "warn": w} if {
+	doc := {
+		"objects": [],
+		"base_objects": [],
+		"changes": changes,
+		"cluster": null,
+		"index": {},
+		"base_index": {},
+		"params": {"recreate_immutable": true},
+	}
+	d := immutable_claim.deny with input as doc
+	w := immutable_claim.warn with input as doc
+}
+
+test_changed_spec_warned_when_the_delivery_recreates if {
+	result := recreating([update(claim("v1", "gpu.example.com", 1), claim("v1", "gpu.example.com", 2))])
+	count(result.deny) == 0
+	count(result.warn) == 1
+	some v in result.warn
+	v.rule == "immutable-claim"
+	contains(v.msg, "this delivery deletes and recreates it")
+}
+
+test_unchanged_spec_not_warned_when_the_delivery_recreates if {
+	result := recreating([update(claim("v1", "gpu.example.com", 1), claim("v1", "gpu.example.com", 1))])
+	count(result.deny) == 0
+	count(result.warn) == 0
+}

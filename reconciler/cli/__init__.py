@@ -16,7 +16,7 @@ import sys
 import click
 
 from reconciler import __version__
-from reconciler.cli import checklist, deliver, demo, inspect, loop, sim
+from reconciler.cli import checklist, deliver, demo, inspect, loop, revisions, sim
 from reconciler.errors import UserError
 
 
@@ -45,7 +45,8 @@ cli.add_command(deliver.plan_command)
 cli.add_command(deliver.apply_command)
 cli.add_command(loop.run_command)
 cli.add_command(loop.status_command)
-cli.add_command(loop.rollback_command)
+cli.add_command(revisions.rollback_command)
+cli.add_command(revisions.sync_command)
 cli.add_command(loop.retry_command)
 cli.add_command(checklist.checklist_command)
 cli.add_command(demo.demo_command)

@@ -1,4 +1,5 @@
-"""Commands of the long-running reconciler: `run`, `status`, `rollback`, `retry`.
+"""Commands of the long-running reconciler: `run`, `status`, `retry` (`rollback` and `sync` are in
+`revisions.py`).
 
 Parse, call, print, return an exit code; the work is in `loop/` (controller, reconcile, state).
 """
@@ -91,7 +92,7 @@ def git_target_options(func: F) -> F:
     return func
 
 
-def _targets(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> list[Any]:
+def targets_of(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> list[Any]:
     from reconciler.loop.targets import load_targets, target_from_flags
 
     config_file: Path | None = kwargs.get("config_file")
@@ -120,7 +121,7 @@ def _targets(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> lis
     ]
 
 
-def _cache_dir(value: Path | None) -> Path:
+def target_cache_dir(value: Path | None) -> Path:
     return value if value is not None else Path(tempfile.mkdtemp(prefix="dra-gitops-cache-"))
 
 
@@ -207,10 +208,10 @@ def run_command(**kwargs: Any) -> int:
         "webhook_token": kwargs["webhook_token"],
         "webhook_token_file": kwargs["webhook_token_file"],
     }
-    targets = _targets(kwargs, extra)
+    targets = targets_of(kwargs, extra)
     host, port = parse_listen(kwargs["listen"])
     options = ControllerOptions(
-        cache_dir=_cache_dir(kwargs["cache_dir"]),
+        cache_dir=target_cache_dir(kwargs["cache_dir"]),
         host=host,
         port=port,
         identity=kwargs["identity"] or "",
@@ -338,63 +339,3 @@ def retry_command(
         StateStore(client, target_name, state_namespace).update(mark)
     progress_printer(quiet)(f"{target_name}: {chosen[0]} will be tried again on the next pass")
     return 0
-
-
-@click.command("rollback")
-@git_target_options
-@kube_options
-@click.option(
-    "--to", "to_sha", help="Revision to go back to (default: the good revision before the last good one)."
-)
-@output_option(("text", "json"))
-@verbosity_options
-@handle_errors
-def rollback_command(**kwargs: Any) -> int:
-    """Put a target back on an earlier revision now, stage by stage, verified; then hold there.
-
-    The reconciler does not move forward to the current head again until a newer commit arrives or
-    `dra-gitops retry` is run (the way an Argo CD rollback pauses auto-sync). Exit 0 rolled back and
-    verified, 5 when the rollback failed (the cluster needs a human), 4 cluster or Git problems.
-    """
-    from reconciler.delivery.pipeline import DeliverOptions
-    from reconciler.loop.controller import git_source_for
-    from reconciler.loop.reconcile import Reconciler
-    from reconciler.loop.reconcile_types import ReconcileOptions
-    from reconciler.loop.revisions import GitRevisions
-    from reconciler.outcome import requested_rollback_exit_code
-
-    targets = _targets(kwargs)
-    if len(targets) != 1:
-        raise click.UsageError("rollback works on one target: give --target with --config")
-    target = targets[0]
-    progress = progress_printer(kwargs["quiet"])
-    revisions = GitRevisions(git_source_for(target, _cache_dir(kwargs["cache_dir"])))
-    with connect(kwargs["kubeconfig"], kwargs["kube_context"]) as client:
-        reconciler = Reconciler(
-            client,
-            revisions,
-            ReconcileOptions(
-                DeliverOptions(target=target.name, namespace=target.state_namespace, grace=target.grace)
-            ),
-            check_options((), None, None),
-            progress=progress,
-        )
-        head = revisions.head().sha
-        result = reconciler.rollback_to(kwargs["to_sha"], head)
-    revisions.close()
-    if kwargs["output"] == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "outcome": result.outcome,
-                    "sha": result.sha,
-                    "records": [r.to_json() for r in result.records],
-                },
-                indent=2,
-            )
-        )
-    else:
-        click.echo(f"{target.name}: {result.outcome} to {result.sha}")
-        if result.rollback is not None:
-            click.echo(result.rollback.render_text(), nl=False)
-    return requested_rollback_exit_code(result.outcome)

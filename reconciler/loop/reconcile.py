@@ -24,7 +24,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
 from reconciler.delivery.result import Delivery
-from reconciler.errors import DraGitopsError, EnvironmentProblem
+from reconciler.errors import DraGitopsError
 from reconciler.loop.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.reconcile_types import (
     Cancelled,
@@ -34,6 +34,7 @@ from reconciler.loop.reconcile_types import (
     SourceHead,
 )
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.requested import run_pending
 from reconciler.loop.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
 from reconciler.model.objects import ObjRef
 from reconciler.outcome import Outcome
@@ -149,6 +150,9 @@ class Reconciler:
             recovered = self._recover(state)
             if recovered is not None:
                 return recovered
+        requested = run_pending(self, state)  # a `rollback` or `sync` handed to the controller
+        if requested is not None:
+            return requested
         try:
             attempted = state.last_attempted
             head = self.source.head((attempted.sha if attempted else None) or state.last_good)
@@ -384,41 +388,3 @@ class Reconciler:
                 "DriftCorrectionFailed", f"{_short(sha)}: {drift_text(refs)}: {result.message}", warning=True
             )
         return self._finish(state, result)
-
-    # ---- user commands ----------------------------------------------------------------------------
-
-    def rollback_to(self, sha: str | None, head: str | None) -> PassResult:
-        """`dra-gitops rollback`: deliver `sha` (default: the last good before the current one) and hold."""
-        state = self.store.load()
-        if sha is None:
-            previous = [
-                r.sha
-                for r in state.history
-                if r.operation == "apply" and r.outcome == Outcome.APPLIED and r.sha != state.last_good
-            ]
-            if not previous:
-                raise EnvironmentProblem(
-                    "no earlier good revision in the history: give one with --to", where=self.store.ref
-                )
-            sha = str(previous[0])
-        desired = self._desired(sha)
-        marker = InProgress(sha=sha, operation="rollback", from_sha=state.last_good)
-        delivery = self._deliver(state, desired, marker, self._deliver_options(rollback=True))
-        record = evidence_record(delivery, sha, "rollback")
-        record.from_sha = state.last_good
-        record.requested_by = "dra-gitops rollback"
-        state.in_progress = None
-        if delivery.outcome == Outcome.APPLIED:
-            state.last_good = sha
-            state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
-            state.hold = head  # do not move forward to this head again until a newer commit or `retry`
-            self.events.emit("RolledBack", f"rolled back to {_short(sha)} on request; holding {_short(head)}")
-            outcome = Outcome.ROLLED_BACK
-        else:
-            outcome = Outcome.ROLLBACK_FAILED
-            self.events.emit(
-                "RollbackFailed", f"rollback to {_short(sha)} failed: {record.message}", warning=True
-            )
-        return self._finish(
-            state, PassResult(self.options.target, outcome, sha, records=[record], rollback=delivery)
-        )

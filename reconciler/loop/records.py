@@ -20,6 +20,13 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _number(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None  # a hand-edited id: treated as absent
+
+
 @dataclass(kw_only=True)
 class _Record:
     """What every record shares: its JSON keys, the keys it was read with, the keys it does not know."""
@@ -125,6 +132,24 @@ class InProgress(_Record):
 
 
 @dataclass(kw_only=True)
+class RevisionRequest(_Record):
+    """`request`: a delivery a person asked the controller for (`rollback`, `sync --revision`), waiting for
+    the replica that holds the target's Lease (`loop/requested.py` runs it and clears it)."""
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        **{name: _text for name in ("verb", "revision", "by", "at", "id")},
+        "force": bool,
+    }
+
+    verb: str = ""  # rollback | sync
+    revision: str = ""  # as given: a sha (or a prefix of one in the history), or a history id
+    force: bool = False  # rollback --force: past the history check and a policy denial, recorded
+    by: str = ""
+    at: str = ""
+    id: str = ""  # the record answering it carries it as `request`
+
+
+@dataclass(kw_only=True)
 class HistoryRecord(_Record):
     """One evidence record of the history (`loop/evidence.py` builds those of a delivery): what a pass
     decided and why. The evidence parts (`diff`, `decisions`, `devices`, ...) are the JSON of the
@@ -140,6 +165,7 @@ class HistoryRecord(_Record):
     }
     NULLS: ClassVar[frozenset[str]] = frozenset({"sha", "operation", "outcome", "at"})
     READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        "id": _number,
         "sha": _text,
         "operation": _text,
         "outcome": read_outcome,
@@ -150,8 +176,11 @@ class HistoryRecord(_Record):
         "rollback": read_outcome,
     }
 
+    # Short and stable: the number `rollback ID` names, given when the record enters the history
+    # (`next_history_id`); None only in records written before ids existed.
+    id: int | None = None
     sha: str | None = None  # None: the empty revision (a rollback of a first pass)
-    operation: str = ""  # apply | rollback | drift
+    operation: str = ""  # apply | rollback | drift | sync
     outcome: Outcome | str = ""
     at: str = ""
     diff: dict[str, Any] | None = None  # {"summary", "create", "update", ...}
@@ -164,7 +193,9 @@ class HistoryRecord(_Record):
     force_push: dict[str, Any] | None = None  # {"previous"}: the head was force-pushed over it
     drift: dict[str, list[str]] | None = None  # missing | changed | extra -> refs
     from_sha: str | None = None  # a rollback: the revision it rolled back from
-    requested_by: str | None = None  # a rollback asked for by a command
+    requested_by: str | None = None  # who asked for it (`rollback`, `sync`: cluster/whoami.py)
+    request: str | None = None  # the id of the request (`loop/requested.py`) this record answers
+    forced: list[str] | None = None  # what `--force` overrode (not in the history, a policy denial)
     rolled_back_to: str | None = None  # a failed apply: the revision it was rolled back to
     rollback: Outcome | str | None = None  # ... and how that rollback's delivery ended
     revert: dict[str, Any] | None = None  # {"branch", "sha" | "error"}: the revert commit pushed
@@ -190,3 +221,8 @@ class HistoryRecord(_Record):
         """The time its stages took."""
         timings = self.timings or {}
         return sum(float(v) for v in timings.values() if isinstance(v, int | float))
+
+
+def next_history_id(history: list[HistoryRecord]) -> int:
+    """The id of the next record: one more than any in the history (the newest are kept, so ids only grow)."""
+    return max((r.id for r in history if r.id is not None), default=0) + 1

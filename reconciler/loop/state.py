@@ -21,7 +21,13 @@ from typing import Any
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.errors import DraGitopsError
-from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.records import (
+    AttemptRecord,
+    HistoryRecord,
+    InProgress,
+    RevisionRequest,
+    next_history_id,
+)
 
 # The history is bounded by count and by size, so the ConfigMap stays well under the 1 MiB object limit.
 HISTORY_LIMIT = 20
@@ -53,6 +59,8 @@ class TargetState:
     retry: str | None = None
     # Set by `dra-gitops rollback`: stay on last good until a commit newer than this sha arrives.
     hold: str | None = None
+    # A `rollback` or `sync` handed to the controller, not taken up yet (`loop/requested.py`).
+    request: RevisionRequest | None = None
     resource_version: str | None = None
     # The data as last read or written: tells a write by someone else from a parent-metadata update.
     seen_data: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -68,6 +76,8 @@ class TargetState:
 
     def record(self, entry: HistoryRecord) -> None:
         """Add one evidence record (newest first) and keep the history within its bounds."""
+        if entry.id is None:
+            entry.id = next_history_id(self.history)
         self.history.insert(0, entry)
         del self.history[HISTORY_LIMIT:]
         while (
@@ -90,6 +100,8 @@ class TargetState:
             data["retry"] = self.retry
         if self.hold:
             data["hold"] = self.hold
+        if self.request:
+            data["request"] = _dump(self.request.to_json())
         return data
 
     @classmethod
@@ -106,13 +118,14 @@ class TargetState:
             ],
             retry=str(data.get("retry") or "") or None,
             hold=str(data.get("hold") or "") or None,
+            request=RevisionRequest.from_json(_load(data.get("request"))),
             resource_version=resource_version,
             seen_data=dict(data),
         )
 
     def to_json(self) -> dict[str, Any]:
         """What `status -o json` prints."""
-        return {
+        out = {
             "lastGood": self.last_good,
             "lastAttempted": self.last_attempted.to_json() if self.last_attempted else None,
             "inProgress": self.in_progress.to_json() if self.in_progress else None,
@@ -121,6 +134,9 @@ class TargetState:
             "retry": self.retry,
             "hold": self.hold,
         }
+        if self.request:  # only while one waits (a state without one prints as before)
+            out["request"] = self.request.to_json()
+        return out
 
 
 def _dump(value: Any) -> str:

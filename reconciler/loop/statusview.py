@@ -25,6 +25,12 @@ def render_status(target: str, state: TargetState, history_count: int) -> str:
         )
     if state.retry:
         lines.append(f"retry:         {state.retry} will be tried again on the next pass")
+    if state.request:
+        r = state.request
+        lines.append(
+            f"requested:     {r.verb} {r.revision}{' --force' if r.force else ''} by {r.by} at {r.at}"
+            " (waiting for the controller)"
+        )
     lines.append("history (newest first):")
     for record in state.history[: max(0, history_count)]:
         lines.extend(_record_lines(record))
@@ -36,7 +42,13 @@ def _record_lines(record: HistoryRecord) -> list[str]:
     extra = ""
     if record.rolled_back:
         extra = f" → rolled back to {(record.rolled_back_to or '(nothing)')[:12]} ({record.rollback})"
-    lines = [f"  {record.at}  {record.operation:8} {sha}  {record.outcome}{extra}"]
+    # The id first (what `rollback ID` takes), as `argocd app history` shows it; none in older records.
+    ident = f"{record.id:>3}  " if record.id is not None else ""
+    lines = [f"  {ident}{record.at}  {record.operation:8} {sha}  {record.outcome}{extra}"]
+    # Records from before ids said only "dra-gitops rollback" there, naming nobody: left as they were shown.
+    if record.requested_by and record.id is not None:
+        forced = f" with --force ({'; '.join(record.forced)})" if record.forced else ""
+        lines.append(f"      requested by {record.requested_by}{forced}")
     if record.summary:
         lines.append(f"      {record.summary}")
     if record.message:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
-from reconciler.loop.state import TargetState
+from reconciler.loop.state import HISTORY_LIMIT, TargetState
 from reconciler.outcome import Outcome
 
 GOOD = "a" * 40
@@ -161,3 +161,17 @@ def test_values_edited_into_garbage_read_as_absent() -> None:
     )
     assert state.last_attempted is None and state.in_progress is None
     assert [r.sha for r in state.history] == ["x"]
+
+
+def test_history_ids_are_given_once_and_only_grow() -> None:
+    state = TargetState()
+    for n in range(HISTORY_LIMIT + 3):
+        state.record(HistoryRecord(sha=f"{n:040x}", operation="apply", outcome="applied", at="t"))
+    ids = [r.id for r in state.history]
+    assert ids == list(range(HISTORY_LIMIT + 3, 3, -1))  # newest first; the oldest fell off
+    again = TargetState.from_data(state.to_data())
+    assert [r.id for r in again.history] == ids
+    old = HistoryRecord.from_json({"sha": "a" * 40, "operation": "apply", "outcome": "applied", "at": "t"})
+    assert old is not None and old.id is None and "id" not in old.to_json()
+    again.record(HistoryRecord(sha="b" * 40, operation="sync", outcome="applied", at="t"))
+    assert again.history[0].id == HISTORY_LIMIT + 4

@@ -14,6 +14,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
+from reconciler.loop.requested import RequestedDelivery, new_request
 from reconciler.loop.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
@@ -69,11 +70,11 @@ def test_rollback_recreates_a_claim_whose_spec_differs(client: ClusterClient, tm
     head = remote.commit_and_push("a spare claim for two devices, under the same name")
     assert reconciler.reconcile().outcome == "applied"
 
-    result = reconciler.rollback_to(first, head)
+    result = RequestedDelivery(reconciler).run(new_request("rollback", first, False, "tester"), head)
 
     assert result.outcome == "rolled-back", result.message
-    assert result.rollback is not None
-    assert result.rollback.recreated == ["ResourceClaim/ml-team/spare"]
+    assert result.delivery is not None
+    assert result.delivery.recreated == ["ResourceClaim/ml-team/spare"]
     live = client.get(client.resource_for("resource.k8s.io/v1", "ResourceClaim"), "ml-team", "spare")
     assert live is not None
     assert live["spec"]["devices"]["requests"][0]["exactly"]["count"] == 1
