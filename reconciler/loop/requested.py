@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.lease import LeaseManager
+from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
