@@ -28,6 +28,7 @@ class Outcome(StrEnum):
     UNVERIFIED = "unverified"  # signature verification refused the commit
     INTERRUPTED = "interrupted"  # stopped between two stages (shutdown, lost lease), or found half-done
     SOURCE_ERROR = "source-error"  # the revision could not be fetched
+    INVALID = "invalid"  # the revision could not be read: a manifest that does not parse, a file too big
 
     @property
     def exit_code(self) -> int:
@@ -45,6 +46,7 @@ EXIT_CODES: dict[Outcome, int] = {
     Outcome.VERIFY_FAILED: 1,
     Outcome.ROLLED_BACK: 1,  # the commit failed, although the cluster is back on the last good one
     Outcome.UNVERIFIED: 1,
+    Outcome.INVALID: 1,
     Outcome.INTERRUPTED: 1,
     Outcome.SOURCE_ERROR: 4,
     Outcome.ROLLBACK_FAILED: 5,

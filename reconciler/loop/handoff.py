@@ -139,6 +139,9 @@ def deliver_here(
 ) -> PassResult:
     """Take the target's Lease and deliver from here with the caller's rights (`--via local`)."""
     identity = f"dra-gitops-{ask.verb}-{uuid.uuid4().hex[:8]}"
+    # The source first: a remote that cannot be reached is said as such, before any wait for the Lease.
+    known = StateStore(client, ask.target, ask.namespace).load()
+    revisions.head((known.last_attempted.sha if known.last_attempted else None) or known.last_good)
     with hold_lease(client, ask.namespace, ask.lease, identity, lease_wait) as leases:
 
         def lost() -> str | None:

@@ -18,13 +18,13 @@ from typing import Any
 
 from reconciler.cluster import applyset
 from reconciler.cluster.apply import Fingerprints, scan_drift
-from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.client import ClusterClient, Forbidden
 from reconciler.cluster.events import EventRecorder
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
 from reconciler.delivery.result import Delivery
-from reconciler.errors import DraGitopsError
+from reconciler.errors import DraGitopsError, UserError
 from reconciler.loop.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.reconcile_types import (
     Cancelled,
@@ -146,6 +146,17 @@ class Reconciler:
 
     def _reconcile(self) -> PassResult:
         state = self.store.load()
+        # Fetch first, every pass: recovery and requests read revisions from the cache, which is empty
+        # after a restart or a takeover (a temporary directory by default). A revision the fetch did not
+        # bring (a last good commit off the branch) is fetched by id when it is read.
+        attempted = state.last_attempted
+        try:
+            head: SourceHead | None = self.source.head(
+                (attempted.sha if attempted else None) or state.last_good
+            )
+            fetch_error = ""
+        except DraGitopsError as exc:
+            head, fetch_error = None, str(exc)
         if state.in_progress:
             recovered = self._recover(state)
             if recovered is not None:
@@ -153,11 +164,8 @@ class Reconciler:
         requested = run_pending(self, state)  # a `rollback` or `sync` handed to the controller
         if requested is not None:
             return requested
-        try:
-            attempted = state.last_attempted
-            head = self.source.head((attempted.sha if attempted else None) or state.last_good)
-        except DraGitopsError as exc:
-            return PassResult(self.options.target, Outcome.SOURCE_ERROR, None, message=str(exc))
+        if head is None:
+            return PassResult(self.options.target, Outcome.SOURCE_ERROR, None, message=fetch_error)
         sha = head.sha
         if sha == state.last_good and state.retry != sha:
             return self._steady(state, sha)
@@ -177,30 +185,39 @@ class Reconciler:
             return result
         verified, why = self.source.verify(sha)
         if not verified:
-            return self._refuse(state, sha, why)
+            return self._refuse(state, sha, Outcome.UNVERIFIED, why, "SignatureRefused")
         try:
             return self._apply(state, sha, head)
         except Cancelled as exc:
             return PassResult(self.options.target, Outcome.INTERRUPTED, sha, message=str(exc))
 
-    def _refuse(self, state: TargetState, sha: str, why: str) -> PassResult:
-        record = HistoryRecord(
-            sha=sha, operation="apply", outcome=Outcome.UNVERIFIED, at=now_iso(), message=why
-        )
-        state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.UNVERIFIED, at=record.at)
+    def _refuse(self, state: TargetState, sha: str, outcome: Outcome, why: str, reason: str) -> PassResult:
+        """Record `sha` as attempted and failed before anything was written, raise an Event, and hold it
+        (not read again until a new commit or `retry`; the steady pass corrects drift meanwhile)."""
+        record = HistoryRecord(sha=sha, operation="apply", outcome=outcome, at=now_iso(), message=why)
+        state.last_attempted = AttemptRecord(sha=sha, outcome=outcome, at=record.at)
         state.retry = None
-        self.events.emit("SignatureRefused", f"{_short(sha)}: {why}", warning=True)
+        self.events.emit(reason, f"{_short(sha)}: {why}", warning=True)
         return self._finish(
-            state, PassResult(self.options.target, Outcome.UNVERIFIED, sha, message=why, records=[record])
+            state, PassResult(self.options.target, outcome, sha, message=why, records=[record])
         )
 
     def _apply(self, state: TargetState, sha: str, head: SourceHead) -> PassResult:
         target = self.options.target
-        desired = self._desired(sha)
+        try:
+            desired = self._desired(sha)
+        except UserError as exc:  # a manifest that does not parse, a file over the size limit, ...
+            return self._refuse(state, sha, Outcome.INVALID, str(exc), "InvalidRevision")
         base = self._desired(state.last_good) if state.last_good else None
         self.progress(f"{target}: delivering {_short(sha)} (last good {_short(state.last_good)})")
         marker = InProgress(sha=sha, operation="apply", from_sha=state.last_good)
-        delivery = self._deliver(state, desired, marker, self._deliver_options(), base)
+        try:
+            delivery = self._deliver(state, desired, marker, self._deliver_options(), base)
+        except (UserError, Forbidden) as exc:
+            if state.in_progress is not None:
+                raise  # something was written: the next pass converges from the marker
+            # Refused before the first write (an object the API server forbids us, one it rejects).
+            return self._refuse(state, sha, Outcome.DRY_RUN_FAILED, str(exc), "DryRunFailed")
         record = evidence_record(delivery, sha, "apply")
         if head.forced:
             record.force_push = {"previous": head.previous}
@@ -250,10 +267,13 @@ class Reconciler:
         self.progress(
             f"{self.options.target}: {_short(failed_sha)} {failed.outcome}: rolling back to {_short(target_sha)}"
         )
+        # The failed apply's record (its diagnosis) is saved before the rollback writes anything: a kill
+        # during the rollback must not lose it. The rollback's first state write carries it.
+        failed_record.rolled_back_to = target_sha
+        state.record(failed_record)
         rollback = self._deliver_rollback(state, target_sha, failed_sha, failed)
         rb_record = evidence_record(rollback, target_sha, "rollback")
         rb_record.from_sha = failed_sha
-        failed_record.rolled_back_to = target_sha
         failed_record.rollback = rollback.outcome
         state.in_progress = None
         state.last_attempted = AttemptRecord(
@@ -290,6 +310,8 @@ class Reconciler:
             rollback=rollback,
             violations=violations,
         )
+        # Recorded again below, in the order a reader expects: the failed apply above its rollback.
+        state.history[:] = [record for record in state.history if record is not failed_record]
         return self._finish(state, result)
 
     def _deliver_rollback(

@@ -32,7 +32,7 @@ from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
-from reconciler.errors import DraGitopsError, UserError
+from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.evidence import count_violations, evidence_record
 from reconciler.loop.reconcile_types import PassResult
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress, RevisionRequest
@@ -121,7 +121,13 @@ def hold_lease(
         deadline = time.monotonic() + wait
         while not leases.held(name):
             if time.monotonic() >= deadline:
-                holder = leases.locks[name].observed_holder or "someone"
+                lock = leases.locks[name]
+                if lock.error is not None and not lock.observed_holder:
+                    # Nobody holds it: it cannot be read or written (its namespace missing, no rights).
+                    raise EnvironmentProblem(
+                        f"cannot take the target's Lease: {lock.error}", where=lock.where
+                    )
+                holder = lock.observed_holder or "someone"
                 raise RequestRefused(
                     f"the target's Lease is held by {holder}: a controller is reconciling it. Hand the "
                     "request to it (`--via controller`, the default when one runs) or stop it first",
