@@ -18,6 +18,7 @@ from reconciler.cluster.apply import strip_server_fields
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
+from reconciler.loop.keep import KeptRevision
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
@@ -74,7 +75,8 @@ def reconciler_for(
     options = ReconcileOptions(
         DeliverOptions(target=TARGET, grace=grace, stage_timeout=60, verify_timeout=60)
     )
-    return Reconciler(client, GitRevisions(source), options, CheckOptions())
+    revisions = GitRevisions(source, kept=KeptRevision(client, TARGET))  # as the controller builds it
+    return Reconciler(client, revisions, options, CheckOptions())
 
 
 def edit(remote: GitRemote, relative: str, change: Any) -> None:

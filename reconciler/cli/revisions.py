@@ -69,6 +69,7 @@ def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -
     from reconciler.delivery.pipeline import DeliverOptions
     from reconciler.loop.controller import git_source_for
     from reconciler.loop.handoff import Ask, controller_holds, deliver_here, hand_to_controller, outcome_of
+    from reconciler.loop.keep import KeptRevision
     from reconciler.loop.revisions import GitRevisions
     from reconciler.loop.targets import RESOURCE_PREFIX
     from reconciler.outcome import requested_rollback_exit_code
@@ -97,7 +98,10 @@ def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -
         if not targets:
             raise click.UsageError(f"{verb} --via local delivers from here: give --repo URL or --config FILE")
         target = targets[0]
-        revisions = GitRevisions(git_source_for(target, target_cache_dir(kwargs["cache_dir"])))
+        revisions = GitRevisions(
+            git_source_for(target, target_cache_dir(kwargs["cache_dir"])),
+            kept=KeptRevision(client, target.name, target.state_namespace),
+        )
         try:
             delivery = DeliverOptions(
                 target=target.name, namespace=target.state_namespace, grace=target.grace

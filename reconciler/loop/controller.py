@@ -25,6 +25,7 @@ from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget
+from reconciler.loop.keep import KeptRevision
 from reconciler.loop.metrics import PASS_ERROR, Metrics
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
@@ -94,7 +95,10 @@ class _Worker:
         # Why the last pass could not reconcile the target (an environment problem), None when it could.
         self.problem: str | None = None
         self.thread = threading.Thread(target=self.loop, name=f"target-{target.name}", daemon=True)
-        self.source = GitRevisions(git_source_for(target, controller.options.cache_dir))
+        self.source = GitRevisions(
+            git_source_for(target, controller.options.cache_dir),
+            kept=KeptRevision(controller.client, target.name, target.state_namespace),
+        )
         self.reconciler = Reconciler(
             controller.client,
             self.source,

@@ -24,7 +24,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
 from reconciler.delivery.result import Delivery
-from reconciler.errors import DraGitopsError, UserError
+from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.reconcile_types import (
     Cancelled,
@@ -72,6 +72,7 @@ class Reconciler:
         self.set_id = applyset.applyset_id(options.target, options.state_namespace)
         self.fingerprints: Fingerprints = {}
         self._desired_cache: dict[str, DesiredState] = {}
+        self._kept: str | None = None  # the last good revision whose files this process kept
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -85,6 +86,12 @@ class Reconciler:
                 self._desired_cache.pop(next(iter(self._desired_cache)))
             self._desired_cache[sha] = cached
         return cached
+
+    def keep_last_good(self, sha: str | None) -> None:
+        """Keep the last good revision's files beside the state (once per revision and process)."""
+        if sha and sha != self._kept:
+            self.source.keep(sha)
+            self._kept = sha
 
     def _deliver_options(
         self, *, rollback: bool = False, keep: frozenset[ObjRef] = frozenset()
@@ -208,7 +215,13 @@ class Reconciler:
             desired = self._desired(sha)
         except UserError as exc:  # a manifest that does not parse, a file over the size limit, ...
             return self._refuse(state, sha, Outcome.INVALID, str(exc), "InvalidRevision")
-        base = self._desired(state.last_good) if state.last_good else None
+        try:
+            base = self._desired(state.last_good) if state.last_good else None
+        except EnvironmentProblem as exc:
+            # The last good commit is gone (a force-push) and no copy of it was kept: a new head must
+            # still be deliverable, judged against the live cluster alone.
+            self.progress(f"{target}: last good {_short(state.last_good)} cannot be read: {exc.detail}")
+            base = None
         self.progress(f"{target}: delivering {_short(sha)} (last good {_short(state.last_good)})")
         marker = InProgress(sha=sha, operation="apply", from_sha=state.last_good)
         try:
@@ -225,6 +238,7 @@ class Reconciler:
         violations = count_violations(delivery)
         if delivery.outcome == Outcome.APPLIED:
             state.last_good = sha
+            self.keep_last_good(sha)
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.APPLIED, at=record.at)
             state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
             state.in_progress = None
@@ -378,6 +392,7 @@ class Reconciler:
     def _steady(self, state: TargetState, sha: str | None) -> PassResult:
         """The last good revision is the head: compare live objects, correct drift, write nothing else."""
         desired = self._desired(sha)
+        self.keep_last_good(sha)  # a state written before copies were kept, or a copy lost
         manifests = desired.manifests.manifests
         kinds = {applyset.group_kind(m.body) for m in manifests}
         report = scan_drift(self.client, manifests, self.set_id, self.fingerprints, kinds)

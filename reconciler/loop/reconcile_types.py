@@ -36,6 +36,10 @@ class RevisionSource(Protocol):
 
     def verify(self, sha: str) -> tuple[bool, str]: ...
 
+    def keep(self, sha: str) -> None:
+        """`sha` became the last good revision: keep what reading it again needs, off the remote."""
+        ...
+
     def revert(self, sha: str, branch: str) -> str: ...
 
 

@@ -241,6 +241,7 @@ class RequestedDelivery:
         if delivery.outcome == Outcome.APPLIED:
             held = head if head and head != sha else None
             state.last_good, state.hold, state.in_progress = sha, held, None
+            self.r.keep_last_good(sha)
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.APPLIED, at=record.at)
             state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
             reason = "RolledBack" if verb == "rollback" else "Synced"

@@ -1,22 +1,36 @@
 """The reconcile pass's view of a Git remote: the head sha, the desired state at a sha, signatures, reverts.
 
 Wraps `source.remote.GitSource` (the only Git I/O) and the loader. The reconciler keeps the desired
-states it read, so a steady-state pass reads nothing from Git but one `git fetch`.
+states it read, so a steady-state pass reads nothing from Git but one `git fetch`. With a `KeptRevision`,
+the last good revision's files are kept beside the state (`keep`), and read from there when its commit
+can be fetched no more (`desired`).
 """
 
 from __future__ import annotations
 
+import logging
+
 from reconciler.delivery.desired import DesiredState, desired_from_trees
+from reconciler.errors import EnvironmentProblem
+from reconciler.loop.keep import KeptRevision
 from reconciler.loop.reconcile_types import SourceHead
 from reconciler.model.loader import DEFAULT_LIMITS, Limits
+from reconciler.source.git import TreeFiles
 from reconciler.source.remote import GitSource
+from reconciler.source.treecopy import decode_tree, encode_tree
+
+log = logging.getLogger("dra_gitops.revisions")
 
 
 class GitRevisions:
-    def __init__(self, source: GitSource, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self, source: GitSource, limits: Limits = DEFAULT_LIMITS, kept: KeptRevision | None = None
+    ) -> None:
         self.source = source
         self.limits = limits
+        self.kept = kept
         self._seen: str | None = None
+        self._trees: dict[str, TreeFiles] = {}  # the trees last read, to keep one without reading it again
 
     def head(self, previous: str | None = None) -> SourceHead:
         # The state's last attempted sha survives restarts; the one seen in this process is the fallback.
@@ -25,7 +39,27 @@ class GitRevisions:
         return SourceHead(sha=fetched.sha, ref=fetched.ref, forced=fetched.forced, previous=fetched.previous)
 
     def desired(self, sha: str) -> DesiredState:
-        return desired_from_trees([self.source.tree(sha, self.limits)], self.source.path, self.limits)[0]
+        try:
+            tree = self.source.tree(sha, self.limits)
+        except EnvironmentProblem as exc:
+            kept = self.kept
+            payload = kept.load(sha) if kept is not None else None
+            if kept is None or payload is None:
+                raise
+            log.warning(
+                "%s: %s; reading it from %s", self.source.url, exc.detail, kept.ref, extra={"sha": sha}
+            )
+            tree = decode_tree(payload, kept.ref)
+        if len(self._trees) >= 4:
+            self._trees.pop(next(iter(self._trees)))
+        self._trees[sha] = tree
+        return desired_from_trees([tree], self.source.path, self.limits)[0]
+
+    def keep(self, sha: str) -> None:
+        """`sha` became the last good revision: keep its files beside the state."""
+        tree = self._trees.get(sha)
+        if self.kept is not None and tree is not None:
+            self.kept.save(sha, encode_tree(tree))
 
     def verify(self, sha: str) -> tuple[bool, str]:
         check = self.source.verify(sha)

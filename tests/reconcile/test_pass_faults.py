@@ -8,6 +8,7 @@ half-way). The real-process kills are in tests/faults/.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,46 @@ def test_a_file_over_the_size_limit_is_recorded_as_invalid(
     state = StateStore(client, TARGET).load()
     assert state.last_attempted is not None and state.last_attempted.sha == bad
     assert reconciler.reconcile().outcome == Outcome.HELD
+
+
+def test_a_force_push_dropping_the_last_good_commit_then_a_restart_does_not_wedge_the_target(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    dropped = remote.commit_and_push("example")
+    assert reconciler_for(client, remote, tmp_path).reconcile().outcome == Outcome.APPLIED
+    before = {k: v for k, v in live_specs(client).items() if not k.startswith(("Pod/", "ResourceClaim/"))}
+    # History rewritten: the last good commit is replaced by one asking for more GPUs than exist.
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=4))
+    remote.git("add", "-A")
+    remote.git("commit", "--quiet", "--amend", "-m", "example, rewritten: 4 trainers")
+    rewritten = remote.git("rev-parse", "HEAD")
+    remote.push("--force")
+    remote.git("reflog", "expire", "--expire=now", "--all", cwd=remote.bare)
+    remote.git("gc", "--quiet", "--prune=now", cwd=remote.bare)
+    probe = tmp_path / "probe"
+    remote.git("init", "--quiet", str(probe))
+    with pytest.raises(subprocess.CalledProcessError):  # gone from the remote: "not our ref"
+        remote.git("fetch", "--quiet", str(remote.bare), dropped, cwd=probe)
+
+    # A restarted controller (cold cache): the head is delivered, fails, and is rolled back to the
+    # dropped commit, read from the copy kept beside the state.
+    result = reconciler_for(client, remote, tmp_path / "restarted").reconcile()
+    assert result.outcome == Outcome.ROLLED_BACK, (result.message, result.records)
+    state = StateStore(client, TARGET).load()
+    assert state.last_good == dropped and state.last_attempted is not None
+    assert state.last_attempted.sha == rewritten
+    after = {k: v for k, v in live_specs(client).items() if not k.startswith(("Pod/", "ResourceClaim/"))}
+    assert after == before
+
+    # Another restart: drift is still corrected toward the dropped commit while the head is held.
+    deployments = client.resource_for("apps/v1", "Deployment")
+    client.delete(deployments, "ml-team", "trainer")
+    held = reconciler_for(client, remote, tmp_path / "again").reconcile()
+    assert held.outcome == Outcome.DRIFT_CORRECTED, (held.message, held.records)
+
+    # A newer good commit is delivered.
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=2))
+    fixed = remote.commit_and_push("trainer: 2 replicas again")
+    result = reconciler_for(client, remote, tmp_path / "again").reconcile()
+    assert result.outcome == Outcome.APPLIED, (result.message, result.records)
+    assert StateStore(client, TARGET).load().last_good == fixed
