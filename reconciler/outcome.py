@@ -28,6 +28,8 @@ class Outcome(StrEnum):
     UNVERIFIED = "unverified"  # signature verification refused the commit
     INTERRUPTED = "interrupted"  # stopped between two stages (shutdown, lost lease), or found half-done
     SOURCE_ERROR = "source-error"  # the revision could not be fetched
+    SUSPENDED = "suspended"  # `dra-gitops suspend`: the pass did nothing
+    RESUMED = "resumed"  # `dra-gitops resume` (a history record)
     INVALID = "invalid"  # the revision could not be read: a manifest that does not parse, a file too big
 
     @property
@@ -39,7 +41,9 @@ EXIT_CODES: dict[Outcome, int] = {
     Outcome.APPLIED: 0,
     Outcome.UNCHANGED: 0,
     Outcome.DRIFT_CORRECTED: 0,
-    Outcome.HELD: 0,  # holding on the last good revision is the loop doing its job
+    Outcome.HELD: 0,
+    Outcome.SUSPENDED: 0,  # a person asked for it
+    Outcome.RESUMED: 0,  # holding on the last good revision is the loop doing its job
     Outcome.DENIED: 1,
     Outcome.DRY_RUN_FAILED: 1,
     Outcome.APPLY_FAILED: 1,

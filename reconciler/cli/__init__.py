@@ -16,7 +16,7 @@ import sys
 import click
 
 from reconciler import __version__
-from reconciler.cli import checklist, deliver, demo, inspect, loop, revisions, sim
+from reconciler.cli import checklist, deliver, demo, inspect, loop, operate, revisions, sim
 from reconciler.errors import UserError
 
 
@@ -48,6 +48,11 @@ cli.add_command(loop.status_command)
 cli.add_command(revisions.rollback_command)
 cli.add_command(revisions.sync_command)
 cli.add_command(loop.retry_command)
+cli.add_command(operate.get_command)
+cli.add_command(operate.suspend_command)
+cli.add_command(operate.resume_command)
+cli.add_command(operate.reconcile_command)
+cli.add_command(operate.history_command)
 cli.add_command(checklist.checklist_command)
 cli.add_command(demo.demo_command)
 cli.add_command(sim.sim)

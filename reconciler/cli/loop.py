@@ -317,8 +317,10 @@ def retry_command(
     verbose: int,
     quiet: bool,
 ) -> int:
-    """Let the reconciler try a failed (or held) commit again on its next pass."""
+    """Let the reconciler try a failed (or held) commit again, at once: the controller holding the
+    target's Lease is asked for a pass."""
     from reconciler.errors import UserError
+    from reconciler.loop.operations import TargetRef, request_pass
     from reconciler.loop.state import StateStore
 
     chosen: list[str] = []
@@ -337,5 +339,8 @@ def retry_command(
 
     with connect(kubeconfig, kube_context) as client:
         StateStore(client, target_name, state_namespace).update(mark)
-    progress_printer(quiet)(f"{target_name}: {chosen[0]} will be tried again on the next pass")
+        # At once, not at the next poll: the controller holding the Lease is asked for a pass.
+        woke = request_pass(client, TargetRef(target_name, state_namespace), f"retry of {chosen[0][:12]}")
+    when = "now" if woke else "on the next pass (no controller holds the target's Lease)"
+    progress_printer(quiet)(f"{target_name}: {chosen[0]} will be tried again {when}")
     return 0

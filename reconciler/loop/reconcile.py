@@ -35,6 +35,7 @@ from reconciler.loop.reconcile_types import (
 )
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.requested import run_pending
+from reconciler.loop.sourcehealth import observe_fetch
 from reconciler.loop.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
 from reconciler.model.objects import ObjRef
 from reconciler.outcome import Outcome
@@ -153,6 +154,10 @@ class Reconciler:
 
     def _reconcile(self) -> PassResult:
         state = self.store.load()
+        if state.suspended is not None:  # `dra-gitops suspend`: nothing applied, nothing corrected
+            s = state.suspended
+            why = f"suspended since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else "")
+            return PassResult(self.options.target, Outcome.SUSPENDED, state.last_good, message=why)
         # Fetch first, every pass: recovery and requests read revisions from the cache, which is empty
         # after a restart or a takeover (a temporary directory by default). A revision the fetch did not
         # bring (a last good commit off the branch) is fetched by id when it is read.
@@ -164,6 +169,7 @@ class Reconciler:
             fetch_error = ""
         except DraGitopsError as exc:
             head, fetch_error = None, str(exc)
+        self._note_source(state, fetch_error or None)
         if state.in_progress:
             recovered = self._recover(state)
             if recovered is not None:
@@ -197,6 +203,21 @@ class Reconciler:
             return self._apply(state, sha, head)
         except Cancelled as exc:
             return PassResult(self.options.target, Outcome.INTERRUPTED, sha, message=str(exc))
+
+    def _note_source(self, state: TargetState, error: str | None) -> None:
+        """Record the source's health when it changed, with an Event when it turned bad or recovered."""
+        health, reason = observe_fetch(state.source, error, now_iso())
+        if health is None:
+            return
+        state.source = health
+        try:
+            self.store.save(state)
+        except DraGitopsError as exc:  # the pass goes on; the next one records it
+            log.warning("cannot record the source's health: %s", exc, extra={"target": self.options.target})
+        if reason == "SourceFailed":
+            self.events.emit(reason, f"cannot fetch the source: {error}", warning=True)
+        elif reason is not None:
+            self.events.emit(reason, "the source can be fetched again")
 
     def _refuse(self, state: TargetState, sha: str, outcome: Outcome, why: str, reason: str) -> PassResult:
         """Record `sha` as attempted and failed before anything was written, raise an Event, and hold it

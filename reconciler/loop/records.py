@@ -226,3 +226,31 @@ class HistoryRecord(_Record):
 def next_history_id(history: list[HistoryRecord]) -> int:
     """The id of the next record: one more than any in the history (the newest are kept, so ids only grow)."""
     return max((r.id for r in history if r.id is not None), default=0) + 1
+
+
+@dataclass(kw_only=True)
+class Suspension(_Record):
+    """`suspended`: a person stopped the target (`dra-gitops suspend`): nothing is applied or corrected
+    until `dra-gitops resume`."""
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {name: _text for name in ("at", "by", "reason")}
+
+    at: str = ""
+    by: str = ""
+    reason: str = ""
+
+
+@dataclass(kw_only=True)
+class SourceHealth(_Record):
+    """`source`: how the last fetch of the target's remote went, and since when it has gone that way."""
+
+    KEYS: ClassVar[dict[str, str]] = {"last_fetch": "lastFetch"}
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        **{name: _text for name in ("last_fetch", "error", "since")},
+        "ok": bool,
+    }
+
+    last_fetch: str = ""
+    ok: bool = True
+    error: str | None = None
+    since: str = ""  # the first fetch of the current run of successes or failures

@@ -26,6 +26,8 @@ from reconciler.loop.records import (
     HistoryRecord,
     InProgress,
     RevisionRequest,
+    SourceHealth,
+    Suspension,
     next_history_id,
 )
 
@@ -61,6 +63,8 @@ class TargetState:
     hold: str | None = None
     # A `rollback` or `sync` handed to the controller, not taken up yet (`loop/requested.py`).
     request: RevisionRequest | None = None
+    suspended: Suspension | None = None  # `dra-gitops suspend`: no pass applies or corrects anything
+    source: SourceHealth | None = None  # the last fetch of the remote
     resource_version: str | None = None
     # The data as last read or written: tells a write by someone else from a parent-metadata update.
     seen_data: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -102,6 +106,10 @@ class TargetState:
             data["hold"] = self.hold
         if self.request:
             data["request"] = _dump(self.request.to_json())
+        if self.suspended:
+            data["suspended"] = _dump(self.suspended.to_json())
+        if self.source:
+            data["source"] = _dump(self.source.to_json())
         return data
 
     @classmethod
@@ -119,6 +127,8 @@ class TargetState:
             retry=str(data.get("retry") or "") or None,
             hold=str(data.get("hold") or "") or None,
             request=RevisionRequest.from_json(_load(data.get("request"))),
+            suspended=Suspension.from_json(_load(data.get("suspended"))),
+            source=SourceHealth.from_json(_load(data.get("source"))),
             resource_version=resource_version,
             seen_data=dict(data),
         )
@@ -136,6 +146,10 @@ class TargetState:
         }
         if self.request:  # only while one waits (a state without one prints as before)
             out["request"] = self.request.to_json()
+        if self.suspended:
+            out["suspended"] = self.suspended.to_json()
+        if self.source:
+            out["source"] = self.source.to_json()
         return out
 
 

@@ -1,6 +1,9 @@
-"""`dra-gitops status` as text: last good, last attempt, what is in progress, and the history."""
+"""`dra-gitops status`, `get` and `history` as text: last good, last attempt, what is in progress,
+suspended, the source's health, and the history."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from reconciler.loop.records import HistoryRecord
 from reconciler.loop.state import TargetState
@@ -31,6 +34,11 @@ def render_status(target: str, state: TargetState, history_count: int) -> str:
             f"requested:     {r.verb} {r.revision}{' --force' if r.force else ''} by {r.by} at {r.at}"
             " (waiting for the controller)"
         )
+    if state.suspended:
+        s = state.suspended
+        lines.append(f"suspended:     since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else ""))
+    if state.source and not state.source.ok:
+        lines.append(f"source:        failing since {state.source.since}: {state.source.error}")
     lines.append("history (newest first):")
     for record in state.history[: max(0, history_count)]:
         lines.extend(_record_lines(record))
@@ -58,3 +66,63 @@ def _record_lines(record: HistoryRecord) -> list[str]:
             f"      {device.get('claim')} → {', '.join(device.get('devices') or []) or '-'} on {device.get('node') or '-'}"
         )
     return lines
+
+
+def target_row(name: str, state: TargetState) -> dict[str, Any]:
+    """One target of `get`, as `-o json` prints it."""
+    attempted, progress, source = state.last_attempted, state.in_progress, state.source
+    return {
+        "target": name,
+        "lastGood": state.last_good,
+        "lastAttempt": attempted.sha if attempted else None,
+        "outcome": str(attempted.pass_outcome()) if attempted else None,
+        "inProgress": f"{progress.operation} {(progress.sha or '')[:12]} stage {progress.stage or '-'}"
+        if progress
+        else None,
+        "suspended": state.suspended.to_json() if state.suspended else None,
+        "source": source.to_json() if source else None,
+    }
+
+
+def render_targets(rows: list[dict[str, Any]]) -> str:
+    """`get` as a table, one line per target."""
+    header = ("TARGET", "LAST GOOD", "LAST ATTEMPT", "OUTCOME", "IN PROGRESS", "SUSPENDED", "SOURCE")
+    table = [header]
+    for row in rows:
+        suspended = row["suspended"]
+        source = row["source"]
+        table.append(
+            (
+                row["target"],
+                (row["lastGood"] or "-")[:12],
+                (row["lastAttempt"] or "-")[:12],
+                row["outcome"] or "-",
+                row["inProgress"] or "-",
+                f"since {suspended['at']} by {suspended['by']}" if suspended else "-",
+                "ok"
+                if not source or source.get("ok")
+                else f"failing since {source.get('since')}: {source.get('error')}",
+            )
+        )
+    if len(table) == 1:
+        return "no targets\n"
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(header) - 1)]
+    return "".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=False))
+        + f"  {line[-1]}\n"
+        for line in table
+    )
+
+
+def render_history(records: list[HistoryRecord]) -> str:
+    """`history`: one line per record, newest first, with who asked and the message."""
+    lines = []
+    for record in records:
+        ident = str(record.id) if record.id is not None else "-"
+        who = f"  by {record.requested_by}" if record.requested_by else ""
+        message = f"  {record.message}" if record.message else ""
+        lines.append(
+            f"{ident:>4}  {record.at}  {record.operation:16} {(record.sha or '(none)')[:12]:12}  "
+            f"{record.outcome}{who}{message}"
+        )
+    return "\n".join(lines) + "\n" if lines else "no history\n"

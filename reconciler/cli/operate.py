@@ -1,0 +1,223 @@
+"""Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`.
+
+Parse, call, print, return an exit code; the work is in `loop/operations.py` (what they write) and
+`loop/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.cli.options import (
+    DURATION,
+    connect,
+    handle_errors,
+    kube_options,
+    output_option,
+    progress_printer,
+    target_options,
+    verbosity_options,
+)
+
+
+@click.command("get")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The `run --config` file: its targets (default: every target whose state is in --state-namespace).",
+)
+@click.option(
+    "--state-namespace",
+    default="dra-gitops",
+    show_default=True,
+    help="Namespace of the state ConfigMaps (with --config: each target's own).",
+)
+@kube_options
+@output_option(("text", "json"))
+@verbosity_options
+@handle_errors
+def get_command(
+    config_file: Path | None,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    output: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Every target in one table: last good, last attempt and its outcome, in progress, suspended, source.
+
+    Exit 0 when every last attempt applied, else the worst of their exit codes (as `status`).
+    """
+    from reconciler.loop.operations import cluster_targets
+    from reconciler.loop.state import StateStore
+    from reconciler.loop.statusview import render_targets, target_row
+    from reconciler.loop.targets import load_targets
+    from reconciler.outcome import worst_exit_code
+
+    with connect(kubeconfig, kube_context) as client:
+        if config_file is not None:
+            wanted = [
+                (t.name, t.state_namespace) for t in load_targets(config_file.read_text(), str(config_file))
+            ]
+        else:
+            wanted = [(name, state_namespace) for name in cluster_targets(client, state_namespace)]
+        states = [(name, StateStore(client, name, namespace).load()) for name, namespace in wanted]
+    rows = [target_row(name, state) for name, state in states]
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        click.echo(render_targets(rows), nl=False)
+    outcomes = [s.last_attempted.pass_outcome() for _, s in states if s.last_attempted]
+    return worst_exit_code(outcomes)
+
+
+@click.command("suspend")
+@target_options
+@kube_options
+@click.option("--reason", default="", help="Why, for the record (shown by status and get).")
+@verbosity_options
+@handle_errors
+def suspend_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    reason: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Stop applying and correcting a target until `resume` (recorded with who and why).
+
+    A pass running now finishes; later ones do nothing. Exit 1 when the target is suspended already.
+    """
+    from reconciler.cluster.whoami import requester
+    from reconciler.loop.operations import TargetRef, suspend
+
+    with connect(kubeconfig, kube_context) as client:
+        by = requester(client)
+        suspend(client, TargetRef(target_name, state_namespace), by, reason)
+    progress_printer(quiet)(f"{target_name}: suspended by {by}")
+    return 0
+
+
+@click.command("resume")
+@target_options
+@kube_options
+@verbosity_options
+@handle_errors
+def resume_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Follow Git again after `suspend`; the controller is asked for a pass at once."""
+    from reconciler.cluster.whoami import requester
+    from reconciler.loop.operations import TargetRef, resume
+
+    with connect(kubeconfig, kube_context) as client:
+        by = requester(client)
+        resume(client, TargetRef(target_name, state_namespace), by)
+    progress_printer(quiet)(f"{target_name}: resumed by {by}")
+    return 0
+
+
+@click.command("reconcile")
+@target_options
+@kube_options
+@click.option(
+    "--with-source",
+    is_flag=True,
+    help="Fetch the Git source first. Every pass fetches anyway; the flag is there for Flux users.",
+)
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the pass's record.")
+@click.option("--timeout", type=DURATION, default="2m", show_default=True, help="How long to wait.")
+@verbosity_options
+@handle_errors
+def reconcile_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    with_source: bool,
+    wait: bool,
+    timeout: float,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Ask the controller holding the target's Lease for a pass now, as a webhook does.
+
+    With --wait, exit as `status` does once the pass recorded something (a pass that finds nothing to do
+    records nothing: after --timeout, exit 0 saying so). Exit 4 when no controller holds the Lease.
+    """
+    from reconciler.cluster.whoami import requester
+    from reconciler.errors import EnvironmentProblem
+    from reconciler.loop.operations import TargetRef, request_pass, wait_for_pass
+    from reconciler.loop.state import StateStore
+    from reconciler.outcome import worst_exit_code
+
+    del with_source  # every pass fetches first (`loop/reconcile.py`)
+    progress = progress_printer(quiet)
+    target = TargetRef(target_name, state_namespace)
+    with connect(kubeconfig, kube_context) as client:
+        before = StateStore(client, target.name, target.namespace).load()
+        if not request_pass(client, target, f"reconcile requested by {requester(client)}"):
+            raise EnvironmentProblem(
+                "no controller holds the target's Lease: nothing to ask for a pass",
+                where=f"Lease/{target.namespace}/{target.lease}",
+            )
+        progress(f"{target_name}: a pass was asked for")
+        if not wait:
+            return 0
+        after = wait_for_pass(client, target, before, timeout)
+    if after is None:
+        progress(f"{target_name}: nothing new recorded within {timeout:g}s (nothing to do, or still running)")
+        return 0
+    attempted = after.last_attempted
+    record = after.history[0] if after.history else None
+    if record is not None:
+        click.echo(f"{target_name}: {record.operation} {(record.sha or '')[:12]} {record.outcome}")
+    return worst_exit_code([attempted.pass_outcome()] if attempted else [])
+
+
+@click.command("history")
+@target_options
+@kube_options
+@output_option(("text", "json"))
+@click.option("--limit", type=int, default=20, show_default=True, help="Records to show, newest first.")
+@verbosity_options
+@handle_errors
+def history_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    output: str,
+    limit: int,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """A target's history, newest first: id, when, operation, sha, outcome, who, message.
+
+    The id (or the sha) is what `rollback` takes.
+    """
+    from reconciler.loop.state import StateStore
+    from reconciler.loop.statusview import render_history
+
+    with connect(kubeconfig, kube_context) as client:
+        state = StateStore(client, target_name, state_namespace).load()
+    records = state.history[: max(0, limit)]
+    if output == "json":
+        data: list[Any] = [r.to_json() for r in records]
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(render_history(records), nl=False)
+    return 0

@@ -1,0 +1,106 @@
+"""What an operator does to a target from a laptop, besides rollback and sync (`loop/handoff.py`):
+suspend and resume it, ask its controller for a pass now, list the targets a cluster holds.
+
+Each writes only the target's state ConfigMap (re-read on conflicts) and the request annotation of its
+Lease, so the `dra-operator` role in `deploy/operator` is enough; each records who did it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from reconciler.cluster import applyset
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.lease import LeaseLock
+from reconciler.errors import UserError
+from reconciler.loop.records import HistoryRecord, Suspension
+from reconciler.loop.state import StateStore, TargetState, now_iso
+from reconciler.loop.targets import RESOURCE_PREFIX
+from reconciler.outcome import Outcome
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    name: str
+    namespace: str = applyset.DEFAULT_NAMESPACE
+
+    @property
+    def lease(self) -> str:
+        return RESOURCE_PREFIX + self.name
+
+
+def suspend(client: ClusterClient, target: TargetRef, by: str, reason: str) -> TargetState:
+    """Stop applying and correcting the target until `resume`; a pass running now finishes first."""
+
+    def change(state: TargetState) -> None:
+        if state.suspended is not None:
+            raise UserError(
+                f"suspended already, since {state.suspended.at} by {state.suspended.by}",
+                where=StateStore(client, target.name, target.namespace).ref,
+            )
+        at = now_iso()
+        state.suspended = Suspension(at=at, by=by, reason=reason)
+        state.record(_record("suspend", state.last_good, at, by, reason))
+
+    return StateStore(client, target.name, target.namespace).update(change)
+
+
+def resume(client: ClusterClient, target: TargetRef, by: str) -> TargetState:
+    """Follow Git again; the controller is asked for a pass at once."""
+    store = StateStore(client, target.name, target.namespace)
+
+    def change(state: TargetState) -> None:
+        if state.suspended is None:
+            raise UserError("not suspended", where=store.ref)
+        at = now_iso()
+        state.record(_record("resume", state.last_good, at, by, f"suspended since {state.suspended.at}"))
+        state.suspended = None
+
+    state = store.update(change)
+    request_pass(client, target, f"resumed by {by}")
+    return state
+
+
+def request_pass(client: ClusterClient, target: TargetRef, reason: str) -> bool:
+    """Ask the replica holding the target's Lease for a pass now (as a webhook does); False when no
+    controller holds it (then the next controller to take it runs one anyway)."""
+    lock = LeaseLock(client, target.namespace, target.lease, f"dra-gitops-cli-{uuid.uuid4().hex[:8]}")
+    return lock.request(reason)
+
+
+def wait_for_pass(
+    client: ClusterClient, target: TargetRef, after: TargetState, timeout: float, poll: float = 0.5
+) -> TargetState | None:
+    """The state once a pass recorded something new after `after` (a newer history record or attempt),
+    None when `timeout` passed first. A pass that found nothing to do records nothing: it is not seen."""
+    store = StateStore(client, target.name, target.namespace)
+    deadline = time.monotonic() + timeout
+    seen = (after.history[0].id if after.history else None, after.last_attempted)
+    while time.monotonic() < deadline:
+        state = store.load()
+        if (state.history[0].id if state.history else None, state.last_attempted) != seen:
+            return state
+        time.sleep(poll)
+    return None
+
+
+def cluster_targets(client: ClusterClient, namespace: str) -> list[str]:
+    """The targets whose state lives in `namespace`: ConfigMaps `dra-gitops-<target>` holding a state
+    (written by a pass or a verb) or being an ApplySet parent."""
+    names = []
+    for item in client.list_kind("", "ConfigMap", namespace):
+        meta = item.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        is_state = "lastGood" in (item.get("data") or {}) or applyset.ID_LABEL in (meta.get("labels") or {})
+        if name.startswith(RESOURCE_PREFIX) and is_state:
+            names.append(name.removeprefix(RESOURCE_PREFIX))
+    return sorted(names)
+
+
+def _record(operation: str, sha: str | None, at: str, by: str, message: str) -> HistoryRecord:
+    outcome = Outcome.SUSPENDED if operation == "suspend" else Outcome.RESUMED
+    return HistoryRecord(
+        sha=sha, operation=operation, outcome=outcome, at=at, requested_by=by, message=message
+    )

@@ -1,0 +1,76 @@
+"""suspend / resume, get and history: what they record, and what a pass does while a target is suspended."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from helpers import GitRemote
+from pass_support import TARGET, reconciler_for
+
+from reconciler.cli import cli
+from reconciler.cluster.client import ClusterClient
+from reconciler.loop.state import StateStore
+from reconciler.outcome import Outcome
+from reconciler.sim.server import SimCluster
+
+
+def _cli(cluster: SimCluster, tmp_path: Path, *args: str) -> tuple[int, str]:
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    done = CliRunner().invoke(cli, [*args, "--kubeconfig", str(kubeconfig)], catch_exceptions=False)
+    return done.exit_code, done.output
+
+
+def test_a_suspended_target_is_neither_applied_nor_corrected_until_resumed(
+    cluster: SimCluster, client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    good = remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    assert reconciler.reconcile().outcome == Outcome.APPLIED
+    code, _ = _cli(cluster, tmp_path, "suspend", "--target", TARGET, "--reason", "driver maintenance")
+    assert code == 0
+    code, output = _cli(cluster, tmp_path, "suspend", "--target", TARGET)
+    assert code == 1 and "suspended already" in output
+
+    deployments = client.resource_for("apps/v1", "Deployment")
+    client.delete(deployments, "ml-team", "trainer")
+    remote.git("commit", "--quiet", "--allow-empty", "-m", "a newer commit")
+    remote.push()
+    writes = client.writes_sent
+    result = reconciler.reconcile()
+    assert result.outcome == Outcome.SUSPENDED and "driver maintenance" in result.message
+    assert client.writes_sent == writes  # nothing applied, the drift left alone
+    assert client.get(deployments, "ml-team", "trainer") is None
+    code, status = _cli(cluster, tmp_path, "status", "--target", TARGET)
+    assert "suspended:     since " in status and "driver maintenance" in status
+
+    code, _ = _cli(cluster, tmp_path, "resume", "--target", TARGET)
+    assert code == 0
+    assert reconciler.reconcile().outcome == Outcome.APPLIED  # the newer commit, the trainer back
+    assert client.get(deployments, "ml-team", "trainer") is not None
+    state = StateStore(client, TARGET).load()
+    assert state.suspended is None and state.last_good != good
+    operations = [(r.operation, r.outcome, bool(r.requested_by)) for r in state.history[1:3]]
+    assert operations == [("resume", Outcome.RESUMED, True), ("suspend", Outcome.SUSPENDED, True)]
+
+
+def test_get_lists_every_target_of_the_cluster_and_history_lists_records(
+    cluster: SimCluster, client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    remote.commit_and_push("example")
+    assert reconciler_for(client, remote, tmp_path).reconcile().outcome == Outcome.APPLIED
+    StateStore(client, "other").update(lambda state: None)  # a second target, nothing attempted yet
+    code, output = _cli(cluster, tmp_path, "get", "-o", "json")
+    assert code == 0
+    rows = {row["target"]: row for row in json.loads(output)}
+    assert set(rows) == {TARGET, "other"}
+    assert rows[TARGET]["outcome"] == "applied" and rows["other"]["lastGood"] is None
+    code, table = _cli(cluster, tmp_path, "get")
+    assert table.splitlines()[0].split()[:2] == ["TARGET", "LAST"] and TARGET in table
+
+    code, output = _cli(cluster, tmp_path, "history", "--target", TARGET, "-o", "json")
+    records = json.loads(output)
+    assert code == 0 and records[0]["operation"] == "apply" and records[0]["id"] == 1
+    code, text = _cli(cluster, tmp_path, "history", "--target", TARGET)
+    assert text.split()[0] == "1" and "applied" in text
