@@ -74,6 +74,7 @@ class Reconciler:
         self.fingerprints: Fingerprints = {}
         self._desired_cache: dict[str, DesiredState] = {}
         self._kept: str | None = None  # the last good revision whose files this process kept
+        self._drift_reported: dict[str, list[str]] = {}  # with selfHeal off: the drift last reported
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -422,11 +423,24 @@ class Reconciler:
             return result
         refs = report.refs()
         self.progress(f"{self.options.target}: drift on {_short(sha)}: {refs}")
+        if not self.options.self_heal:
+            result.outcome, result.message = Outcome.DRIFTED, f"{drift_text(refs)}; selfHeal is off"
+            if refs != self._drift_reported:  # an Event per new drift, not per poll
+                self._drift_reported = refs
+                self.events.emit(
+                    "DriftDetected", f"{_short(sha)}: {drift_text(refs)} (selfHeal off)", warning=True
+                )
+            return result
         marker = InProgress(sha=sha, operation="drift", from_sha=sha)
+        # prune off: objects Git no longer has are reported, never deleted.
+        extra = report.extra if self.options.delivery.prune else []
+        if not (report.missing or report.changed or extra):
+            result.message = f"{drift_text(refs)}; prune is off"
+            return result
         corrected = deliver_drift(
             self.client,
             report.missing + report.changed,
-            report.extra,
+            extra,
             self._deliver_options(),
             self.progress,
             hooks=self._hooks(state, marker),

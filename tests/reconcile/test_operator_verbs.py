@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -74,3 +75,30 @@ def test_get_lists_every_target_of_the_cluster_and_history_lists_records(
     assert code == 0 and records[0]["operation"] == "apply" and records[0]["id"] == 1
     code, text = _cli(cluster, tmp_path, "history", "--target", TARGET)
     assert text.split()[0] == "1" and "applied" in text
+
+
+def test_self_heal_off_reports_drift_and_prune_off_keeps_what_git_dropped(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    reconciler.options.self_heal = False
+    reconciler.options.delivery = replace(reconciler.options.delivery, prune=False)
+    assert reconciler.reconcile().outcome == Outcome.APPLIED
+    deployments = client.resource_for("apps/v1", "Deployment")
+    client.delete(deployments, "ml-team", "trainer")
+    drifted = reconciler.reconcile()
+    assert drifted.outcome == Outcome.DRIFTED and "selfHeal is off" in drifted.message
+    assert client.get(deployments, "ml-team", "trainer") is None  # left as it is
+    events = [e for e in client.list_kind("", "Event", "dra-gitops") if e["reason"] == "DriftDetected"]
+    assert reconciler.reconcile().outcome == Outcome.DRIFTED
+    again = [e for e in client.list_kind("", "Event", "dra-gitops") if e["reason"] == "DriftDetected"]
+    assert len(events) == 1 and [e.get("count", 1) for e in again] == [e.get("count", 1) for e in events]
+
+    # selfHeal back on, prune still off: the trainer comes back; a workload dropped from Git stays.
+    reconciler.options.self_heal = True
+    assert reconciler.reconcile().outcome == Outcome.DRIFT_CORRECTED
+    (remote.work / "40-workloads" / "trainer.yaml").unlink()
+    remote.commit_and_push("trainer dropped from Git")
+    assert reconciler.reconcile().outcome == Outcome.APPLIED
+    assert client.get(deployments, "ml-team", "trainer") is not None
