@@ -113,13 +113,13 @@ class Reconciler:
 
         def before_write() -> None:
             state.in_progress = replace(marker, stage="", since=now_iso())
-            self.store.save(state)
+            self.store.save_during_pass(state)
 
         def after_stage(label: str) -> None:
             if state.in_progress is not None:
                 state.in_progress.stage = label
                 try:
-                    self.store.save(state)
+                    self.store.save_during_pass(state)
                 except StateConflict as exc:
                     # Lost the state to another writer mid-pass: stop before the next stage.
                     raise Cancelled("the state was written by someone else during the pass") from exc
@@ -141,7 +141,7 @@ class Reconciler:
     def _finish(self, state: TargetState, result: PassResult) -> PassResult:
         for record in reversed(result.records):
             state.record(record)
-        self.store.save(state)
+        self.store.save_during_pass(state)
         return result
 
     # ---- the pass ---------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class Reconciler:
             return
         state.source = health
         try:
-            self.store.save(state)
+            self.store.save_during_pass(state)
         except DraGitopsError as exc:  # the pass goes on; the next one records it
             log.warning("cannot record the source's health: %s", exc, extra={"target": self.options.target})
         if reason == "SourceFailed":
@@ -408,7 +408,7 @@ class Reconciler:
         if sha:
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
         state.record(record)
-        self.store.save(state)
+        self.store.save_during_pass(state)
         return None
 
     def _steady(self, state: TargetState, sha: str | None) -> PassResult:

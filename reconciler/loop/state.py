@@ -153,6 +153,31 @@ class TargetState:
         return out
 
 
+# What the operator verbs write while a pass may run (`loop/operations.py`, `loop/handoff.py`, retry).
+OPERATOR_KEYS = frozenset({"suspended", "retry", "request", "hold"})
+
+
+def _merge_operator_writes(ours: TargetState, live: TargetState) -> bool:
+    """Take into `ours` what verbs wrote into `live` since `ours` was last read or written; False when
+    someone else changed anything else."""
+    seen = ours.seen_data
+    for key in (set(seen) | set(live.seen_data)) - OPERATOR_KEYS - {"history"}:
+        if seen.get(key) != live.seen_data.get(key):
+            return False
+    seen_ids = {r.id for r in TargetState.from_data(seen).history}
+    added = [r for r in live.history if r.id not in seen_ids]
+    if any(r.operation not in ("suspend", "resume") for r in added):
+        return False
+    for key in OPERATOR_KEYS:  # the verb's writes win; what the pass changed of the others stays
+        if seen.get(key) != live.seen_data.get(key):
+            setattr(ours, key, getattr(live, key))
+    for record in reversed(added):
+        record.id = None  # numbered again among the pass's own records
+        ours.record(record)
+    ours.resource_version, ours.seen_data = live.resource_version, live.seen_data
+    return True
+
+
 def _dump(value: Any) -> str:
     return "" if value is None else json.dumps(value, sort_keys=True)
 
@@ -238,6 +263,18 @@ class StateStore:
         state.resource_version = str((written.get("metadata") or {}).get("resourceVersion") or "") or None
         state.seen_data = dict(written.get("data") or {})
         return state
+
+    def save_during_pass(self, state: TargetState) -> TargetState:
+        """`save` for a pass: when only a person's verb wrote since (suspend, resume, retry, a request:
+        the operator keys, and records it added to the history), keep what it wrote and write again; any
+        other change (another replica's pass) is a StateConflict."""
+        try:
+            return self.save(state)
+        except StateConflict:
+            live = self.load()
+            if not _merge_operator_writes(state, live):
+                raise
+            return self.save(state)
 
     def _replace(
         self, version: str, data: dict[str, str], live: dict[str, Any] | None = None

@@ -12,6 +12,7 @@ from pass_support import TARGET, reconciler_for
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
+from reconciler.loop.operations import TargetRef, suspend
 from reconciler.loop.state import StateStore
 from reconciler.outcome import Outcome
 from reconciler.sim.server import SimCluster
@@ -102,3 +103,30 @@ def test_self_heal_off_reports_drift_and_prune_off_keeps_what_git_dropped(
     remote.commit_and_push("trainer dropped from Git")
     assert reconciler.reconcile().outcome == Outcome.APPLIED
     assert client.get(deployments, "ml-team", "trainer") is not None
+
+
+def test_a_verb_written_during_a_pass_is_kept_and_the_pass_goes_on(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    """A person suspends the target while a pass is between two stages: the pass finishes its delivery
+    (it no longer stops with "written by someone else"), and the suspension and its record stay."""
+    remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    store = StateStore(client, TARGET)
+    done: list[str] = []
+
+    def suspend_once() -> str | None:
+        marker = store.load().in_progress
+        if marker is not None and marker.stage and not done:
+            done.append(marker.stage)
+            suspend(client, TargetRef(TARGET), "alice (alice@laptop)", "mid-pass")
+        return None
+
+    reconciler.should_stop = suspend_once  # type: ignore[method-assign]
+    result = reconciler.reconcile()
+    assert done and result.outcome == Outcome.APPLIED, (result.message, result.records)
+    state = store.load()
+    assert state.suspended is not None and state.suspended.by == "alice (alice@laptop)"
+    assert [r.operation for r in state.history[:2]] == ["apply", "suspend"]
+    assert len({r.id for r in state.history}) == len(state.history)
+    assert reconciler.reconcile().outcome == Outcome.SUSPENDED
