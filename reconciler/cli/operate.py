@@ -1,4 +1,4 @@
-"""Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`.
+"""Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`, `abort`.
 
 Parse, call, print, return an exit code; the work is in `loop/operations.py` (what they write) and
 `loop/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
@@ -221,3 +221,48 @@ def history_command(
     else:
         click.echo(render_history(records), nl=False)
     return 0
+
+
+@click.command("abort")
+@target_options
+@kube_options
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the rollback's record.")
+@click.option("--timeout", type=DURATION, default="10m", show_default=True, help="How long to wait.")
+@verbosity_options
+@handle_errors
+def abort_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    wait: bool,
+    timeout: float,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Stop the running apply at its next stage boundary and roll back what it wrote (recorded with who).
+
+    The aborted commit is held, as a failed one is, until a newer commit or `retry`. Exit 1 when no apply
+    is in progress; with --wait, 0 once rolled back, 5 when the rollback failed.
+    """
+    from reconciler.cluster.whoami import requester
+    from reconciler.loop.operations import TargetRef, abort, wait_for_pass
+    from reconciler.loop.state import StateStore
+    from reconciler.outcome import Outcome, exit_code_of
+
+    target = TargetRef(target_name, state_namespace)
+    progress = progress_printer(quiet)
+    with connect(kubeconfig, kube_context) as client:
+        before = StateStore(client, target.name, target.namespace).load()
+        sha = abort(client, target, requester(client))
+        progress(f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary")
+        if not wait:
+            return 0
+        after = wait_for_pass(client, target, before, timeout)
+    attempted = after.last_attempted if after is not None else None
+    if attempted is None or attempted.sha != sha:
+        progress(f"{target_name}: nothing recorded within {timeout:g}s")
+        return 4
+    click.echo(f"{target_name}: {sha[:12]} {attempted.outcome}, {attempted.pass_outcome()}")
+    outcome = attempted.pass_outcome()
+    return 0 if outcome == Outcome.ROLLED_BACK else exit_code_of(str(outcome))

@@ -124,7 +124,12 @@ class Reconciler:
                     # Lost the state to another writer mid-pass: stop before the next stage.
                     raise Cancelled("the state was written by someone else during the pass") from exc
 
-        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=self.should_stop)
+        def cancelled() -> str | None:
+            if state.abort is not None:  # written by `dra-gitops abort`, taken in by the last save
+                return f"aborted by {state.abort.by}"
+            return self.should_stop()
+
+        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=cancelled)
 
     def _deliver(
         self,
@@ -155,6 +160,13 @@ class Reconciler:
 
     def _reconcile(self) -> PassResult:
         state = self.store.load()
+        if state.abort is not None and state.in_progress is None:
+            # It arrived after the pass it meant had ended: nothing left to stop.
+            log.info(
+                "abort by %s came after its pass ended", state.abort.by, extra={"target": self.options.target}
+            )
+            state.abort = None
+            self.store.save_during_pass(state)
         if state.suspended is not None:  # `dra-gitops suspend`: nothing applied, nothing corrected
             s = state.suspended
             why = f"suspended since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else "")
@@ -286,8 +298,12 @@ class Reconciler:
                 violations=violations,
             )
             return self._finish(state, result)
-        if delivery.cancelled:
+        if delivery.cancelled and state.abort is None:
             raise Cancelled(f"{_short(sha)}: stopped between stages: {delivery.cancelled}")
+        if state.abort is not None:  # asked for: what it wrote is rolled back, the commit held
+            record.requested_by, state.abort = state.abort.by, None
+            record.outcome = delivery.outcome = Outcome.ABORTED
+            record.message = f"{delivery.cancelled} at a stage boundary"
         return self._roll_back(state, sha, delivery, record, violations)
 
     def _roll_back(

@@ -22,6 +22,7 @@ from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.errors import DraGitopsError
 from reconciler.loop.records import (
+    AbortRequest,
     AttemptRecord,
     HistoryRecord,
     InProgress,
@@ -64,6 +65,7 @@ class TargetState:
     # A `rollback` or `sync` handed to the controller, not taken up yet (`loop/requested.py`).
     request: RevisionRequest | None = None
     suspended: Suspension | None = None  # `dra-gitops suspend`: no pass applies or corrects anything
+    abort: AbortRequest | None = None  # `dra-gitops abort`: the running pass stops and rolls back
     source: SourceHealth | None = None  # the last fetch of the remote
     resource_version: str | None = None
     # The data as last read or written: tells a write by someone else from a parent-metadata update.
@@ -108,6 +110,8 @@ class TargetState:
             data["request"] = _dump(self.request.to_json())
         if self.suspended:
             data["suspended"] = _dump(self.suspended.to_json())
+        if self.abort:
+            data["abort"] = _dump(self.abort.to_json())
         if self.source:
             data["source"] = _dump(self.source.to_json())
         return data
@@ -128,6 +132,7 @@ class TargetState:
             hold=str(data.get("hold") or "") or None,
             request=RevisionRequest.from_json(_load(data.get("request"))),
             suspended=Suspension.from_json(_load(data.get("suspended"))),
+            abort=AbortRequest.from_json(_load(data.get("abort"))),
             source=SourceHealth.from_json(_load(data.get("source"))),
             resource_version=resource_version,
             seen_data=dict(data),
@@ -148,13 +153,15 @@ class TargetState:
             out["request"] = self.request.to_json()
         if self.suspended:
             out["suspended"] = self.suspended.to_json()
+        if self.abort:
+            out["abort"] = self.abort.to_json()
         if self.source:
             out["source"] = self.source.to_json()
         return out
 
 
 # What the operator verbs write while a pass may run (`loop/operations.py`, `loop/handoff.py`, retry).
-OPERATOR_KEYS = frozenset({"suspended", "retry", "request", "hold"})
+OPERATOR_KEYS = frozenset({"suspended", "retry", "request", "hold", "abort"})
 
 
 def _merge_operator_writes(ours: TargetState, live: TargetState) -> bool:

@@ -6,13 +6,15 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from helpers import GitRemote
-from pass_support import TARGET, reconciler_for
+from pass_support import TARGET, edit, live_specs, reconciler_for
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.operations import TargetRef, suspend
+from reconciler.errors import UserError
+from reconciler.loop.operations import TargetRef, abort, suspend
 from reconciler.loop.state import StateStore
 from reconciler.outcome import Outcome
 from reconciler.sim.server import SimCluster
@@ -130,3 +132,43 @@ def test_a_verb_written_during_a_pass_is_kept_and_the_pass_goes_on(
     assert [r.operation for r in state.history[:2]] == ["apply", "suspend"]
     assert len({r.id for r in state.history}) == len(state.history)
     assert reconciler.reconcile().outcome == Outcome.SUSPENDED
+
+
+def test_abort_stops_the_running_apply_at_a_stage_boundary_and_rolls_back(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    good = remote.commit_and_push("example")
+    reconciler = reconciler_for(client, remote, tmp_path)
+    assert reconciler.reconcile().outcome == Outcome.APPLIED
+    before = {k: v for k, v in live_specs(client).items() if not k.startswith(("Pod/", "ResourceClaim/"))}
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=30"]),
+    )
+    bad = remote.commit_and_push("trainer: 30 epochs")
+    store = StateStore(client, TARGET)
+    asked: list[str] = []
+
+    def abort_once() -> str | None:
+        marker = store.load().in_progress
+        if marker is not None and marker.operation == "apply" and marker.stage and not asked:
+            asked.append(abort(client, TargetRef(TARGET), "bob (bob@laptop)"))
+        return None
+
+    reconciler.should_stop = abort_once  # type: ignore[method-assign]
+    result = reconciler.reconcile()
+    assert asked == [bad] and result.outcome == Outcome.ROLLED_BACK, (result.message, result.records)
+    state = store.load()
+    assert state.last_good == good and state.abort is None and state.in_progress is None
+    assert state.last_attempted is not None and state.last_attempted.outcome == Outcome.ABORTED
+    failed = state.history[0]
+    assert (failed.sha, failed.outcome, failed.requested_by) == (bad, Outcome.ABORTED, "bob (bob@laptop)")
+    after = {k: v for k, v in live_specs(client).items() if not k.startswith(("Pod/", "ResourceClaim/"))}
+    assert after == before
+    assert reconciler.reconcile().outcome == Outcome.HELD
+
+
+def test_abort_with_nothing_in_progress_is_refused(client: ClusterClient) -> None:
+    with pytest.raises(UserError, match="no apply in progress"):
+        abort(client, TargetRef(TARGET), "bob")
