@@ -172,3 +172,23 @@ def test_abort_stops_the_running_apply_at_a_stage_boundary_and_rolls_back(
 def test_abort_with_nothing_in_progress_is_refused(client: ClusterClient) -> None:
     with pytest.raises(UserError, match="no apply in progress"):
         abort(client, TargetRef(TARGET), "bob")
+
+
+def test_diff_shows_what_differs_from_the_head_and_from_any_revision(
+    cluster: SimCluster, client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    first = remote.commit_and_push("example")
+    assert reconciler_for(client, remote, tmp_path).reconcile().outcome == Outcome.APPLIED
+    source = ["--repo", remote.url, "--target", TARGET, "--cache-dir", str(tmp_path / "diff-cache")]
+    code, output = _cli(cluster, tmp_path, "diff", *source)
+    assert code == 0, output
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=40"]),
+    )
+    remote.commit_and_push("trainer: 40 epochs")
+    code, output = _cli(cluster, tmp_path, "diff", *source)
+    assert code == 3 and "Deployment/ml-team/trainer" in output and "--epochs=40" in output, output
+    code, output = _cli(cluster, tmp_path, "diff", *source, "--revision", first)
+    assert code == 0, output
