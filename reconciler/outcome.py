@@ -30,6 +30,8 @@ class Outcome(StrEnum):
     SOURCE_ERROR = "source-error"  # the revision could not be fetched
     SUSPENDED = "suspended"  # `dra-gitops suspend`: the pass did nothing
     RESUMED = "resumed"  # `dra-gitops resume` (a history record)
+    ABORTED = "aborted"  # `dra-gitops abort`: stopped at a stage boundary and rolled back
+    DRIFTED = "drifted"  # drift found and left alone (`selfHeal: false`)
     INVALID = "invalid"  # the revision could not be read: a manifest that does not parse, a file too big
 
     @property
@@ -43,7 +45,9 @@ EXIT_CODES: dict[Outcome, int] = {
     Outcome.DRIFT_CORRECTED: 0,
     Outcome.HELD: 0,
     Outcome.SUSPENDED: 0,  # a person asked for it
-    Outcome.RESUMED: 0,  # holding on the last good revision is the loop doing its job
+    Outcome.RESUMED: 0,
+    Outcome.ABORTED: 1,
+    Outcome.DRIFTED: 0,  # reported, as the target asks  # holding on the last good revision is the loop doing its job
     Outcome.DENIED: 1,
     Outcome.DRY_RUN_FAILED: 1,
     Outcome.APPLY_FAILED: 1,

@@ -6,19 +6,26 @@ import subprocess
 import sys
 
 COMMANDS = [
+    "abort",
     "apply",
     "check",
     "checklist",
     "demo",
     "diagnose",
+    "diff",
+    "get",
+    "history",
     "inventory",
     "plan",
     "policy",
+    "reconcile",
+    "resume",
     "retry",
     "rollback",
     "run",
     "sim",
     "status",
+    "suspend",
     "sync",
     "watch",
 ]

@@ -280,3 +280,25 @@ def test_flag_errors_name_the_flag(flags: dict[str, object], expected: str) -> N
     with pytest.raises(UserError) as caught:
         target_from_flags(**flags)  # type: ignore[arg-type]
     assert str(caught.value).startswith(expected)
+
+
+def test_prune_and_self_heal_default_on_and_can_be_turned_off() -> None:
+    on, off = load(
+        """
+        targets:
+          - {name: a, repo: https://git.example.com/a.git}
+          - {name: b, repo: https://git.example.com/b.git, prune: false, selfHeal: false}
+        """
+    )
+    assert (on.prune, on.self_heal) == (True, True)
+    assert (off.prune, off.self_heal) == (False, False)
+
+
+def test_a_switch_that_is_not_true_or_false_names_where() -> None:
+    with pytest.raises(UserError, match=r"^targets.yaml:3: `selfHeal` must be true or false, not 'no'"):
+        load(
+            """
+            targets:
+              - {name: a, repo: https://git.example.com/a.git, selfHeal: "no"}
+            """
+        )

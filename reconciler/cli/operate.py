@@ -1,4 +1,4 @@
-"""Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`.
+"""Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`, `abort`, `diff`.
 
 Parse, call, print, return an exit code; the work is in `loop/operations.py` (what they write) and
 `loop/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from reconciler.cli.loop import git_target_options, target_cache_dir, targets_of
 from reconciler.cli.options import (
     DURATION,
     connect,
@@ -221,3 +222,103 @@ def history_command(
     else:
         click.echo(render_history(records), nl=False)
     return 0
+
+
+@click.command("abort")
+@target_options
+@kube_options
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the rollback's record.")
+@click.option("--timeout", type=DURATION, default="10m", show_default=True, help="How long to wait.")
+@verbosity_options
+@handle_errors
+def abort_command(
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    wait: bool,
+    timeout: float,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Stop the running apply at its next stage boundary and roll back what it wrote (recorded with who).
+
+    The aborted commit is held, as a failed one is, until a newer commit or `retry`. Exit 1 when no apply
+    is in progress; with --wait, 0 once rolled back, 5 when the rollback failed.
+    """
+    from reconciler.cluster.whoami import requester
+    from reconciler.loop.operations import TargetRef, abort, wait_for_pass
+    from reconciler.loop.state import StateStore
+    from reconciler.outcome import Outcome, exit_code_of
+
+    target = TargetRef(target_name, state_namespace)
+    progress = progress_printer(quiet)
+    with connect(kubeconfig, kube_context) as client:
+        before = StateStore(client, target.name, target.namespace).load()
+        sha = abort(client, target, requester(client))
+        progress(f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary")
+        if not wait:
+            return 0
+        after = wait_for_pass(client, target, before, timeout)
+    attempted = after.last_attempted if after is not None else None
+    if attempted is None or attempted.sha != sha:
+        progress(f"{target_name}: nothing recorded within {timeout:g}s")
+        return 4
+    click.echo(f"{target_name}: {sha[:12]} {attempted.outcome}, {attempted.pass_outcome()}")
+    outcome = attempted.pass_outcome()
+    return 0 if outcome == Outcome.ROLLED_BACK else exit_code_of(str(outcome))
+
+
+@click.command("diff")
+@git_target_options
+@kube_options
+@click.option("--revision", help="The revision to compare with (default: the head the target follows).")
+@click.option("--no-diff", is_flag=True, help="Only the summary, no per-object diff.")
+@output_option(("text", "json", "markdown"))
+@verbosity_options
+@handle_errors
+def diff_command(**kwargs: Any) -> int:
+    """The live cluster against a target's head (or --revision), per object, as `plan` shows a directory.
+
+    A server-side dry-run of that revision against the target's ApplySet: nothing is written, but the API
+    server authorises a dry-run as the write it would be (the deployer's rights, not the operator role's).
+    Exit 0 when the cluster already matches, 3 when it differs, 1 when the server rejects an object, 4 when
+    the cluster or the Git remote cannot be reached.
+    """
+    from reconciler.cluster import applyset
+    from reconciler.cluster.apply import dry_run, render_plan
+    from reconciler.delivery.pipeline import stale_manifests
+    from reconciler.loop.controller import git_source_for
+    from reconciler.loop.keep import KeptRevision
+    from reconciler.loop.revisions import GitRevisions
+    from reconciler.model.plan import compute_plan
+
+    targets = targets_of(kwargs)
+    if len(targets) > 1:
+        targets = [t for t in targets if t.name == kwargs["target_name"]]
+        if len(targets) != 1:
+            raise click.UsageError("diff works on one target: give --target NAME with --config")
+    target = targets[0]
+    with connect(kwargs["kubeconfig"], kwargs["kube_context"]) as client:
+        revisions = GitRevisions(
+            git_source_for(target, target_cache_dir(kwargs["cache_dir"])),
+            kept=KeptRevision(client, target.name, target.state_namespace),
+        )
+        try:
+            head = revisions.head().sha
+            desired = revisions.desired(kwargs["revision"] or head)
+        finally:
+            revisions.close()
+        manifests = desired.manifests.manifests
+        set_id = applyset.applyset_id(target.name, target.state_namespace)
+        plan = compute_plan(stale_manifests(client, set_id, manifests), manifests)
+        shown = (desired.revision.sha or "")[:12]
+        progress_printer(kwargs["quiet"])(f"{target.name}: {shown} against {client.host}")
+        result = dry_run(client, plan, applyset_id=set_id)
+    text = render_plan(
+        result, kwargs["output"], show_diff=not kwargs["no_diff"], revision=desired.revision.sha
+    )
+    click.echo(text, nl=False)
+    if not result.ok:
+        return 1
+    return 3 if result.changes_pending else 0

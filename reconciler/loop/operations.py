@@ -15,7 +15,7 @@ from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseLock
 from reconciler.errors import UserError
-from reconciler.loop.records import HistoryRecord, Suspension
+from reconciler.loop.records import AbortRequest, HistoryRecord, Suspension
 from reconciler.loop.state import StateStore, TargetState, now_iso
 from reconciler.loop.targets import RESOURCE_PREFIX
 from reconciler.outcome import Outcome
@@ -61,6 +61,23 @@ def resume(client: ClusterClient, target: TargetRef, by: str) -> TargetState:
     state = store.update(change)
     request_pass(client, target, f"resumed by {by}")
     return state
+
+
+def abort(client: ClusterClient, target: TargetRef, by: str) -> str:
+    """Ask the running pass to stop at its next stage boundary and roll back what it wrote; the sha of
+    the revision it was delivering. A UserError when no pass is running."""
+    store = StateStore(client, target.name, target.namespace)
+    aborted: list[str] = []
+
+    def change(state: TargetState) -> None:
+        marker = state.in_progress
+        if marker is None or marker.operation != "apply":
+            raise UserError("no apply in progress: nothing to abort", where=store.ref)
+        state.abort = AbortRequest(at=now_iso(), by=by, sha=marker.sha)
+        aborted[:] = [marker.sha or ""]
+
+    store.update(change)
+    return aborted[0]
 
 
 def request_pass(client: ClusterClient, target: TargetRef, reason: str) -> bool:

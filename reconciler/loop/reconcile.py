@@ -74,6 +74,7 @@ class Reconciler:
         self.fingerprints: Fingerprints = {}
         self._desired_cache: dict[str, DesiredState] = {}
         self._kept: str | None = None  # the last good revision whose files this process kept
+        self._drift_reported: dict[str, list[str]] = {}  # with selfHeal off: the drift last reported
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -112,18 +113,23 @@ class Reconciler:
 
         def before_write() -> None:
             state.in_progress = replace(marker, stage="", since=now_iso())
-            self.store.save(state)
+            self.store.save_during_pass(state)
 
         def after_stage(label: str) -> None:
             if state.in_progress is not None:
                 state.in_progress.stage = label
                 try:
-                    self.store.save(state)
+                    self.store.save_during_pass(state)
                 except StateConflict as exc:
                     # Lost the state to another writer mid-pass: stop before the next stage.
                     raise Cancelled("the state was written by someone else during the pass") from exc
 
-        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=self.should_stop)
+        def cancelled() -> str | None:
+            if state.abort is not None:  # written by `dra-gitops abort`, taken in by the last save
+                return f"aborted by {state.abort.by}"
+            return self.should_stop()
+
+        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=cancelled)
 
     def _deliver(
         self,
@@ -140,7 +146,7 @@ class Reconciler:
     def _finish(self, state: TargetState, result: PassResult) -> PassResult:
         for record in reversed(result.records):
             state.record(record)
-        self.store.save(state)
+        self.store.save_during_pass(state)
         return result
 
     # ---- the pass ---------------------------------------------------------------------------------
@@ -154,6 +160,13 @@ class Reconciler:
 
     def _reconcile(self) -> PassResult:
         state = self.store.load()
+        if state.abort is not None and state.in_progress is None:
+            # It arrived after the pass it meant had ended: nothing left to stop.
+            log.info(
+                "abort by %s came after its pass ended", state.abort.by, extra={"target": self.options.target}
+            )
+            state.abort = None
+            self.store.save_during_pass(state)
         if state.suspended is not None:  # `dra-gitops suspend`: nothing applied, nothing corrected
             s = state.suspended
             why = f"suspended since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else "")
@@ -211,7 +224,7 @@ class Reconciler:
             return
         state.source = health
         try:
-            self.store.save(state)
+            self.store.save_during_pass(state)
         except DraGitopsError as exc:  # the pass goes on; the next one records it
             log.warning("cannot record the source's health: %s", exc, extra={"target": self.options.target})
         if reason == "SourceFailed":
@@ -285,8 +298,12 @@ class Reconciler:
                 violations=violations,
             )
             return self._finish(state, result)
-        if delivery.cancelled:
+        if delivery.cancelled and state.abort is None:
             raise Cancelled(f"{_short(sha)}: stopped between stages: {delivery.cancelled}")
+        if state.abort is not None:  # asked for: what it wrote is rolled back, the commit held
+            record.requested_by, state.abort = state.abort.by, None
+            record.outcome = delivery.outcome = Outcome.ABORTED
+            record.message = f"{delivery.cancelled} at a stage boundary"
         return self._roll_back(state, sha, delivery, record, violations)
 
     def _roll_back(
@@ -407,7 +424,7 @@ class Reconciler:
         if sha:
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
         state.record(record)
-        self.store.save(state)
+        self.store.save_during_pass(state)
         return None
 
     def _steady(self, state: TargetState, sha: str | None) -> PassResult:
@@ -422,11 +439,24 @@ class Reconciler:
             return result
         refs = report.refs()
         self.progress(f"{self.options.target}: drift on {_short(sha)}: {refs}")
+        if not self.options.self_heal:
+            result.outcome, result.message = Outcome.DRIFTED, f"{drift_text(refs)}; selfHeal is off"
+            if refs != self._drift_reported:  # an Event per new drift, not per poll
+                self._drift_reported = refs
+                self.events.emit(
+                    "DriftDetected", f"{_short(sha)}: {drift_text(refs)} (selfHeal off)", warning=True
+                )
+            return result
         marker = InProgress(sha=sha, operation="drift", from_sha=sha)
+        # prune off: objects Git no longer has are reported, never deleted.
+        extra = report.extra if self.options.delivery.prune else []
+        if not (report.missing or report.changed or extra):
+            result.message = f"{drift_text(refs)}; prune is off"
+            return result
         corrected = deliver_drift(
             self.client,
             report.missing + report.changed,
-            report.extra,
+            extra,
             self._deliver_options(),
             self.progress,
             hooks=self._hooks(state, marker),

@@ -52,6 +52,7 @@ class ReconcileOptions:
     delivery: DeliverOptions = field(default_factory=DeliverOptions)
     git_revert_branch: str | None = None
     identity: str = ""
+    self_heal: bool = True  # false: drift is reported (status, an Event), not corrected
 
     @property
     def target(self) -> str:

@@ -241,6 +241,17 @@ class Suspension(_Record):
 
 
 @dataclass(kw_only=True)
+class AbortRequest(_Record):
+    """`abort`: a person asked the running pass to stop at its next stage boundary and roll back."""
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {name: _text for name in ("at", "by", "sha")}
+
+    at: str = ""
+    by: str = ""
+    sha: str | None = None  # the revision the pass was delivering
+
+
+@dataclass(kw_only=True)
 class SourceHealth(_Record):
     """`source`: how the last fetch of the target's remote went, and since when it has gone that way."""
 

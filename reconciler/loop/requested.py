@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
@@ -108,6 +108,11 @@ def hold_lease(
 ) -> Iterator[LeaseManager]:
     """Hold the target's Lease (renewed in the background) for a delivery from here; refuse, naming the
     holder, when a controller keeps it for longer than `wait` seconds."""
+    namespaces = client.resource_for("v1", "Namespace")
+    if client.get(namespaces, None, namespace) is None:  # a first delivery from here: as the controller does
+        with contextlib.suppress(Conflict):
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            client.create(namespaces, body)
     leases = LeaseManager(
         client,
         {name: (namespace, name)},

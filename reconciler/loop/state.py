@@ -22,6 +22,7 @@ from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.errors import DraGitopsError
 from reconciler.loop.records import (
+    AbortRequest,
     AttemptRecord,
     HistoryRecord,
     InProgress,
@@ -64,6 +65,7 @@ class TargetState:
     # A `rollback` or `sync` handed to the controller, not taken up yet (`loop/requested.py`).
     request: RevisionRequest | None = None
     suspended: Suspension | None = None  # `dra-gitops suspend`: no pass applies or corrects anything
+    abort: AbortRequest | None = None  # `dra-gitops abort`: the running pass stops and rolls back
     source: SourceHealth | None = None  # the last fetch of the remote
     resource_version: str | None = None
     # The data as last read or written: tells a write by someone else from a parent-metadata update.
@@ -108,6 +110,8 @@ class TargetState:
             data["request"] = _dump(self.request.to_json())
         if self.suspended:
             data["suspended"] = _dump(self.suspended.to_json())
+        if self.abort:
+            data["abort"] = _dump(self.abort.to_json())
         if self.source:
             data["source"] = _dump(self.source.to_json())
         return data
@@ -128,6 +132,7 @@ class TargetState:
             hold=str(data.get("hold") or "") or None,
             request=RevisionRequest.from_json(_load(data.get("request"))),
             suspended=Suspension.from_json(_load(data.get("suspended"))),
+            abort=AbortRequest.from_json(_load(data.get("abort"))),
             source=SourceHealth.from_json(_load(data.get("source"))),
             resource_version=resource_version,
             seen_data=dict(data),
@@ -148,9 +153,36 @@ class TargetState:
             out["request"] = self.request.to_json()
         if self.suspended:
             out["suspended"] = self.suspended.to_json()
+        if self.abort:
+            out["abort"] = self.abort.to_json()
         if self.source:
             out["source"] = self.source.to_json()
         return out
+
+
+# What the operator verbs write while a pass may run (`loop/operations.py`, `loop/handoff.py`, retry).
+OPERATOR_KEYS = frozenset({"suspended", "retry", "request", "hold", "abort"})
+
+
+def _merge_operator_writes(ours: TargetState, live: TargetState) -> bool:
+    """Take into `ours` what verbs wrote into `live` since `ours` was last read or written; False when
+    someone else changed anything else."""
+    seen = ours.seen_data
+    for key in (set(seen) | set(live.seen_data)) - OPERATOR_KEYS - {"history"}:
+        if seen.get(key) != live.seen_data.get(key):
+            return False
+    seen_ids = {r.id for r in TargetState.from_data(seen).history}
+    added = [r for r in live.history if r.id not in seen_ids]
+    if any(r.operation not in ("suspend", "resume") for r in added):
+        return False
+    for key in OPERATOR_KEYS:  # the verb's writes win; what the pass changed of the others stays
+        if seen.get(key) != live.seen_data.get(key):
+            setattr(ours, key, getattr(live, key))
+    for record in reversed(added):
+        record.id = None  # numbered again among the pass's own records
+        ours.record(record)
+    ours.resource_version, ours.seen_data = live.resource_version, live.seen_data
+    return True
 
 
 def _dump(value: Any) -> str:
@@ -238,6 +270,18 @@ class StateStore:
         state.resource_version = str((written.get("metadata") or {}).get("resourceVersion") or "") or None
         state.seen_data = dict(written.get("data") or {})
         return state
+
+    def save_during_pass(self, state: TargetState) -> TargetState:
+        """`save` for a pass: when only a person's verb wrote since (suspend, resume, retry, a request:
+        the operator keys, and records it added to the history), keep what it wrote and write again; any
+        other change (another replica's pass) is a StateConflict."""
+        try:
+            return self.save(state)
+        except StateConflict:
+            live = self.load()
+            if not _merge_operator_writes(state, live):
+                raise
+            return self.save(state)
 
     def _replace(
         self, version: str, data: dict[str, str], live: dict[str, Any] | None = None

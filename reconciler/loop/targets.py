@@ -67,6 +67,9 @@ class Target:
     ssh_allowed_signers: str | None = None
     git_revert_branch: str | None = None
     webhooks: WebhookAuth = WebhookAuth()
+    # Argo CD's switches: delete what Git no longer has; put back what drifted from the last good revision.
+    prune: bool = True
+    self_heal: bool = True
     # Where the target was defined (`path:line` or "flags"), for messages about it.
     origin: str = field(default="flags", compare=False)
 
@@ -94,6 +97,8 @@ _FLAG_OF = {
     "sshAllowedSigners": "--ssh-allowed-signers",
     "gitRevertBranch": "--git-revert",
     "webhooks": "--webhook-secret",
+    "prune": "--no-prune",
+    "selfHeal": "--no-self-heal",
 }
 _WEBHOOK_KEYS = ("githubSecretFile", "gitlabTokenFile", "genericTokenFile")
 
@@ -209,8 +214,18 @@ def _build(fields: Mapping[str, Any], where_of: Callable[[str], str], origin: st
         ssh_allowed_signers=_optional_string(fields, "sshAllowedSigners", where_of),
         git_revert_branch=revert,
         webhooks=fields.get("webhooks") or WebhookAuth(),
+        prune=_flag(fields, "prune", where_of),
+        self_heal=_flag(fields, "selfHeal", where_of),
         origin=origin,
     )
+
+
+def _flag(fields: Mapping[str, Any], key: str, where_of: Callable[[str], str]) -> bool:
+    """A true/false switch, true when absent."""
+    value = fields.get(key, True)
+    if not isinstance(value, bool):
+        raise UserError(f"`{key}` must be true or false, not {value!r}", where=where_of(key))
+    return value
 
 
 # ---- the single-target flags -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient, NoAnswer
 from reconciler.cluster.lease import LeaseLock
@@ -33,6 +34,9 @@ class Frozen:
 
     def freeze(self) -> None:
         os.kill(self.proc.pid, signal.SIGSTOP)
+        # The signal is delivered asynchronously: go on once the kernel shows the process stopped.
+        stat = Path(f"/proc/{self.proc.pid}/stat")
+        wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", 10, "the server stopped")
 
     def thaw(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)
