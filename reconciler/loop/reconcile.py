@@ -108,7 +108,7 @@ class Reconciler:
             recreate_immutable=rollback,
         )
 
-    def _hooks(self, state: TargetState, marker: InProgress) -> DeliverHooks:
+    def hooks_for(self, state: TargetState, marker: InProgress) -> DeliverHooks:
         """Mark the state in progress before the first write, and note each stage as it finishes."""
 
         def before_write() -> None:
@@ -140,7 +140,7 @@ class Reconciler:
         base: DesiredState | None = None,
     ) -> Delivery:
         """Deliver `desired`; from its first write the state shows `marker` in progress."""
-        hooks = self._hooks(state, marker)
+        hooks = self.hooks_for(state, marker)
         return deliver(self.client, desired, self.check_options, options, self.progress, base, hooks=hooks)
 
     def _finish(self, state: TargetState, result: PassResult) -> PassResult:
@@ -459,7 +459,7 @@ class Reconciler:
             extra,
             self._deliver_options(),
             self.progress,
-            hooks=self._hooks(state, marker),
+            hooks=self.hooks_for(state, marker),
         )
         record = evidence_record(corrected, sha, "drift")
         record.drift = {key: value[:RECORD_ITEMS] for key, value in refs.items()}

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.desired import DesiredState, empty_state
-from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
+from reconciler.delivery.pipeline import DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.evidence import count_violations, evidence_record
@@ -153,20 +153,6 @@ class RequestedDelivery:
     def _desired(self, sha: str | None) -> DesiredState:
         return empty_state() if sha is None else self.r.source.desired(sha)
 
-    def _hooks(self, state: TargetState, marker: InProgress) -> DeliverHooks:
-        store = self.r.store
-
-        def before_write() -> None:
-            state.in_progress = replace(marker, stage="", since=now_iso())
-            store.save(state)
-
-        def after_stage(label: str) -> None:
-            if state.in_progress is not None:
-                state.in_progress.stage = label
-                store.save(state)
-
-        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=self.r.should_stop)
-
     def _deliver(
         self,
         state: TargetState,
@@ -175,7 +161,7 @@ class RequestedDelivery:
         options: DeliverOptions,
         base: DesiredState | None = None,
     ) -> Delivery:
-        hooks = self._hooks(state, marker)
+        hooks = self.r.hooks_for(state, marker)  # the pass's: operator writes kept, abort honoured
         check = self.r.check_options
         if options.recreate_immutable:
             # This delivery deletes and recreates claims whose immutable spec differs: immutable-claim

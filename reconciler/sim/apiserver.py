@@ -26,7 +26,7 @@ from reconciler.sim.apibase import (
     status_body,
 )
 from reconciler.sim.audit import AuditLog
-from reconciler.sim.auth import Authenticator
+from reconciler.sim.auth import SELF_SUBJECT_REVIEW_PATH, Authenticator, self_subject_review
 from reconciler.sim.deletes import Deletes
 from reconciler.sim.discovery import Discovery
 from reconciler.sim.podexec import pod_exec
@@ -153,6 +153,8 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
                 self.stopping.wait(value)  # the client's read times out meanwhile
             if not attrs.user.privileged and not self.authz.authorize(attrs).allowed:
                 raise ApiError(403, rbac.forbidden_message(attrs), details=rbac.forbidden_details(attrs))
+            if req.path == SELF_SUBJECT_REVIEW_PATH:
+                return self_subject_review(req, attrs.user)
             route = self.route(req.path)
             if route.served is None:
                 return self.discovery(req, route.discovery)

@@ -268,3 +268,25 @@ class Authenticator:
 
 
 __all__ = ["ADMIN", "Authenticator", "UserInfo", "service_account_user"]
+
+
+SELF_SUBJECT_REVIEW_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+
+def self_subject_review(req: Request, user: UserInfo) -> Response:
+    """``POST /apis/authentication.k8s.io/v1/selfsubjectreviews`` (GA in 1.28): the caller as the
+    authenticators saw it; RBAC lets every authenticated user ask (system:basic-user)."""
+    if req.method != "POST":
+        raise ApiError(405, "the server does not allow this method on the requested resource")
+    info: Obj = {"username": user.name, "groups": list(user.groups)}
+    if user.uid:
+        info["uid"] = user.uid
+    if user.extra:
+        info["extra"] = {key: list(values) for key, values in user.extra.items()}
+    review = {
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "status": {"userInfo": info},
+    }
+    return ok(review, 201)
