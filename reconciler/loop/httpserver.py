@@ -186,11 +186,12 @@ class _Handler(BaseHTTPRequestHandler):
         if provider not in PROVIDERS or not endpoints.webhooks.enabled(provider):
             # Unknown, or no target has a secret for it: the hook does not exist.
             self._drain_or_close()
-            self._send(404, b"not found\n")
+            # Logged before answering: a sender (or a test) that has the answer finds the line written.
             if provider in PROVIDERS:
                 _log_hook(
                     provider, delivery_id(provider, self.headers), (), 404, "disabled", "no secret for it"
                 )
+            self._send(404, b"not found\n")
             return
         webhooks = endpoints.webhooks
         delivery = delivery_id(provider, self.headers)
@@ -209,8 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
             payload = b'{"message": "internal error"}\n'
         if result:
             endpoints.metrics.record_webhook(provider, result)
-        self._send(status, payload, "application/json")
         _log_hook(provider, delivery, targets, status, result or "", message)
+        self._send(status, payload, "application/json")
 
     def do_PUT(self) -> None:  # noqa: N802
         self._not_allowed()
