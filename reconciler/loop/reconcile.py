@@ -12,142 +12,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
 
 from reconciler.cluster import applyset
-from reconciler.cluster.apply import Fingerprints, scan_drift
-from reconciler.cluster.client import ClusterClient, Forbidden
-from reconciler.cluster.events import EventRecorder
-from reconciler.delivery.check import CheckOptions
-from reconciler.delivery.desired import DesiredState, empty_state
-from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver, deliver_drift
-from reconciler.delivery.result import Delivery
+from reconciler.cluster.apply import scan_drift
+from reconciler.cluster.client import Forbidden
+from reconciler.delivery.pipeline import deliver_drift
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.evidence import count_violations, drift_text, evidence_record
-from reconciler.loop.reconcile_types import (
-    Cancelled,
-    PassResult,
-    ReconcileOptions,
-    RevisionSource,
-    SourceHead,
-)
+from reconciler.loop.passbase import Progress, short_sha
+from reconciler.loop.reconcile_types import Cancelled, PassResult, SourceHead
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.requested import run_pending
+from reconciler.loop.rollback import RollbackSteps
 from reconciler.loop.sourcehealth import observe_fetch
-from reconciler.loop.state import RECORD_ITEMS, StateConflict, StateStore, TargetState, now_iso
-from reconciler.model.objects import ObjRef
+from reconciler.loop.state import RECORD_ITEMS, TargetState, now_iso
 from reconciler.outcome import Outcome
 
-Progress = Callable[[str], None]
+__all__ = ["Progress", "Reconciler"]
+
 log = logging.getLogger("dra_gitops.reconcile")
 
 
-def _short(sha: str | None) -> str:
-    return (sha or "(none)")[:12]
-
-
-class Reconciler:
+class Reconciler(RollbackSteps):
     """Reconciles one target; one instance per target, called by one thread at a time."""
-
-    def __init__(
-        self,
-        client: ClusterClient,
-        source: RevisionSource,
-        options: ReconcileOptions,
-        check_options: CheckOptions,
-        *,
-        progress: Progress | None = None,
-        should_stop: Callable[[], str | None] | None = None,
-    ) -> None:
-        self.client = client
-        self.source = source
-        self.options = options
-        self.check_options = check_options
-        self.progress: Progress = progress or (lambda message: log.info("%s", message))
-        # Asked between stages: a reason to stop (shutting down, lease lost), or None.
-        self.should_stop: Callable[[], str | None] = should_stop or (lambda: None)
-        self.store = StateStore(client, options.target, options.state_namespace)
-        self.events = EventRecorder(client, options.state_namespace, self.store.name, options.identity)
-        self.set_id = applyset.applyset_id(options.target, options.state_namespace)
-        self.fingerprints: Fingerprints = {}
-        self._desired_cache: dict[str, DesiredState] = {}
-        self._kept: str | None = None  # the last good revision whose files this process kept
-        self._drift_reported: dict[str, list[str]] = {}  # with selfHeal off: the drift last reported
-
-    # ---- helpers ----------------------------------------------------------------------------------
-
-    def _desired(self, sha: str | None) -> DesiredState:
-        if sha is None:
-            return empty_state()
-        cached = self._desired_cache.get(sha)
-        if cached is None:
-            cached = self.source.desired(sha)
-            if len(self._desired_cache) >= 4:
-                self._desired_cache.pop(next(iter(self._desired_cache)))
-            self._desired_cache[sha] = cached
-        return cached
-
-    def keep_last_good(self, sha: str | None) -> None:
-        """Keep the last good revision's files beside the state (once per revision and process)."""
-        if sha and sha != self._kept:
-            self.source.keep(sha)
-            self._kept = sha
-
-    def _deliver_options(
-        self, *, rollback: bool = False, keep: frozenset[ObjRef] = frozenset()
-    ) -> DeliverOptions:
-        """A rollback skips the policies (its revision was judged when it was applied), prunes first and
-        recreates claims whose immutable spec differs."""
-        return replace(
-            self.options.delivery,
-            check=not rollback,
-            keep=keep,
-            prune_first=rollback,
-            recreate_immutable=rollback,
-        )
-
-    def hooks_for(self, state: TargetState, marker: InProgress) -> DeliverHooks:
-        """Mark the state in progress before the first write, and note each stage as it finishes."""
-
-        def before_write() -> None:
-            state.in_progress = replace(marker, stage="", since=now_iso())
-            self.store.save_during_pass(state)
-
-        def after_stage(label: str) -> None:
-            if state.in_progress is not None:
-                state.in_progress.stage = label
-                try:
-                    self.store.save_during_pass(state)
-                except StateConflict as exc:
-                    # Lost the state to another writer mid-pass: stop before the next stage.
-                    raise Cancelled("the state was written by someone else during the pass") from exc
-
-        def cancelled() -> str | None:
-            if state.abort is not None:  # written by `dra-gitops abort`, taken in by the last save
-                return f"aborted by {state.abort.by}"
-            return self.should_stop()
-
-        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=cancelled)
-
-    def _deliver(
-        self,
-        state: TargetState,
-        desired: DesiredState,
-        marker: InProgress,
-        options: DeliverOptions,
-        base: DesiredState | None = None,
-    ) -> Delivery:
-        """Deliver `desired`; from its first write the state shows `marker` in progress."""
-        hooks = self.hooks_for(state, marker)
-        return deliver(self.client, desired, self.check_options, options, self.progress, base, hooks=hooks)
-
-    def _finish(self, state: TargetState, result: PassResult) -> PassResult:
-        for record in reversed(result.records):
-            state.record(record)
-        self.store.save_during_pass(state)
-        return result
 
     # ---- the pass ---------------------------------------------------------------------------------
 
@@ -201,7 +88,7 @@ class Reconciler:
                 self.options.target,
                 Outcome.HELD,
                 sha,
-                message=f"{_short(sha)} failed before ({state.last_attempted.outcome if state.last_attempted else None}); "
+                message=f"{short_sha(sha)} failed before ({state.last_attempted.outcome if state.last_attempted else None}); "
                 "waiting for a new commit or `dra-gitops retry`",
             )
             if held is not None:
@@ -238,7 +125,7 @@ class Reconciler:
         record = HistoryRecord(sha=sha, operation="apply", outcome=outcome, at=now_iso(), message=why)
         state.last_attempted = AttemptRecord(sha=sha, outcome=outcome, at=record.at)
         state.retry = None
-        self.events.emit(reason, f"{_short(sha)}: {why}", warning=True)
+        self.events.emit(reason, f"{short_sha(sha)}: {why}", warning=True)
         return self._finish(
             state, PassResult(self.options.target, outcome, sha, message=why, records=[record])
         )
@@ -254,9 +141,9 @@ class Reconciler:
         except EnvironmentProblem as exc:
             # The last good commit is gone (a force-push) and no copy of it was kept: a new head must
             # still be deliverable, judged against the live cluster alone.
-            self.progress(f"{target}: last good {_short(state.last_good)} cannot be read: {exc.detail}")
+            self.progress(f"{target}: last good {short_sha(state.last_good)} cannot be read: {exc.detail}")
             base = None
-        self.progress(f"{target}: delivering {_short(sha)} (last good {_short(state.last_good)})")
+        self.progress(f"{target}: delivering {short_sha(sha)} (last good {short_sha(state.last_good)})")
         marker = InProgress(sha=sha, operation="apply", from_sha=state.last_good)
         try:
             delivery = self._deliver(state, desired, marker, self._deliver_options(), base)
@@ -277,7 +164,7 @@ class Reconciler:
             state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)
             state.in_progress = None
             self.fingerprints.clear()
-            self.events.emit("Applied", f"{_short(sha)} applied and verified: {record.summary}")
+            self.events.emit("Applied", f"{short_sha(sha)} applied and verified: {record.summary}")
             result = PassResult(
                 target, Outcome.APPLIED, sha, records=[record], delivery=delivery, violations=violations
             )
@@ -287,7 +174,7 @@ class Reconciler:
             # Denied or rejected before any write: the cluster was not touched; nothing to roll back.
             state.in_progress = None
             reason = "PolicyDenied" if delivery.outcome == Outcome.DENIED else "DryRunFailed"
-            self.events.emit(reason, f"{_short(sha)}: {record.message or delivery.outcome}", warning=True)
+            self.events.emit(reason, f"{short_sha(sha)}: {record.message or delivery.outcome}", warning=True)
             result = PassResult(
                 target,
                 delivery.outcome,
@@ -299,133 +186,12 @@ class Reconciler:
             )
             return self._finish(state, result)
         if delivery.cancelled and state.abort is None:
-            raise Cancelled(f"{_short(sha)}: stopped between stages: {delivery.cancelled}")
+            raise Cancelled(f"{short_sha(sha)}: stopped between stages: {delivery.cancelled}")
         if state.abort is not None:  # asked for: what it wrote is rolled back, the commit held
             record.requested_by, state.abort = state.abort.by, None
             record.outcome = delivery.outcome = Outcome.ABORTED
             record.message = f"{delivery.cancelled} at a stage boundary"
         return self._roll_back(state, sha, delivery, record, violations)
-
-    def _roll_back(
-        self,
-        state: TargetState,
-        failed_sha: str,
-        failed: Delivery,
-        failed_record: HistoryRecord,
-        violations: dict[tuple[str, str], int],
-    ) -> PassResult:
-        target_sha = state.last_good
-        why = failed_record.message or failed.outcome
-        self.progress(
-            f"{self.options.target}: {_short(failed_sha)} {failed.outcome}: rolling back to {_short(target_sha)}"
-        )
-        # The failed apply's record (its diagnosis) is saved before the rollback writes anything: a kill
-        # during the rollback must not lose it. The rollback's first state write carries it.
-        failed_record.rolled_back_to = target_sha
-        state.record(failed_record)
-        rollback = self._deliver_rollback(state, target_sha, failed_sha, failed)
-        rb_record = evidence_record(rollback, target_sha, "rollback")
-        rb_record.from_sha = failed_sha
-        failed_record.rollback = rollback.outcome
-        state.in_progress = None
-        state.last_attempted = AttemptRecord(
-            sha=failed_sha,
-            outcome=failed.outcome,
-            at=failed_record.at,
-            rolled_back=rollback.outcome == Outcome.APPLIED,
-        )
-        self.fingerprints.clear()
-        if rollback.outcome == Outcome.APPLIED:
-            outcome = Outcome.ROLLED_BACK
-            self.events.emit(
-                "RolledBack",
-                f"{_short(failed_sha)} {failed.outcome} ({why}); rolled back to {_short(target_sha)} and verified",
-                warning=True,
-            )
-            if self.options.git_revert_branch:
-                failed_record.revert = self._revert(failed_sha)
-        else:
-            outcome = Outcome.ROLLBACK_FAILED
-            self.events.emit(
-                "RollbackFailed",
-                f"{_short(failed_sha)} {failed.outcome} ({why}); rollback to {_short(target_sha)} "
-                f"failed: {rb_record.message or rollback.outcome}. The cluster needs a human.",
-                warning=True,
-            )
-        result = PassResult(
-            self.options.target,
-            outcome,
-            failed_sha,
-            message=why,
-            records=[failed_record, rb_record],
-            delivery=failed,
-            rollback=rollback,
-            violations=violations,
-        )
-        # Recorded again below, in the order a reader expects: the failed apply above its rollback.
-        state.history[:] = [record for record in state.history if record is not failed_record]
-        return self._finish(state, result)
-
-    def _deliver_rollback(
-        self, state: TargetState, target_sha: str | None, failed_sha: str | None, failed: Delivery | None
-    ) -> Delivery:
-        """Deliver the last good revision (nothing, on a first pass) from whatever the cluster has now."""
-        desired = self._desired(target_sha)
-        keep: frozenset[ObjRef] = frozenset()
-        if target_sha is None and failed is not None:
-            # The first pass ever: objects that existed before it are not ours to delete.
-            keep = failed.preexisting
-        marker = InProgress(sha=target_sha, operation="rollback", from_sha=failed_sha)
-        return self._deliver(state, desired, marker, self._deliver_options(rollback=True, keep=keep))
-
-    def _revert(self, sha: str) -> dict[str, Any]:
-        branch = self.options.git_revert_branch or ""
-        try:
-            revert_sha = self.source.revert(sha, branch)
-        except DraGitopsError as exc:
-            return {"branch": branch, "error": str(exc)}
-        self.events.emit(
-            "RevertPushed", f"revert of {_short(sha)} pushed to {branch} as {_short(revert_sha)}"
-        )
-        return {"branch": branch, "sha": revert_sha}
-
-    def _recover(self, state: TargetState) -> PassResult | None:
-        """A pass died half-way (crash, kill -9, lost lease): converge to one revision before anything else."""
-        marker = state.in_progress or InProgress()
-        sha, operation = marker.sha, marker.operation
-        self.progress(
-            f"{self.options.target}: found {operation} of {_short(sha)} in progress "
-            f"(stage {marker.stage or 'none'}): converging"
-        )
-        record = HistoryRecord(
-            sha=sha,
-            operation=operation,
-            outcome=Outcome.INTERRUPTED,
-            at=now_iso(),
-            message=f"interrupted at stage {marker.stage or '(before the first stage)'}",
-        )
-        self.events.emit(
-            "Interrupted", f"{operation} of {_short(sha)} was interrupted; converging", warning=True
-        )
-        if operation == "rollback":
-            failed_sha = marker.from_sha
-            rollback = self._deliver_rollback(state, sha, failed_sha, None)
-            rb_record = evidence_record(rollback, sha, "rollback")
-            rb_record.from_sha = failed_sha
-            state.in_progress = None
-            outcome = Outcome.ROLLED_BACK if rollback.outcome == Outcome.APPLIED else Outcome.ROLLBACK_FAILED
-            result = PassResult(
-                self.options.target, outcome, failed_sha, records=[rb_record, record], rollback=rollback
-            )
-            return self._finish(state, result)
-        # An interrupted apply: clear the marker and let this pass deliver the head again (it is not a
-        # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
-        state.in_progress = None
-        if sha:
-            state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
-        state.record(record)
-        self.store.save_during_pass(state)
-        return None
 
     def _steady(self, state: TargetState, sha: str | None) -> PassResult:
         """The last good revision is the head: compare live objects, correct drift, write nothing else."""
@@ -438,13 +204,13 @@ class Reconciler:
         if not report.drifted:
             return result
         refs = report.refs()
-        self.progress(f"{self.options.target}: drift on {_short(sha)}: {refs}")
+        self.progress(f"{self.options.target}: drift on {short_sha(sha)}: {refs}")
         if not self.options.self_heal:
             result.outcome, result.message = Outcome.DRIFTED, f"{drift_text(refs)}; selfHeal is off"
             if refs != self._drift_reported:  # an Event per new drift, not per poll
                 self._drift_reported = refs
                 self.events.emit(
-                    "DriftDetected", f"{_short(sha)}: {drift_text(refs)} (selfHeal off)", warning=True
+                    "DriftDetected", f"{short_sha(sha)}: {drift_text(refs)} (selfHeal off)", warning=True
                 )
             return result
         marker = InProgress(sha=sha, operation="drift", from_sha=sha)
@@ -468,11 +234,13 @@ class Reconciler:
         result.delivery = corrected
         if corrected.outcome == Outcome.APPLIED:
             result.outcome = Outcome.DRIFT_CORRECTED
-            self.events.emit("DriftCorrected", f"{_short(sha)}: {drift_text(refs)} put back as in Git")
+            self.events.emit("DriftCorrected", f"{short_sha(sha)}: {drift_text(refs)} put back as in Git")
         else:
             result.outcome = corrected.outcome
             result.message = record.message or ""
             self.events.emit(
-                "DriftCorrectionFailed", f"{_short(sha)}: {drift_text(refs)}: {result.message}", warning=True
+                "DriftCorrectionFailed",
+                f"{short_sha(sha)}: {drift_text(refs)}: {result.message}",
+                warning=True,
             )
         return self._finish(state, result)

@@ -1,0 +1,130 @@
+"""What every pass of one target shares: the target's state store, Events and ApplySet id, the revisions
+it reads (a few kept in memory), and the delivery hooks that keep `inProgress` current stage by stage."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+
+from reconciler.cluster import applyset
+from reconciler.cluster.apply import Fingerprints
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.events import EventRecorder
+from reconciler.delivery.check import CheckOptions
+from reconciler.delivery.desired import DesiredState, empty_state
+from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
+from reconciler.delivery.result import Delivery
+from reconciler.loop.reconcile_types import Cancelled, PassResult, ReconcileOptions, RevisionSource
+from reconciler.loop.records import InProgress
+from reconciler.loop.state import StateConflict, StateStore, TargetState, now_iso
+from reconciler.model.objects import ObjRef
+
+Progress = Callable[[str], None]
+log = logging.getLogger("dra_gitops.reconcile")
+
+
+def short_sha(sha: str | None) -> str:
+    return (sha or "(none)")[:12]
+
+
+class PassBase:
+    """The parts of a target's reconciler every step of a pass uses (`Reconciler` is the pass itself)."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        source: RevisionSource,
+        options: ReconcileOptions,
+        check_options: CheckOptions,
+        *,
+        progress: Progress | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+    ) -> None:
+        self.client = client
+        self.source = source
+        self.options = options
+        self.check_options = check_options
+        self.progress: Progress = progress or (lambda message: log.info("%s", message))
+        # Asked between stages: a reason to stop (shutting down, lease lost), or None.
+        self.should_stop: Callable[[], str | None] = should_stop or (lambda: None)
+        self.store = StateStore(client, options.target, options.state_namespace)
+        self.events = EventRecorder(client, options.state_namespace, self.store.name, options.identity)
+        self.set_id = applyset.applyset_id(options.target, options.state_namespace)
+        self.fingerprints: Fingerprints = {}
+        self._desired_cache: dict[str, DesiredState] = {}
+        self._kept: str | None = None  # the last good revision whose files this process kept
+        self._drift_reported: dict[str, list[str]] = {}  # with selfHeal off: the drift last reported
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def _desired(self, sha: str | None) -> DesiredState:
+        if sha is None:
+            return empty_state()
+        cached = self._desired_cache.get(sha)
+        if cached is None:
+            cached = self.source.desired(sha)
+            if len(self._desired_cache) >= 4:
+                self._desired_cache.pop(next(iter(self._desired_cache)))
+            self._desired_cache[sha] = cached
+        return cached
+
+    def keep_last_good(self, sha: str | None) -> None:
+        """Keep the last good revision's files beside the state (once per revision and process)."""
+        if sha and sha != self._kept:
+            self.source.keep(sha)
+            self._kept = sha
+
+    def _deliver_options(
+        self, *, rollback: bool = False, keep: frozenset[ObjRef] = frozenset()
+    ) -> DeliverOptions:
+        """A rollback skips the policies (its revision was judged when it was applied), prunes first and
+        recreates claims whose immutable spec differs."""
+        return replace(
+            self.options.delivery,
+            check=not rollback,
+            keep=keep,
+            prune_first=rollback,
+            recreate_immutable=rollback,
+        )
+
+    def hooks_for(self, state: TargetState, marker: InProgress) -> DeliverHooks:
+        """Mark the state in progress before the first write, and note each stage as it finishes."""
+
+        def before_write() -> None:
+            state.in_progress = replace(marker, stage="", since=now_iso())
+            self.store.save_during_pass(state)
+
+        def after_stage(label: str) -> None:
+            if state.in_progress is not None:
+                state.in_progress.stage = label
+                try:
+                    self.store.save_during_pass(state)
+                except StateConflict as exc:
+                    # Lost the state to another writer mid-pass: stop before the next stage.
+                    raise Cancelled("the state was written by someone else during the pass") from exc
+
+        def cancelled() -> str | None:
+            if state.abort is not None:  # written by `dra-gitops abort`, taken in by the last save
+                return f"aborted by {state.abort.by}"
+            return self.should_stop()
+
+        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=cancelled)
+
+    def _deliver(
+        self,
+        state: TargetState,
+        desired: DesiredState,
+        marker: InProgress,
+        options: DeliverOptions,
+        base: DesiredState | None = None,
+    ) -> Delivery:
+        """Deliver `desired`; from its first write the state shows `marker` in progress."""
+        hooks = self.hooks_for(state, marker)
+        return deliver(self.client, desired, self.check_options, options, self.progress, base, hooks=hooks)
+
+    def _finish(self, state: TargetState, result: PassResult) -> PassResult:
+        for record in reversed(result.records):
+            state.record(record)
+        self.store.save_during_pass(state)
+        return result

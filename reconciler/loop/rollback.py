@@ -1,0 +1,142 @@
+"""How a pass puts the cluster back: the rollback after a failed apply, and the recovery of a pass that
+died half-way (its `inProgress` marker found by the next pass), which converges to one revision before
+anything else happens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.delivery.result import Delivery
+from reconciler.errors import DraGitopsError
+from reconciler.loop.evidence import evidence_record
+from reconciler.loop.passbase import PassBase, short_sha
+from reconciler.loop.reconcile_types import PassResult
+from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.state import TargetState, now_iso
+from reconciler.model.objects import ObjRef
+from reconciler.outcome import Outcome
+
+
+class RollbackSteps(PassBase):
+    """Rollback and recovery, shared by the pass (`Reconciler`) and requested deliveries."""
+
+    def _roll_back(
+        self,
+        state: TargetState,
+        failed_sha: str,
+        failed: Delivery,
+        failed_record: HistoryRecord,
+        violations: dict[tuple[str, str], int],
+    ) -> PassResult:
+        target_sha = state.last_good
+        why = failed_record.message or failed.outcome
+        self.progress(
+            f"{self.options.target}: {short_sha(failed_sha)} {failed.outcome}: rolling back to {short_sha(target_sha)}"
+        )
+        # The failed apply's record (its diagnosis) is saved before the rollback writes anything: a kill
+        # during the rollback must not lose it. The rollback's first state write carries it.
+        failed_record.rolled_back_to = target_sha
+        state.record(failed_record)
+        rollback = self._deliver_rollback(state, target_sha, failed_sha, failed)
+        rb_record = evidence_record(rollback, target_sha, "rollback")
+        rb_record.from_sha = failed_sha
+        failed_record.rollback = rollback.outcome
+        state.in_progress = None
+        state.last_attempted = AttemptRecord(
+            sha=failed_sha,
+            outcome=failed.outcome,
+            at=failed_record.at,
+            rolled_back=rollback.outcome == Outcome.APPLIED,
+        )
+        self.fingerprints.clear()
+        if rollback.outcome == Outcome.APPLIED:
+            outcome = Outcome.ROLLED_BACK
+            self.events.emit(
+                "RolledBack",
+                f"{short_sha(failed_sha)} {failed.outcome} ({why}); rolled back to {short_sha(target_sha)} and verified",
+                warning=True,
+            )
+            if self.options.git_revert_branch:
+                failed_record.revert = self._revert(failed_sha)
+        else:
+            outcome = Outcome.ROLLBACK_FAILED
+            self.events.emit(
+                "RollbackFailed",
+                f"{short_sha(failed_sha)} {failed.outcome} ({why}); rollback to {short_sha(target_sha)} "
+                f"failed: {rb_record.message or rollback.outcome}. The cluster needs a human.",
+                warning=True,
+            )
+        result = PassResult(
+            self.options.target,
+            outcome,
+            failed_sha,
+            message=why,
+            records=[failed_record, rb_record],
+            delivery=failed,
+            rollback=rollback,
+            violations=violations,
+        )
+        # Recorded again below, in the order a reader expects: the failed apply above its rollback.
+        state.history[:] = [record for record in state.history if record is not failed_record]
+        return self._finish(state, result)
+
+    def _deliver_rollback(
+        self, state: TargetState, target_sha: str | None, failed_sha: str | None, failed: Delivery | None
+    ) -> Delivery:
+        """Deliver the last good revision (nothing, on a first pass) from whatever the cluster has now."""
+        desired = self._desired(target_sha)
+        keep: frozenset[ObjRef] = frozenset()
+        if target_sha is None and failed is not None:
+            # The first pass ever: objects that existed before it are not ours to delete.
+            keep = failed.preexisting
+        marker = InProgress(sha=target_sha, operation="rollback", from_sha=failed_sha)
+        return self._deliver(state, desired, marker, self._deliver_options(rollback=True, keep=keep))
+
+    def _revert(self, sha: str) -> dict[str, Any]:
+        branch = self.options.git_revert_branch or ""
+        try:
+            revert_sha = self.source.revert(sha, branch)
+        except DraGitopsError as exc:
+            return {"branch": branch, "error": str(exc)}
+        self.events.emit(
+            "RevertPushed", f"revert of {short_sha(sha)} pushed to {branch} as {short_sha(revert_sha)}"
+        )
+        return {"branch": branch, "sha": revert_sha}
+
+    def _recover(self, state: TargetState) -> PassResult | None:
+        """A pass died half-way (crash, kill -9, lost lease): converge to one revision before anything else."""
+        marker = state.in_progress or InProgress()
+        sha, operation = marker.sha, marker.operation
+        self.progress(
+            f"{self.options.target}: found {operation} of {short_sha(sha)} in progress "
+            f"(stage {marker.stage or 'none'}): converging"
+        )
+        record = HistoryRecord(
+            sha=sha,
+            operation=operation,
+            outcome=Outcome.INTERRUPTED,
+            at=now_iso(),
+            message=f"interrupted at stage {marker.stage or '(before the first stage)'}",
+        )
+        self.events.emit(
+            "Interrupted", f"{operation} of {short_sha(sha)} was interrupted; converging", warning=True
+        )
+        if operation == "rollback":
+            failed_sha = marker.from_sha
+            rollback = self._deliver_rollback(state, sha, failed_sha, None)
+            rb_record = evidence_record(rollback, sha, "rollback")
+            rb_record.from_sha = failed_sha
+            state.in_progress = None
+            outcome = Outcome.ROLLED_BACK if rollback.outcome == Outcome.APPLIED else Outcome.ROLLBACK_FAILED
+            result = PassResult(
+                self.options.target, outcome, failed_sha, records=[rb_record, record], rollback=rollback
+            )
+            return self._finish(state, result)
+        # An interrupted apply: clear the marker and let this pass deliver the head again (it is not a
+        # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
+        state.in_progress = None
+        if sha:
+            state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
+        state.record(record)
+        self.store.save_during_pass(state)
+        return None
