@@ -6,33 +6,32 @@ kubeconfig, following bare Git repositories made in tmp; tests talk to it over H
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from controller_support import (
+    REPO,
+    SECRET,
+    Running,
+    edit,
+    example_remote,
+    free_port,
+    github_push,
+    readyz,
+    state_of,
+)
 from helpers import GitRemote, wait_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "manifests-example"
-SECRET = "s3cret-for-tests"
 
 
 @pytest.fixture
@@ -43,82 +42,6 @@ def cluster(tmp_path: Path) -> Iterator[tuple[SimCluster, Path]]:
             yield sim, sim.write_kubeconfig(tmp_path / "kubeconfig")
         finally:
             plane.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Running:
-    def __init__(self, args: list[str], port: int, log: Path) -> None:
-        self.port = port
-        self.log = log
-        env = {**os.environ, "PYTHONPATH": str(REPO), "RUST_BACKTRACE": "0"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "run", *args, "--listen", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=log.open("w"),
-            env=env,
-        )
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def get(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(self.url(path), timeout=5) as answer:
-                return int(answer.status)
-        except urllib.error.HTTPError as exc:
-            return int(exc.code)
-        except OSError:
-            return 0
-
-    def text(self, path: str) -> str:
-        with urllib.request.urlopen(self.url(path), timeout=5) as answer:
-            return str(answer.read().decode())
-
-    def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
-        request = urllib.request.Request(self.url(path), data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=5) as answer:
-                return int(answer.status)
-        except urllib.error.HTTPError as exc:
-            return int(exc.code)
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=60)
-
-
-def github_push(remote: GitRemote, secret: str = SECRET) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({"ref": "refs/heads/main", "repository": {"clone_url": remote.url}}).encode()
-    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return body, {
-        "X-GitHub-Event": "push",
-        "X-Hub-Signature-256": signature,
-        "Content-Type": "application/json",
-    }
-
-
-def example_remote(root: Path) -> GitRemote:
-    remote = GitRemote(root)
-    shutil.copytree(EXAMPLE, remote.work, dirs_exist_ok=True)
-    return remote
-
-
-def edit(remote: GitRemote, relative: str, change: Any) -> None:
-    path = remote.work / relative
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    change(docs[0])
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-
-
-def state_of(sim: SimCluster, target: str = "default") -> Any:
-    with ClusterClient.for_url(sim.url) as client:
-        return StateStore(client, target).load()
 
 
 def test_webhook_push_applies_rolls_back_a_bad_commit_and_refuses_forgeries(
@@ -350,14 +273,6 @@ def test_a_webhook_to_the_replica_without_the_lease_reaches_the_holder(
     finally:
         for run in replicas.values():
             run.stop()
-
-
-def readyz(run: Running) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(run.url("/readyz"), timeout=5) as answer:
-            return int(answer.status), answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode()
 
 
 def test_a_deleted_state_namespace_turns_not_ready_and_is_created_again(
