@@ -127,6 +127,7 @@ class RollbackSteps(PassBase):
             rb_record = evidence_record(rollback, sha, "rollback")
             rb_record.from_sha = failed_sha
             state.in_progress = None
+            self._rollback_finished(state, sha, failed_sha, rollback)
             outcome = Outcome.ROLLED_BACK if rollback.outcome == Outcome.APPLIED else Outcome.ROLLBACK_FAILED
             result = PassResult(
                 self.options.target, outcome, failed_sha, records=[rb_record, record], rollback=rollback
@@ -140,3 +141,32 @@ class RollbackSteps(PassBase):
         state.record(record)
         self.store.save_during_pass(state)
         return None
+
+    def _rollback_finished(
+        self, state: TargetState, target_sha: str | None, failed_sha: str | None, rollback: Delivery
+    ) -> None:
+        """A recovered rollback completes what the dead pass began: the failed apply's record and the last
+        attempt say whether it was rolled back, as an uninterrupted rollback leaves them, with its Event."""
+        done = rollback.outcome == Outcome.APPLIED
+        attempted = state.last_attempted
+        if attempted is not None and failed_sha and attempted.sha == failed_sha:
+            attempted.rolled_back = done
+        for entry in state.history:
+            if entry.sha == failed_sha and entry.operation == "apply":
+                if entry.rolled_back_to == target_sha and entry.rollback is None:
+                    entry.rollback = rollback.outcome
+                break
+        if done:
+            self.events.emit(
+                "RolledBack",
+                f"{short_sha(failed_sha)}: the interrupted rollback to {short_sha(target_sha)} was finished "
+                "and verified",
+                warning=True,
+            )
+        else:
+            self.events.emit(
+                "RollbackFailed",
+                f"{short_sha(failed_sha)}: the interrupted rollback to {short_sha(target_sha)} failed: "
+                f"{rollback.outcome}. The cluster needs a human.",
+                warning=True,
+            )

@@ -1,0 +1,177 @@
+"""The rig of the fault tests: a simulated cluster served over HTTP, a bare Git remote, and the controller
+as a real process (`dra-gitops run`), which a test kills with SIGKILL at a chosen point and starts again.
+
+The kill point is exact: the test watches the sim's store from inside the sim and sends SIGKILL from the
+very write that records the point (the state ConfigMap's `inProgress` reaching a stage), before the API
+server answers it, so the controller dies with that write durable and nothing after it sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from controller_support import Running, example_remote, free_port, state_of
+from helpers import GitRemote, wait_for
+
+from reconciler.cluster import applyset
+from reconciler.cluster.client import ClusterClient
+from reconciler.loop.state import TargetState
+from reconciler.sim.controlplane import install
+from reconciler.sim.server import SimCluster
+from reconciler.sim.storebase import Change
+
+TARGET = "default"
+STATE_NAME = applyset.parent_name(TARGET)
+TEAM = "ml-team"
+# One marker ConfigMap per stage, each placed there by the stage annotation: a revision changes every
+# stage, so a pass (and a rollback) writes in each and records each as it finishes.
+STAGES = ("0 foundation", "1 drivers", "2 classes", "3 claims", "4 workloads")
+MARKERS = {label: f"marker-stage-{label.split()[0]}" for label in STAGES}
+
+
+def write_markers(remote: GitRemote, revision: str) -> None:
+    docs = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": TEAM,
+                "annotations": {"dra-gitops.io/stage": label.split()[0]},
+            },
+            "data": {"revision": revision},
+        }
+        for label, name in MARKERS.items()
+    ]
+    (remote.work / "40-workloads" / "markers.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def set_trainers(remote: GitRemote, replicas: int) -> None:
+    path = remote.work / "40-workloads/trainer.yaml"
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    docs[0]["spec"]["replicas"] = replicas
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def live_markers(sim: SimCluster) -> dict[str, str | None]:
+    """Each marker's `revision` as the cluster has it (None: absent)."""
+    found: dict[str, str | None] = {}
+    for name in MARKERS.values():
+        obj = sim.store.get_ref("", "configmaps", TEAM, name)
+        found[name] = None if obj is None else (obj.get("data") or {}).get("revision")
+    return found
+
+
+class StageKiller:
+    """SIGKILLs a process from inside the sim when the state's `inProgress` reaches (operation, stage)."""
+
+    def __init__(self, sim: SimCluster, operation: str, stage: str) -> None:
+        self.operation, self.stage = operation, stage
+        self.pid: int | None = None
+        self.fired = threading.Event()
+        self.seen: list[tuple[str, str]] = []
+        self._unsubscribe = sim.store.subscribe_raw(self._changed)
+
+    def arm(self, pid: int) -> None:
+        self.pid = pid
+
+    def _changed(self, change: Change) -> None:
+        rtype, obj = change[2], change[3]
+        if rtype.plural != "configmaps" or obj["metadata"].get("name") != STATE_NAME:
+            return
+        raw = (obj.get("data") or {}).get("inProgress") or "null"
+        marker = json.loads(raw)
+        if not marker:
+            return
+        point = (str(marker.get("operation") or ""), str(marker.get("stage") or ""))
+        if not self.seen or self.seen[-1] != point:
+            self.seen.append(point)
+        if self.pid is not None and not self.fired.is_set() and point == (self.operation, self.stage):
+            os.kill(self.pid, signal.SIGKILL)
+            self.fired.set()
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+
+class Rig:
+    """One cluster, one remote seeded with `manifests-example/` plus the markers, controllers started on it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sim = SimCluster().start()
+        self.plane = install(
+            self.sim, nodes=2, devices_per_node=2, node_labels=[{"dra-gitops.io/canary": "true"}, {}]
+        )
+        self.kubeconfig = self.sim.write_kubeconfig(root / "kubeconfig")
+        self.remote = example_remote(root / "git")
+        self.runs: list[Running] = []
+
+    def commit(self, revision: str, *, trainers: int = 1) -> str:
+        write_markers(self.remote, revision)
+        set_trainers(self.remote, trainers)
+        return self.remote.commit_and_push(f"revision {revision}")
+
+    def start(self, cache: str, *extra: str) -> Running:
+        args = [
+            "--repo",
+            self.remote.url,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--poll-interval",
+            "1s",
+            "--cache-dir",
+            str(self.root / cache),
+            "--lease-duration",
+            "2",
+            "--grace",
+            "1s",
+            *extra,
+        ]
+        run = Running(args, free_port(), self.root / f"run{len(self.runs)}.log")
+        self.runs.append(run)
+        return run
+
+    def state(self) -> TargetState:
+        return state_of(self.sim, TARGET)
+
+    def settled(self, sha: str, timeout: float = 90) -> TargetState:
+        """Wait until no pass is in progress and `sha` is the last good revision."""
+        return wait_for(
+            lambda: (s := self.state()).in_progress is None and s.last_good == sha and s,
+            timeout,
+            f"{sha[:12]} the last good revision, nothing in progress",
+            0.1,
+        )
+
+    def client(self) -> ClusterClient:
+        return ClusterClient.for_url(self.sim.url)
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.stop(signal.SIGKILL)
+        self.plane.stop()
+        self.sim.stop()
+
+
+def rig_at(root: Path) -> Iterator[Rig]:
+    rig = Rig(root)
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+def tail(run: Running, chars: int = 4000) -> str:
+    return run.log.read_text()[-chars:]
+
+
+def markers_of(revision: str) -> dict[str, Any]:
+    return dict.fromkeys(MARKERS.values(), revision)
