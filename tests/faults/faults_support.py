@@ -11,18 +11,20 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
-from controller_support import Running, example_remote, free_port, state_of
+from controller_support import REPO, Running, example_remote, free_port, state_of
 from helpers import GitRemote, wait_for
 
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import TargetState
+from reconciler.loop.state import StateStore, TargetState
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.sim.storebase import Change
@@ -101,6 +103,14 @@ class StageKiller:
         self._unsubscribe()
 
 
+def start_controller(root: Path, repo: str, kubeconfig: Path, cache: str, *extra: str) -> Running:
+    """`dra-gitops run` on one repository, polling every second, with a short Lease and grace."""
+    args = ["--repo", repo, "--kubeconfig", str(kubeconfig), "--poll-interval", "1s"]
+    args += ["--cache-dir", str(root / cache), "--lease-duration", "2", "--grace", "1s", *extra]
+    logs = len(list(root.glob("run*.log")))
+    return Running(args, free_port(), root / f"run{logs}.log")
+
+
 class Rig:
     """One cluster, one remote seeded with `manifests-example/` plus the markers, controllers started on it."""
 
@@ -119,23 +129,8 @@ class Rig:
         set_trainers(self.remote, trainers)
         return self.remote.commit_and_push(f"revision {revision}")
 
-    def start(self, cache: str, *extra: str) -> Running:
-        args = [
-            "--repo",
-            self.remote.url,
-            "--kubeconfig",
-            str(self.kubeconfig),
-            "--poll-interval",
-            "1s",
-            "--cache-dir",
-            str(self.root / cache),
-            "--lease-duration",
-            "2",
-            "--grace",
-            "1s",
-            *extra,
-        ]
-        run = Running(args, free_port(), self.root / f"run{len(self.runs)}.log")
+    def start(self, cache: str, *extra: str, repo: str | None = None) -> Running:
+        run = start_controller(self.root, repo or self.remote.url, self.kubeconfig, cache, *extra)
         self.runs.append(run)
         return run
 
@@ -175,3 +170,81 @@ def tail(run: Running, chars: int = 4000) -> str:
 
 def markers_of(revision: str) -> dict[str, Any]:
     return dict.fromkeys(MARKERS.values(), revision)
+
+
+class GitServer:
+    """The rig's bare repository as a Git server reached over file:// (git-upload-pack, the same protocol as
+    over ssh): it can vanish (moved away) and come back. Like GitHub, it refuses to send a commit no ref
+    reaches ("not our ref")."""
+
+    def __init__(self, remote: GitRemote) -> None:
+        self.remote = remote
+        self.away = remote.bare.with_name(remote.bare.name + ".gone")
+
+    @property
+    def url(self) -> str:
+        return self.remote.bare.as_uri()
+
+    def vanish(self) -> None:
+        self.remote.bare.rename(self.away)
+
+    def come_back(self) -> None:
+        if self.away.exists():
+            self.away.rename(self.remote.bare)
+
+
+class ServedSim:
+    """`dra-gitops sim serve --data-dir` as a process of its own, on a fixed port: killed with SIGKILL and
+    started again (it serves what it had answered), or frozen with SIGSTOP and thawed."""
+
+    def __init__(self, root: Path) -> None:
+        self.data = root / "sim-data"
+        self.kubeconfig = root / "sim.kubeconfig"
+        self.port = free_port()
+        self.proc: subprocess.Popen[str] | None = None
+        self.start()
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        command = [sys.executable, "-m", "reconciler", "sim", "serve", "--port", str(self.port)]
+        command += ["--canary-nodes", "1", "--data-dir", str(self.data)]
+        command += ["--kubeconfig-out", str(self.kubeconfig)]
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        assert self.url.startswith("http://"), self.url
+
+    def client(self) -> ClusterClient:
+        return ClusterClient.for_url(self.url, timeout=5, retries=1)
+
+    def state(self) -> TargetState:
+        with self.client() as client:
+            return StateStore(client, TARGET).load()
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def freeze(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        stat = Path(f"/proc/{self.proc.pid}/stat")
+        wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", 10, "the sim stopped")
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.thaw()
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
