@@ -26,6 +26,16 @@ def wait_for(
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def freeze_process(pid: int) -> None:
+    """SIGSTOP a process and return once the kernel shows it stopped (the signal is delivered asynchronously)."""
+    import os
+    import signal
+
+    os.kill(pid, signal.SIGSTOP)
+    stat = Path(f"/proc/{pid}/stat")
+    wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", 10, "the process stopped")
+
+
 def load_documents(path: Path) -> list[dict[str, Any]]:
     """Every non-empty YAML document of a file."""
     return [d for d in yaml.safe_load_all(path.read_text()) if d]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import freeze_process
 
 from reconciler.cluster.client import ClusterClient, NoAnswer
 from reconciler.cluster.lease import LeaseLock
@@ -33,10 +33,7 @@ class Frozen:
         assert self.url.startswith("http://"), self.url
 
     def freeze(self) -> None:
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        # The signal is delivered asynchronously: go on once the kernel shows the process stopped.
-        stat = Path(f"/proc/{self.proc.pid}/stat")
-        wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", 10, "the server stopped")
+        freeze_process(self.proc.pid)
 
     def thaw(self) -> None:
         os.kill(self.proc.pid, signal.SIGCONT)

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 from controller_support import REPO, Running, example_remote, free_port, state_of
-from helpers import GitRemote, wait_for
+from helpers import GitRemote, freeze_process, wait_for
 
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
@@ -137,6 +137,18 @@ class Rig:
     def state(self) -> TargetState:
         return state_of(self.sim, TARGET)
 
+    def kill_at(self, run: Running, operation: str, point: str, revision: str, *, trainers: int = 1) -> str:
+        """Commit `revision` and SIGKILL `run` when its pass records (operation, point); the new sha."""
+        killer = StageKiller(self.sim, operation, point)
+        killer.arm(run.proc.pid)
+        try:
+            sha = self.commit(revision, trainers=trainers)
+            assert killer.fired.wait(90), f"never reached {operation} {point!r}: {killer.seen}\n{tail(run)}"
+            assert run.proc.wait(10) == -9
+        finally:
+            killer.close()
+        return sha
+
     def settled(self, sha: str, timeout: float = 90) -> TargetState:
         """Wait until no pass is in progress and `sha` is the last good revision."""
         return wait_for(
@@ -230,9 +242,7 @@ class ServedSim:
 
     def freeze(self) -> None:
         assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        stat = Path(f"/proc/{self.proc.pid}/stat")
-        wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", 10, "the sim stopped")
+        freeze_process(self.proc.pid)
 
     def thaw(self) -> None:
         assert self.proc is not None

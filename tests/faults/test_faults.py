@@ -17,7 +17,6 @@ from faults_support import (
     GitServer,
     Rig,
     ServedSim,
-    StageKiller,
     live_markers,
     markers_of,
     rig_at,
@@ -59,11 +58,7 @@ def test_a_standby_with_a_cold_cache_finishes_an_interrupted_rollback_while_git_
         good = rig.commit("a")
         first = rig.start("cache-a", "--identity", "replica-a", repo=git.url)
         rig.settled(good)
-        killer = StageKiller(rig.sim, "rollback", "1 drivers")
-        killer.arm(first.proc.pid)
-        bad = rig.commit("bad", trainers=4)
-        assert killer.fired.wait(90), f"{killer.seen}\n{tail(first)}"
-        killer.close()
+        bad = rig.kill_at(first, "rollback", "1 drivers", "bad", trainers=4)
         git.vanish()  # the remote vanishes with the replica: the standby cannot fetch anything
 
         standby = rig.start("cache-b", "--identity", "replica-b", repo=git.url)

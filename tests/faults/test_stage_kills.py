@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import STAGES, Rig, StageKiller, live_markers, markers_of, rig_at, tail
+from faults_support import STAGES, Rig, live_markers, markers_of, rig_at
 from helpers import wait_for
 
 POINTS = ("", "0 foundation", "1a drivers", *STAGES[1:])
@@ -44,12 +44,7 @@ def test_an_apply_killed_at_a_stage_boundary_is_finished_after_a_restart(
     first = rig.commit("a")
     run = rig.start("cache-a", "--identity", "replica-a")
     rig.settled(first)
-    killer = StageKiller(rig.sim, "apply", point)
-    killer.arm(run.proc.pid)
-    newer = rig.commit("b")
-    assert killer.fired.wait(60), f"never reached {point!r}: {killer.seen}\n{tail(run)}"
-    assert run.proc.wait(10) == -9
-    killer.close()
+    newer = rig.kill_at(run, "apply", point, "b")
     left = rig.state()
     assert left.in_progress is not None and left.in_progress.sha == newer
     assert left.in_progress.stage == point
@@ -72,12 +67,8 @@ def test_a_rollback_killed_at_a_stage_boundary_is_finished_after_a_restart(
     good = rig.commit("a")
     run = rig.start("cache-a", "--identity", "replica-a")
     rig.settled(good)
-    killer = StageKiller(rig.sim, "rollback", point)
-    killer.arm(run.proc.pid)
-    bad = rig.commit("bad", trainers=4)  # 4 trainers, 3 free devices: verification fails, rollback starts
-    assert killer.fired.wait(90), f"never reached {point!r}: {killer.seen}\n{tail(run)}"
-    assert run.proc.wait(10) == -9
-    killer.close()
+    # 4 trainers, 3 free devices: verification fails, the rollback starts.
+    bad = rig.kill_at(run, "rollback", point, "bad", trainers=4)
     left = rig.state()
     assert left.in_progress is not None and left.in_progress.operation == "rollback"
     assert left.in_progress.sha == good and left.in_progress.stage == point
