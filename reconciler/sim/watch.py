@@ -1,4 +1,10 @@
-"""Watch in the simulated kube-apiserver: an initial list when asked, then the store's changes."""
+"""Watch in the simulated kube-apiserver: an initial list when asked, then the store's changes.
+
+A watch list (`sendInitialEvents=true`, what client-go's reflectors and kubectl 1.37 send) gets the current
+objects as ADDED events, then a BOOKMARK annotated `k8s.io/initial-events-end: "true"` at the list's
+resourceVersion, then the changes; its parameters are validated as kube-apiserver does (it needs
+`resourceVersionMatch=NotOlderThan` and `allowWatchBookmarks=true`).
+"""
 
 from __future__ import annotations
 
@@ -35,6 +41,14 @@ class Watch(ApiBase):
         rv_param = req.query.get("resourceVersion") or ""
         if rv_param and not rv_param.isdigit():
             raise ApiError(400, f'resourceVersion: Invalid value: "{rv_param}": must be a number')
+        send_initial = req.query.get("sendInitialEvents")
+        invalid = _watch_options_errors(
+            send_initial, req.query.get("resourceVersionMatch") or "", req.query.get("allowWatchBookmarks")
+        )
+        if invalid:
+            listed = invalid[0] if len(invalid) == 1 else f"[{', '.join(invalid)}]"
+            raise ApiError(422, f'ListOptions.meta.k8s.io "" is invalid: {listed}', reason="Invalid")
+        watch_list = send_initial == "true"
         t = served.rtype
         ns = route.namespace
         q: queue.Queue[Change | None] = queue.Queue()
@@ -53,8 +67,11 @@ class Watch(ApiBase):
         initial: list[Obj] = []
         since: int | None
         with self.store.transaction():
-            if rv_param in ("", "0"):
+            if watch_list or (send_initial is None and rv_param in ("", "0")):
                 initial, list_rv = self.store.list_ref(t.group, t.plural, ns or None, label, fieldsel)
+                since = int(list_rv)
+            elif rv_param in ("", "0"):  # sendInitialEvents=false: from now, nothing before
+                _, list_rv = self.store.list_ref(t.group, t.plural, ns or None, label, fieldsel)
                 since = int(list_rv)
             else:
                 since = int(rv_param)
@@ -74,6 +91,16 @@ class Watch(ApiBase):
             try:
                 for o in initial:
                     write(json_bytes({"type": "ADDED", "object": self.render(served, o)}) + b"\n")
+                if watch_list:
+                    end = {
+                        "apiVersion": served.api_version,
+                        "kind": served.kind or t.kind,
+                        "metadata": {
+                            "resourceVersion": str(since),
+                            "annotations": {INITIAL_EVENTS_END: "true"},
+                        },
+                    }
+                    write(json_bytes({"type": "BOOKMARK", "object": end}) + b"\n")
                 while not self.stopping.is_set():
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -90,3 +117,29 @@ class Watch(ApiBase):
                 unsubscribe()
 
         return Response(200, stream=stream)
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _watch_options_errors(send_initial: str | None, match: str, bookmarks: str | None) -> list[str]:
+    """kube-apiserver's validation of a watch's list options (apimachinery's validateWatchOptions)."""
+    errors: list[str] = []
+    if send_initial is not None and match != "NotOlderThan":
+        errors.append(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        )
+    if match:
+        if send_initial is None:
+            errors.append(
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+            )
+        if match != "NotOlderThan":
+            errors.append(
+                f'resourceVersionMatch: Unsupported value: "{match}": supported values: "NotOlderThan"'
+            )
+        if bookmarks not in ("true", "1"):
+            errors.append(
+                "allowWatchBookmarks: Forbidden: allowWatchBookmarks required when resourceVersionMatch is set"
+            )
+    return errors
