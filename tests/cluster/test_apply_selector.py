@@ -85,7 +85,7 @@ def test_a_selector_failing_at_run_time_fails_at_once_without_waiting_the_grace(
         and ": selector error: class gpu.example.com: selector #0: CEL runtime error: no such key: productName"
         in text
     ), text
-    assert "[selector-error] ResourceClaim/ml-team/" in text and "[exhaustion]" not in text
+    assert "[selector-error] ResourceClaim/ml-team/" in text and "[exhaustion]" not in text, text
     assert "class gpu.example.com selector #0 fails at run time (no such key: productName)" in text
     assert f"DeviceClass gpu.example.com spec.selectors[0]: {H200_SELECTOR}" in text
     assert (
