@@ -20,9 +20,16 @@ from reconciler.cli import checklist, deliver, demo, inspect, loop, operate, rev
 from reconciler.errors import UserError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="dra-gitops")
-def cli() -> None:
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    invoke_without_command=True,
+)
+@click.option(
+    "--version", "show_version", is_flag=True, help="Show the version and exit (-v: the engines too)."
+)
+@click.option("-v", "--verbose", count=True, help="With --version: the kustomize engine and Python too.")
+@click.pass_context
+def cli(ctx: click.Context, show_version: bool, verbose: int) -> None:
     """GitOps reconciler and policy checker for Kubernetes Dynamic Resource Allocation (DRA).
 
     \b
@@ -34,6 +41,17 @@ def cli() -> None:
       4  environment problem: cluster, git remote or OPA server unreachable, DRA API not served
       5  rollback failed: the cluster needs a human
     """
+    if show_version:
+        click.echo(f"dra-gitops, version {__version__}")
+        if verbose:
+            from reconciler.cli.versions import engine_versions
+
+            for line in engine_versions():
+                click.echo(line)
+        ctx.exit(0)
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
 cli.add_command(inspect.check)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reconciler.delivery.rendered import render_tree
 from reconciler.errors import UserError
 from reconciler.model.loader import (
     REPO_CONFIG_NAMES,
@@ -27,8 +28,11 @@ from reconciler.model.loader import (
     load_repo_config,
     looks_like_manifest,
     outside_paths_reason,
+    shown_path,
 )
+from reconciler.model.objects import Manifest
 from reconciler.policy.inputdoc import Revision
+from reconciler.render.kustomize import find_engine, kustomization_file, render_kustomization
 
 if TYPE_CHECKING:
     from reconciler.source.git import TreeFiles
@@ -59,17 +63,53 @@ def empty_state(sha: str | None = None) -> DesiredState:
 
 
 def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
-    """Files and directories on disk; a directory with a `dra-gitops.yaml` loads the `paths` it names."""
+    """Files and directories on disk; a directory with a `dra-gitops.yaml` loads the `paths` it names, and
+    a directory holding a kustomization (given, or listed in `paths`) is rendered by kustomize."""
     to_load: list[Path | Selection] = []
     params: dict[str, Any] = {}
+    kustomized: list[tuple[Path, Path]] = []  # (repository root, kustomization directory)
     for path in paths:
         if path.is_dir():
-            config_paths, config_params = _config_paths(path)
+            config_paths, config_params, rendered = _config_paths(path)
             to_load.extend(config_paths)
             params.update(config_params)
+            kustomized.extend((repository_root(path), directory) for directory in rendered)
         else:
             to_load.append(path)
-    return DesiredState(load_paths(to_load, limits), Revision(), params)
+    loaded = load_paths(to_load, limits) if to_load else LoadResult()
+    if kustomized:
+        _add_rendered(loaded, kustomized, limits)
+    return DesiredState(loaded, Revision(), params)
+
+
+def repository_root(path: Path) -> Path:
+    """Where the repository of a directory on disk starts (what a kustomization may read): the nearest
+    directory holding `.git`, else the directory itself."""
+    start = path.resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return start
+
+
+def _add_rendered(loaded: LoadResult, kustomized: list[tuple[Path, Path]], limits: Limits) -> None:
+    engine = find_engine()
+    manifests: list[Manifest] = []
+    files: list[str] = []
+    for root, directory in kustomized:
+        objects, inputs = render_kustomization(root, directory, shown_path, engine, limits=limits)
+        manifests.extend(objects)
+        files.extend(sorted(shown_path(file) for file in inputs.files))
+    _merge(loaded, manifests, files)
+
+
+def _merge(loaded: LoadResult, manifests: list[Manifest], files: list[str]) -> None:
+    """Rendered objects join those read raw; one defined both ways is a duplicate like any other."""
+    earlier = loaded.duplicates
+    loaded.manifests.extend(manifests)
+    loaded.files.extend(files)
+    loaded.deduplicate()
+    loaded.duplicates = [*earlier, *loaded.duplicates]
 
 
 def load_git_revisions(
@@ -98,11 +138,12 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
     prefix = f"{subdir.strip('/')}/" if subdir else ""
     states = []
     for tree in trees:
-        blobs = tree.blobs
-        skipped = list(tree.skipped)
+        rendered = render_tree(tree, prefix, wanted, limits)
+        blobs = rendered.blobs
+        skipped = list(tree.skipped) + rendered.skipped
         if wanted:
             blobs = []
-            for path, data in tree.blobs:
+            for path, data in rendered.blobs:
                 if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in wanted):
                     blobs.append((path, data))
                 elif looks_like_manifest(data[:SNIFF_BYTES]):
@@ -120,12 +161,15 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
         revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
         shown_config = config_path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
         loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config)
+        if rendered.manifests:
+            _merge(loaded, rendered.manifests, rendered.files)
         states.append(DesiredState(loaded, revision, params))
     return states
 
 
-def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any]]:
-    """What a `dra-gitops.yaml` at the root of a directory selects (its `paths`), else the directory."""
+def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any], list[Path]]:
+    """What a `dra-gitops.yaml` at the root of a directory selects (its `paths`), else the directory; and
+    the directories among them that hold a kustomization, to render instead of reading."""
     for name in REPO_CONFIG_NAMES:
         config_file = root / name
         if config_file.is_file():
@@ -138,7 +182,17 @@ def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any]]:
                     )
             params = dict(config.get("params") or {})
             exclude = tuple(config.get("exclude") or ())
-            if not paths and not exclude:
-                return [root], params
-            return [Selection(root, tuple(paths or [root]), config_file.as_posix(), exclude)], params
-    return [root], {}
+            if not paths:
+                if kustomization_file(root) is not None:
+                    return [], params, [root]
+                if not exclude:
+                    return [root], params, []
+                return [Selection(root, (root,), config_file.as_posix(), exclude)], params, []
+            rendered = [p for p in paths if p.is_dir() and kustomization_file(p) is not None]
+            read = tuple(p for p in paths if p not in rendered)
+            if not read:
+                return [], params, rendered
+            return [Selection(root, read, config_file.as_posix(), exclude)], params, rendered
+    if kustomization_file(root) is not None:
+        return [], {}, [root]
+    return [root], {}, []

@@ -21,6 +21,7 @@ from reconciler.model.yamldocs import DEFAULT_LIMITS, Limits, load_repo_config, 
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "KUSTOMIZATION_NAMES",
     "MANIFEST_SUFFIXES",
     "REPO_CONFIG_NAMES",
     "Duplicate",
@@ -33,10 +34,14 @@ __all__ = [
     "load_paths",
     "load_repo_config",
     "parse_documents",
+    "shown_path",
 ]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 REPO_CONFIG_NAMES = ("dra-gitops.yaml", ".dra-gitops.yaml")
+# The names kustomize reads a kustomization from, in its order. A directory holding one is rendered as a
+# whole when it is checked or listed in `paths`; met while walking other directories it is passed over.
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,10 @@ def skip_reason(relative: str) -> str | None:
     if parts[-1] in REPO_CONFIG_NAMES:
         return f"named {parts[-1]}, read as the repository config only at the root"
     return None
+
+
+def kustomization_reason() -> str:
+    return "a kustomization: rendered only when its directory is checked or listed in `paths`"
 
 
 def outside_paths_reason(config_path: str) -> str:
@@ -169,7 +178,13 @@ def _walk(
         if real_dir in visited:  # a symlink loop inside the repository
             continue
         visited.add(real_dir)
-        for entry in sorted(os.scandir(directory), key=lambda e: e.name, reverse=True):
+        entries = sorted(os.scandir(directory), key=lambda e: e.name, reverse=True)
+        if relative:
+            kustomization = next((e.name for e in entries if e.name in KUSTOMIZATION_NAMES), None)
+            if kustomization is not None:  # its files are a kustomization's inputs, not manifests
+                skipped.append((f"{relative}/{kustomization}", kustomization_reason()))
+                continue
+        for entry in entries:
             child = f"{relative}/{entry.name}" if relative else entry.name
             if child in prune:
                 continue
@@ -295,7 +310,7 @@ def load_paths(
         (
             SkippedFile(shown, reason)
             for file, shown, reason in candidates
-            if looks_like_manifest(_head(file))
+            if reason == kustomization_reason() or looks_like_manifest(_head(file))
         ),
         key=lambda skipped: skipped.path,
     )
@@ -384,6 +399,11 @@ def _head(path: Path) -> bytes:
             return stream.read(SNIFF_BYTES)
     except OSError:
         return b"apiVersion kind"  # unreadable: say it was skipped rather than guess it is no manifest
+
+
+def shown_path(path: Path, display_root: Path | None = None) -> str:
+    """A path as `load_paths` shows it: relative to `display_root` (default: the current directory)."""
+    return _shown(path, (display_root or Path.cwd()).resolve())
 
 
 def _shown(path: Path, shown_root: Path) -> str:

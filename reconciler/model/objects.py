@@ -74,6 +74,9 @@ class Manifest:
     ref: ObjRef
     path: str
     line: int
+    # A rendered object: the kustomization (or chart release) that produced it; `path` is then the
+    # repository file the object came from (a base's manifest, a chart template).
+    rendered_by: str = field(default="", compare=False)
 
     @property
     def api_version(self) -> str:
@@ -85,6 +88,8 @@ class Manifest:
 
     @property
     def where(self) -> str:
+        if self.rendered_by and self.rendered_by != self.path:
+            return f"{self.rendered_by} from {self.path}:{self.line}"
         return f"{self.path}:{self.line}"
 
     @property

@@ -251,6 +251,7 @@ def evaluate(engine: Engine, policy_set: PolicySet, input_doc: dict[str, Any]) -
     # A deleted object is only in the base; its waiver can only be there. The head version wins otherwise.
     waivers = {**_waivers(input_doc["base_objects"]), **_waivers(input_doc["objects"])}
     findings: set[Finding] = set()
+    by_ref = {obj["_dra"]["ref"]: obj["_dra"] for obj in objects}
     for package, sets in raw.items():
         default_rule = policy_set.rule_of_package.get(package, package.removeprefix("dra."))
         for severity in ("deny", "warn"):
@@ -269,9 +270,9 @@ def evaluate(engine: Engine, policy_set: PolicySet, input_doc: dict[str, Any]) -
                         path=str(violation.get("path") or ""),
                         line=int(violation.get("line") or 0),
                         waived=reason or None,
+                        via=str(by_ref.get(ref, {}).get("rendered_by") or ""),
                     )
                 )
-    by_ref = {obj["_dra"]["ref"]: obj["_dra"] for obj in objects}
     for ref, rules in waivers.items():
         for rule, reason in rules.items():
             if not reason:

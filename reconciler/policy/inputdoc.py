@@ -53,6 +53,7 @@ def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
             "name": ref.name,
             "path": manifest.path,
             "line": manifest.line,
+            **({"rendered_by": manifest.rendered_by} if manifest.rendered_by else {}),
             "stage": stage_of(manifest) if stage is None else stage,
         }
     )

@@ -34,10 +34,14 @@ class Finding:
     path: str
     line: int
     waived: str | None = None
+    via: str = ""  # a rendered object: the kustomization or chart release that produced it
 
     @property
     def where(self) -> str:
-        return f"{self.path}:{self.line}" if self.path else self.ref
+        if not self.path:
+            return self.ref
+        at = f"{self.path}:{self.line}"
+        return f"{self.via} from {at}" if self.via and self.via != self.path else at
 
 
 # `path:line` (or `path:line:column`) of a file the check reads: manifests, the repository config, policies.

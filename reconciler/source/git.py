@@ -16,6 +16,7 @@ from git.objects import Blob, Tree
 from reconciler.errors import EnvironmentProblem, ManifestError, UserError
 from reconciler.model.loader import (
     DEFAULT_LIMITS,
+    KUSTOMIZATION_NAMES,
     MANIFEST_SUFFIXES,
     REPO_CONFIG_NAMES,
     SNIFF_BYTES,
@@ -49,6 +50,10 @@ class TreeFiles:
     blobs: list[tuple[str, bytes]]
     config: tuple[str, bytes] | None
     skipped: list[SkippedFile] = field(default_factory=list)
+    # The kustomization files under the subdirectory, and (only when there is one) the files of the whole
+    # revision a kustomization may read: rendering writes them out and runs kustomize there.
+    kustomizations: list[str] = field(default_factory=list)
+    support: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 def open_repo(path: Path) -> git.Repo:
@@ -105,7 +110,7 @@ def _follow(tree: Tree, blob: Blob, path: str, hops: int = 8) -> Blob:
 
 
 def _manifest_blobs(
-    tree: Tree, subdir: str, limits: Limits, skipped: list[SkippedFile]
+    tree: Tree, subdir: str, limits: Limits, skipped: list[SkippedFile], kustomizations: list[str]
 ) -> Iterator[tuple[str, Blob]]:
     root: Tree = tree
     if subdir:
@@ -121,6 +126,8 @@ def _manifest_blobs(
         if not isinstance(item, Blob):
             continue
         path = str(item.path)
+        if item.name in KUSTOMIZATION_NAMES:
+            kustomizations.append(path)
         if not path.endswith(MANIFEST_SUFFIXES):
             continue
         reason = skip_reason(path[start:])
@@ -138,7 +145,9 @@ def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAU
     tree = commit.tree
     blobs: list[tuple[str, bytes]] = []
     skipped: list[SkippedFile] = []
-    for path, blob in sorted(_manifest_blobs(tree, subdir, limits, skipped), key=lambda pair: pair[0]):
+    kustomizations: list[str] = []
+    manifest_items = _manifest_blobs(tree, subdir, limits, skipped, kustomizations)
+    for path, blob in sorted(manifest_items, key=lambda pair: pair[0]):
         target = _follow(tree, blob, path)
         if target.size > limits.max_file_bytes:
             raise ManifestError(
@@ -152,7 +161,43 @@ def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAU
             config = (str(found.path), found.data_stream.read())
             break
     skipped.sort(key=lambda file: file.path)
-    return TreeFiles(commit=commit_info(commit), blobs=blobs, config=config, skipped=skipped)
+    support = _all_files(tree, limits) if kustomizations else []
+    return TreeFiles(
+        commit=commit_info(commit),
+        blobs=blobs,
+        config=config,
+        skipped=skipped,
+        kustomizations=sorted(set(kustomizations)),
+        support=support,
+    )
+
+
+# What rendering may write out of one revision: enough for any repository a person keeps by hand.
+MAX_SUPPORT_BYTES = 256 * 1024 * 1024
+
+
+def _all_files(tree: Tree, limits: Limits) -> list[tuple[str, bytes]]:
+    """Every file of the revision (symlinks as their target's content when it is in the tree), bounded."""
+    files: list[tuple[str, bytes]] = []
+    total = 0
+    for item in tree.traverse():
+        if not isinstance(item, Blob):
+            continue
+        path = str(item.path)
+        blob: Blob = item
+        if item.mode == _SYMLINK_MODE:
+            try:
+                blob = _follow(tree, item, path)
+            except ManifestError:
+                continue  # a link out of the tree is not written: a kustomization reading it is refused
+        total += blob.size
+        if len(files) >= limits.max_files or total > MAX_SUPPORT_BYTES:
+            raise ManifestError(
+                f"the revision has more than {limits.max_files} files or {MAX_SUPPORT_BYTES} bytes to render from",
+                where=path,
+            )
+        files.append((path, blob.data_stream.read()))
+    return files
 
 
 def fetch(repo: git.Repo, remote: str = "origin") -> None:

@@ -1,4 +1,4 @@
-"""A revision's manifest files as one compressed value, and back: what the state side keeps of the last
+"""A revision's manifest files (and, for a kustomization, the files it renders from) as one compressed value, and back: what the state side keeps of the last
 good revision so that it can be read again when its commit is gone from the remote (a force-push) and
 from the cache (a restart). Pure."""
 
@@ -25,6 +25,8 @@ def encode_tree(tree: TreeFiles) -> bytes:
         },
         "blobs": [[path, base64.b64encode(data).decode()] for path, data in tree.blobs],
         "config": [tree.config[0], base64.b64encode(tree.config[1]).decode()] if tree.config else None,
+        "kustomizations": tree.kustomizations,
+        "support": [[path, base64.b64encode(data).decode()] for path, data in tree.support],
     }
     return gzip.compress(json.dumps(document, separators=(",", ":")).encode(), mtime=0)
 
@@ -35,7 +37,14 @@ def decode_tree(payload: bytes, where: str) -> TreeFiles:
         commit = CommitInfo(**document["commit"])
         blobs = [(str(path), base64.b64decode(data)) for path, data in document["blobs"]]
         config = document.get("config")
-        return TreeFiles(commit, blobs, (str(config[0]), base64.b64decode(config[1])) if config else None)
+        support = [(str(path), base64.b64decode(data)) for path, data in document.get("support") or []]
+        return TreeFiles(
+            commit,
+            blobs,
+            (str(config[0]), base64.b64decode(config[1])) if config else None,
+            kustomizations=[str(path) for path in document.get("kustomizations") or []],
+            support=support,
+        )
     except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
         raise EnvironmentProblem(
             f"the kept copy of the last good revision is damaged: {exc}", where=where
