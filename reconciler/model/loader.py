@@ -21,6 +21,7 @@ from reconciler.model.yamldocs import DEFAULT_LIMITS, Limits, load_repo_config, 
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "CHART_FILE",
     "KUSTOMIZATION_NAMES",
     "MANIFEST_SUFFIXES",
     "REPO_CONFIG_NAMES",
@@ -42,6 +43,8 @@ REPO_CONFIG_NAMES = ("dra-gitops.yaml", ".dra-gitops.yaml")
 # The names kustomize reads a kustomization from, in its order. A directory holding one is rendered as a
 # whole when it is checked or listed in `paths`; met while walking other directories it is passed over.
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+# A directory holding one is a Helm chart: rendered from the repository config's `charts:`, never walked.
+CHART_FILE = "Chart.yaml"
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,10 @@ def skip_reason(relative: str) -> str | None:
 
 def kustomization_reason() -> str:
     return "a kustomization: rendered only when its directory is checked or listed in `paths`"
+
+
+def chart_reason() -> str:
+    return "a Helm chart: rendered only as a release listed in `charts` of the repository config"
 
 
 def outside_paths_reason(config_path: str) -> str:
@@ -183,6 +190,9 @@ def _walk(
             kustomization = next((e.name for e in entries if e.name in KUSTOMIZATION_NAMES), None)
             if kustomization is not None:  # its files are a kustomization's inputs, not manifests
                 skipped.append((f"{relative}/{kustomization}", kustomization_reason()))
+                continue
+            if any(e.name == CHART_FILE for e in entries):  # templates, not manifests
+                skipped.append((f"{relative}/{CHART_FILE}", chart_reason()))
                 continue
         for entry in entries:
             child = f"{relative}/{entry.name}" if relative else entry.name
@@ -310,7 +320,7 @@ def load_paths(
         (
             SkippedFile(shown, reason)
             for file, shown, reason in candidates
-            if reason == kustomization_reason() or looks_like_manifest(_head(file))
+            if reason in (kustomization_reason(), chart_reason()) or looks_like_manifest(_head(file))
         ),
         key=lambda skipped: skipped.path,
     )

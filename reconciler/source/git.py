@@ -15,6 +15,7 @@ from git.objects import Blob, Tree
 
 from reconciler.errors import EnvironmentProblem, ManifestError, UserError
 from reconciler.model.loader import (
+    CHART_FILE,
     DEFAULT_LIMITS,
     KUSTOMIZATION_NAMES,
     MANIFEST_SUFFIXES,
@@ -50,8 +51,8 @@ class TreeFiles:
     blobs: list[tuple[str, bytes]]
     config: tuple[str, bytes] | None
     skipped: list[SkippedFile] = field(default_factory=list)
-    # The kustomization files under the subdirectory, and (only when there is one) the files of the whole
-    # revision a kustomization may read: rendering writes them out and runs kustomize there.
+    # The kustomization files and Chart.yaml files under the subdirectory, and (only when there is one, or
+    # the config lists charts) every file of the revision: rendering writes them out and runs there.
     kustomizations: list[str] = field(default_factory=list)
     support: list[tuple[str, bytes]] = field(default_factory=list)
 
@@ -126,7 +127,7 @@ def _manifest_blobs(
         if not isinstance(item, Blob):
             continue
         path = str(item.path)
-        if item.name in KUSTOMIZATION_NAMES:
+        if item.name in KUSTOMIZATION_NAMES or item.name == CHART_FILE:
             kustomizations.append(path)
         if not path.endswith(MANIFEST_SUFFIXES):
             continue
@@ -161,7 +162,9 @@ def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAU
             config = (str(found.path), found.data_stream.read())
             break
     skipped.sort(key=lambda file: file.path)
-    support = _all_files(tree, limits) if kustomizations else []
+    # Charts may be archives (no Chart.yaml blob): a config naming `charts` asks for the files too.
+    wants_files = kustomizations or (config is not None and b"charts" in config[1])
+    support = _all_files(tree, limits) if wants_files else []
     return TreeFiles(
         commit=commit_info(commit),
         blobs=blobs,

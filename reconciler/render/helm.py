@@ -1,0 +1,302 @@
+"""Chart releases rendered by Helm's own engine (helm-python-sdk: Helm v4's Go SDK in a wheel, no helm
+binary), as `helm template --namespace NS --include-crds` renders them: offline (`lookup` finds nothing),
+values merged from the value files in order then the inline values, `values.schema.json` enforced.
+
+Hooks are applied as ordinary objects in their stage, except test hooks (`helm.sh/hook: test`), which are
+left out: nothing runs them. Objects a template leaves without a namespace get the release's, as
+`helm install` puts them there. Each object is placed at its template (`charts/x/templates/y.yaml`) with
+the release named (`release gpu-driver (charts/gpu-driver; values/main.yaml)`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.errors import EnvironmentProblem, ManifestError, UserError
+from reconciler.model.dra import CANARY_ANNOTATION, is_driver_workload
+from reconciler.model.loader import Limits
+from reconciler.model.objects import CLUSTER_SCOPED_KINDS, Manifest, ref_of
+from reconciler.model.yamldocs import parse_documents
+from reconciler.render.kustomize_scan import Show
+
+HOOK_ANNOTATION = "helm.sh/hook"
+EXTRA_HINT = "install the helm extra: pip install 'dra-gitops[helm]'"
+
+
+@dataclass(frozen=True)
+class ChartRelease:
+    """One entry of the repository config's `charts:` list."""
+
+    release_name: str
+    chart: str  # a chart directory or .tgz, relative to the repository root
+    namespace: str
+    value_files: tuple[str, ...] = ()
+    values: Mapping[str, Any] = field(default_factory=dict)
+    canary_for: str = ""
+    where: str = ""  # the config entry, `dra-gitops.yaml:LINE`
+
+    @property
+    def label(self) -> str:
+        files = f"; {', '.join(self.value_files)}" if self.value_files else ""
+        return f"release {self.release_name} ({self.chart}{files})"
+
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def releases_of(config: Mapping[str, Any], where: str) -> list[ChartRelease]:
+    """The `charts:` entries of a repository config, checked (errors name the config file)."""
+    entries = config.get("charts") or []
+    if not isinstance(entries, list):
+        raise UserError("`charts` must be a list of releases", where=where)
+    releases: list[ChartRelease] = []
+    for index, entry in enumerate(entries):
+        at = f"charts[{index}]"
+        if not isinstance(entry, dict):
+            raise UserError(f"{at} must be a mapping (releaseName, chart, namespace, ...)", where=where)
+        unknown = sorted(
+            set(entry) - {"releaseName", "chart", "namespace", "valueFiles", "values", "canaryFor"}
+        )
+        if unknown:
+            raise UserError(f"{at}: unknown key {unknown[0]!r}", where=where)
+        name, chart, namespace = entry.get("releaseName"), entry.get("chart"), entry.get("namespace")
+        for key, value in (("releaseName", name), ("chart", chart), ("namespace", namespace)):
+            if not isinstance(value, str) or not value:
+                raise UserError(f"{at}.{key} is required (a string)", where=where)
+        assert isinstance(name, str) and isinstance(chart, str) and isinstance(namespace, str)
+        if not _NAME.match(name) or len(name) > 53:
+            raise UserError(f"{at}.releaseName {name!r} is not a valid release name", where=where)
+        files = entry.get("valueFiles") or []
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise UserError(f"{at}.valueFiles must be a list of paths", where=where)
+        values = entry.get("values") or {}
+        if not isinstance(values, dict):
+            raise UserError(f"{at}.values must be a mapping", where=where)
+        canary = entry.get("canaryFor") or ""
+        if not isinstance(canary, str):
+            raise UserError(f"{at}.canaryFor must name a release", where=where)
+        releases.append(ChartRelease(name, chart.strip("/"), namespace, tuple(files), values, canary, where))
+    names = [r.release_name for r in releases]
+    for release in releases:
+        if names.count(release.release_name) > 1:
+            raise UserError(f"release {release.release_name} is listed twice in `charts`", where=where)
+        if release.canary_for and release.canary_for not in names:
+            raise UserError(
+                f"release {release.release_name}: canaryFor {release.canary_for!r} is not a release of `charts`",
+                where=where,
+            )
+        if release.canary_for == release.release_name:
+            raise UserError(f"release {release.release_name} cannot be its own canary", where=where)
+    return releases
+
+
+def chart_inputs(releases: Sequence[ChartRelease]) -> list[str]:
+    """Repository paths the releases read (chart directories or archives, value files): never manifests."""
+    return sorted({r.chart for r in releases} | {f.strip("/") for r in releases for f in r.value_files})
+
+
+def render_releases(
+    repo_root: Path, releases: Sequence[ChartRelease], show: Show, limits: Limits
+) -> list[Manifest]:
+    """Every release's objects; canary releases' driver workloads paired with their main release's."""
+    by_release = {r.release_name: render_release(repo_root, r, show, limits) for r in releases}
+    for release in releases:
+        if release.canary_for:
+            main = next(r for r in releases if r.release_name == release.canary_for)
+            _pair_canaries(by_release[release.release_name], release, by_release[main.release_name], main)
+    return [m for r in releases for m in by_release[r.release_name]]
+
+
+def render_release(repo_root: Path, release: ChartRelease, show: Show, limits: Limits) -> list[Manifest]:
+    """One release's objects; rendered once per content of its chart, value files and values."""
+    root = repo_root.resolve()
+    chart_path = _inside(root, release.chart, release.where, "chart")
+    values = _values(root, release, limits)
+    key = _inputs_digest(root, chart_path, release, values, show)
+    cached = _RENDERED.get(key)
+    if cached is None:
+        cached = _render(release, chart_path, values, show, limits)
+        if len(_RENDERED) >= 32:
+            _RENDERED.pop(next(iter(_RENDERED)))
+        _RENDERED[key] = cached
+    return [replace(m, body=copy.deepcopy(m.body)) for m in cached]
+
+
+# Rendered releases by the digest of everything they read: a commit that changes none of it renders nothing.
+_RENDERED: dict[str, list[Manifest]] = {}
+
+
+def clear_release_cache() -> None:
+    _RENDERED.clear()
+
+
+def _inputs_digest(
+    root: Path, chart_path: Path, release: ChartRelease, values: dict[str, Any], show: Show
+) -> str:
+    hasher = hashlib.sha256()
+    identity = [release.release_name, release.namespace, release.label, show(chart_path), values]
+    hasher.update(json.dumps(identity, sort_keys=True, default=str).encode())
+    files = [chart_path] if chart_path.is_file() else sorted(p for p in chart_path.rglob("*") if p.is_file())
+    for file in files:
+        hasher.update(file.relative_to(chart_path.parent).as_posix().encode() + b"\0")
+        hasher.update(hashlib.sha256(file.read_bytes()).digest())
+    return hasher.hexdigest()
+
+
+def _render(
+    release: ChartRelease, chart_path: Path, values: dict[str, Any], show: Show, limits: Limits
+) -> list[Manifest]:
+    helm = _helm()
+    try:
+        chart = helm.Chart.load(chart_path)
+    except helm.HelmError as exc:
+        raise ManifestError(
+            f"{release.label}: cannot load the chart: {_first_line(exc)}", where=show(chart_path)
+        ) from exc
+    try:
+        chart.validate_schema(chart.merge_values(values))
+    except helm.HelmValuesError as exc:
+        where = release.value_files[-1] if release.value_files else release.where
+        raise ManifestError(
+            f"{release.label}: the values do not match the chart's values.schema.json: {_first_line(exc, lines=6)}",
+            where=where,
+        ) from exc
+    try:
+        rendered = chart.render(
+            values, name=release.release_name, namespace=release.namespace, is_install=True
+        )
+    except helm.HelmError as exc:
+        raise _template_error(exc, release, chart_path, show) from exc
+    shown_chart = show(chart_path)
+    manifests: list[Manifest] = []
+    for crd in chart.crds:  # `--include-crds`
+        name, text = str(crd.get("name", "")), str(crd.get("data", ""))
+        manifests += _parsed(text, _template_file(shown_chart, name), release, limits)
+    for template, text in sorted(rendered.items()):
+        if template.endswith("NOTES.txt") or not text.strip():
+            continue
+        manifests += _parsed(text, _template_file(shown_chart, template), release, limits)
+    return manifests
+
+
+def _helm() -> Any:
+    try:
+        import helm_python
+    except ImportError as exc:
+        raise EnvironmentProblem(f"rendering a Helm chart needs helm-python-sdk: {EXTRA_HINT}") from exc
+    return helm_python
+
+
+def _inside(root: Path, relative: str, where: str, what: str) -> Path:
+    target = (root / relative).resolve()
+    if relative.startswith("/") or not target.is_relative_to(root):
+        raise UserError(f"{what} {relative} is outside the repository", where=where)
+    if not target.exists():
+        raise UserError(f"{what} {relative} does not exist", where=where)
+    return target
+
+
+def _values(root: Path, release: ChartRelease, limits: Limits) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for relative in release.value_files:
+        path = _inside(root, relative, release.where, "values file")
+        if path.stat().st_size > limits.max_file_bytes:
+            raise ManifestError(f"over {limits.max_file_bytes} bytes", where=f"{relative}:1")
+        try:
+            loaded = yaml.safe_load(path.read_bytes())
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else 1
+            raise ManifestError(
+                f"not valid YAML: {getattr(exc, 'problem', exc)}", where=f"{relative}:{line}"
+            ) from exc
+        if loaded is None:
+            continue
+        if not isinstance(loaded, dict):
+            raise ManifestError("a values file must be a mapping", where=f"{relative}:1")
+        merged = _merge(merged, loaded)
+    return _merge(merged, dict(release.values))
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Helm's coalescing of values files: maps merge key by key, anything else is replaced."""
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _template_file(shown_chart: str, template: str) -> str:
+    """`gpu-driver/templates/x.yaml` (the chart name first, as Helm names them) as a repository path."""
+    inside = template.split("/", 1)[1] if "/" in template else template
+    return f"{shown_chart}/{inside}" if shown_chart not in ("", ".") else inside
+
+
+def _parsed(text: str, shown: str, release: ChartRelease, limits: Limits) -> list[Manifest]:
+    out: list[Manifest] = []
+    for manifest in parse_documents(text, shown, limits):
+        body = manifest.body
+        hook = str((body.get("metadata") or {}).get("annotations", {}).get(HOOK_ANNOTATION, ""))
+        if "test" in {h.strip() for h in hook.split(",")}:
+            continue  # a test hook: `helm test` runs it, a delivery does not
+        meta = body.setdefault("metadata", {})
+        if body.get("kind") not in CLUSTER_SCOPED_KINDS and not meta.get("namespace"):
+            meta["namespace"] = release.namespace
+        out.append(
+            Manifest(body=body, ref=ref_of(body), path=shown, line=manifest.line, rendered_by=release.label)
+        )
+    return out
+
+
+_TEMPLATE_AT = re.compile(r"(?P<template>[\w./-]+\.(?:yaml|yml|tpl|txt|json)):(?P<line>\d+)(?::\d+)?")
+
+
+def _template_error(exc: Exception, release: ChartRelease, chart_path: Path, show: Show) -> ManifestError:
+    """Helm's template error, pointed at the template file and line it names."""
+    message = _first_line(exc, lines=3)
+    found = _TEMPLATE_AT.search(str(exc))
+    if found:
+        where = f"{_template_file(show(chart_path), found['template'])}:{found['line']}"
+    else:
+        where = show(chart_path)
+    return ManifestError(f"{release.label}: template error: {message}", where=where)
+
+
+def _first_line(exc: Exception, lines: int = 1) -> str:
+    text = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(text[:lines]) or type(exc).__name__
+
+
+def _pair_canaries(
+    canary: list[Manifest], canary_release: ChartRelease, main: list[Manifest], main_release: ChartRelease
+) -> None:
+    """`canaryFor`: each driver workload of the canary release is the canary of the main release's
+    workload whose name differs only by the release-name prefix, as `dra-gitops.io/canary-for` says."""
+    mains = {(m.kind, m.ref.namespace, m.ref.name) for m in main if is_driver_workload(m.body)}
+    for manifest in canary:
+        if not is_driver_workload(manifest.body):
+            continue
+        name = manifest.ref.name
+        if not name.startswith(canary_release.release_name):
+            continue
+        paired = main_release.release_name + name[len(canary_release.release_name) :]
+        if (manifest.kind, manifest.ref.namespace, paired) not in mains:
+            raise ManifestError(
+                f"{canary_release.label}: {manifest.ref} has no driver workload {paired} in release "
+                f"{main_release.release_name} to be the canary of",
+                where=manifest.where,
+            )
+        annotations = manifest.body["metadata"].setdefault("annotations", {})
+        annotations.setdefault(CANARY_ANNOTATION, paired)
