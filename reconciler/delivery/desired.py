@@ -141,7 +141,8 @@ def load_git_revisions(
     from reconciler.source import git as git_source
 
     repo = git_source.open_repo(repo_dir)
-    trees = [git_source.read_tree(repo, rev, subdir, limits) for rev in revs]
+    contents: dict[str, bytes] = {}  # blob id to content: what the revisions share is read once
+    trees = [git_source.read_tree(repo, rev, subdir, limits, contents) for rev in revs]
     return desired_from_trees(trees, subdir, limits)
 
 
@@ -161,6 +162,7 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
         exclude = (*tuple(config.get("exclude") or ()), *chart_inputs(releases))
     prefix = f"{subdir.strip('/')}/" if subdir else ""
     states = []
+    parsed: dict[tuple[str, str], list[Manifest]] = {}  # a file the trees share is parsed once
     for tree in trees:
         rendered = render_tree(tree, prefix, wanted, limits, releases)
         blobs = rendered.blobs
@@ -184,7 +186,9 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
         commit = tree.commit
         revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
         shown_config = config_path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
-        loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config)
+        loaded = load_blobs(
+            blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed
+        )
         if rendered.manifests:
             _merge(loaded, rendered.manifests, rendered.files)
         states.append(DesiredState(loaded, revision, params))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -437,8 +437,14 @@ def load_blobs(
     *,
     root: str = "",
     config: str | None = None,
+    ids: Mapping[str, str] | None = None,
+    parsed: dict[tuple[str, str], list[Manifest]] | None = None,
 ) -> LoadResult:
     """Load manifests from (path, content) pairs, e.g. the blobs of a Git tree, noting what was skipped.
+
+    With `ids` (path to blob id) and a `parsed` cache shared by several calls, a file with the same path
+    and blob id as one loaded before is not parsed again: its manifests are the same objects (not to be
+    modified).
 
     `config` is the repository config (shown path) whose `exclude` patterns start at `root`, a prefix of
     the blob paths; with it, a file that holds no Kubernetes object is refused with how to leave it out.
@@ -446,7 +452,13 @@ def load_blobs(
     result = LoadResult(skipped=sorted(skipped, key=lambda file: file.path))
     for path, content in blobs:
         result.files.append(path)
-        advice = functools.partial(exclude_advice, path.removeprefix(root), config) if config else None
-        result.manifests.extend(_parse(content, path, limits, advice))
+        key = (path, ids[path]) if ids is not None and path in ids else None
+        manifests = parsed.get(key) if parsed is not None and key is not None else None
+        if manifests is None:
+            advice = functools.partial(exclude_advice, path.removeprefix(root), config) if config else None
+            manifests = _parse(content, path, limits, advice)
+            if parsed is not None and key is not None:
+                parsed[key] = manifests
+        result.manifests.extend(manifests)
     result.deduplicate()
     return result

@@ -153,7 +153,9 @@ def build_input(
 ) -> dict[str, Any]:
     """The whole input document for one check."""
     head_docs = {manifest.ref: object_doc(manifest) for manifest in head}
-    base_docs = {manifest.ref: object_doc(manifest) for manifest in base}
+    # A base object parsed from the same file as the head's is the same Manifest: its doc is made once.
+    same = {id(manifest): head_docs[manifest.ref] for manifest in head}
+    base_docs = {manifest.ref: same.get(id(manifest)) or object_doc(manifest) for manifest in base}
     changes = [
         {
             "op": change.op,

@@ -55,6 +55,8 @@ class TreeFiles:
     # the config lists charts) every file of the revision: rendering writes them out and runs there.
     kustomizations: list[str] = field(default_factory=list)
     support: list[tuple[str, bytes]] = field(default_factory=list)
+    # The blob id of each manifest path (same id, same content: parsed once across revisions).
+    ids: dict[str, str] = field(default_factory=dict)
 
 
 def open_repo(path: Path) -> git.Repo:
@@ -140,21 +142,39 @@ def _manifest_blobs(
             skipped.append(SkippedFile(path, reason))
 
 
-def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAULT_LIMITS) -> TreeFiles:
-    """Every manifest of `rev` under `subdir`, in path order, straight from the object database."""
+def read_tree(
+    repo: git.Repo,
+    rev: str,
+    subdir: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+    contents: dict[str, bytes] | None = None,
+) -> TreeFiles:
+    """Every manifest of `rev` under `subdir`, in path order, straight from the object database.
+
+    `contents` (blob id to content), shared by the reads of several revisions, reads a blob they have in
+    common once: a pull request's base and head differ in a few files of thousands.
+    """
     commit = resolve(repo, rev)
     tree = commit.tree
     blobs: list[tuple[str, bytes]] = []
+    ids: dict[str, str] = {}
     skipped: list[SkippedFile] = []
     kustomizations: list[str] = []
+    contents = {} if contents is None else contents
     manifest_items = _manifest_blobs(tree, subdir, limits, skipped, kustomizations)
     for path, blob in sorted(manifest_items, key=lambda pair: pair[0]):
         target = _follow(tree, blob, path)
-        if target.size > limits.max_file_bytes:
-            raise ManifestError(
-                f"file is {target.size} bytes, over the {limits.max_file_bytes}-byte limit", where=f"{path}:1"
-            )
-        blobs.append((path, target.data_stream.read()))
+        data = contents.get(target.hexsha)
+        if data is None:
+            stream = repo.odb.stream(target.binsha)  # size and content in one round trip
+            if stream.size > limits.max_file_bytes:
+                raise ManifestError(
+                    f"file is {stream.size} bytes, over the {limits.max_file_bytes}-byte limit",
+                    where=f"{path}:1",
+                )
+            data = contents[target.hexsha] = stream.read()
+        ids[path] = target.hexsha
+        blobs.append((path, data))
     config = None
     for name in REPO_CONFIG_NAMES:
         found = _blob_at(tree, posixpath.join(subdir.strip("/"), name) if subdir else name)
@@ -172,6 +192,7 @@ def read_tree(repo: git.Repo, rev: str, subdir: str = "", limits: Limits = DEFAU
         skipped=skipped,
         kustomizations=sorted(set(kustomizations)),
         support=support,
+        ids=ids,
     )
 
 
