@@ -5,38 +5,13 @@ nothing and renders nothing again."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import yaml
-from helpers import GitRemote
-from pass_support import TARGET
+from render_support import follow, seeded
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.delivery.check import CheckOptions
-from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.keep import KeptRevision
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
 from reconciler.outcome import Outcome
-from reconciler.source.remote import GitSource
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def seeded(tmp_path: Path, example: str) -> GitRemote:
-    remote = GitRemote(tmp_path / "git")
-    shutil.copytree(EXAMPLES / example, remote.work, dirs_exist_ok=True)
-    return remote
-
-
-def follow(client: ClusterClient, remote: GitRemote, tmp_path: Path, path: str = "") -> Reconciler:
-    source = GitSource(remote.url, tmp_path / "cache", branch="main", path=path)
-    options = ReconcileOptions(DeliverOptions(target=TARGET, grace=5, stage_timeout=60, verify_timeout=60))
-    return Reconciler(
-        client, GitRevisions(source, kept=KeptRevision(client, TARGET)), options, CheckOptions()
-    )
 
 
 def daemonset_image(client: ClusterClient, name: str) -> str:

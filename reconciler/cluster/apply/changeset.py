@@ -45,6 +45,7 @@ class ObjectResult:
     # trust a dry-run answer only while the object has not moved.
     live_version: str | None = None
     deferred_reason: str | None = None
+    via: str = ""  # a rendered object: the kustomization or chart release that made it
     # The diff is rendered only when someone reads it: dumping YAML for every object of a large plan would
     # cost more than the dry-run requests themselves.
     _diff: str | None = field(default=None, repr=False, compare=False)
@@ -71,6 +72,12 @@ class ObjectResult:
     @property
     def label(self) -> str:
         return stage_label(self.stage, self.step)
+
+    @property
+    def where(self) -> str:
+        """`path:line`, led by the kustomization or release for a rendered object."""
+        at = f"{self.path}:{self.line}"
+        return f"{self.via} from {at}" if self.via and self.via != self.path else at
 
 
 @dataclass
@@ -216,6 +223,7 @@ def work_items(plan: Plan, applyset_id: str | None) -> list[WorkItem]:
             line=manifest.line,
             stage=change.stage,
             step=change.step,
+            via=manifest.rendered_by,
         )
         items.append(WorkItem(change, body, result))
     return items

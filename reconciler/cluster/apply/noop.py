@@ -52,6 +52,7 @@ def unchanged_since_delivery(
             stage=change.stage,
             step=change.step,
             outcome="unchanged",
+            via=change.current.rendered_by,
         )
         for change in plan.changes
     ]

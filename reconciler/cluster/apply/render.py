@@ -29,12 +29,12 @@ def render_dry_run(result: DryRunResult, show_diff: bool = True) -> str:
     lines: list[str] = []
     for obj in result.results:
         if obj.error:
-            lines.append(f"! error {obj.ref}  {obj.path}:{obj.line}: {obj.error}")
+            lines.append(f"! error {obj.ref}  {obj.where}: {obj.error}")
             continue
         if obj.op == "unchanged":
             continue
         note = f"  (checked after creation: {obj.deferred_reason})" if obj.op == "deferred" else ""
-        lines.append(f"{_SIGNS[obj.op]} {obj.op} {obj.ref}  {obj.path}:{obj.line}{note}")
+        lines.append(f"{_SIGNS[obj.op]} {obj.op} {obj.ref}  {obj.where}{note}")
         if show_diff and obj.diff:
             lines.extend("    " + line for line in obj.diff.rstrip("\n").split("\n"))
         elif show_diff and obj.op == "update":
@@ -62,6 +62,7 @@ def _object_json(obj: ObjectResult, show_diff: bool) -> dict[str, Any]:
         "stage": obj.label,
         "path": obj.path,
         "line": obj.line,
+        **({"rendered_by": obj.via} if obj.via else {}),
         "error": obj.error,
         "deferred_reason": obj.deferred_reason,
         "diff": obj.diff if show_diff and not obj.error and obj.op != "unchanged" else "",
@@ -106,7 +107,7 @@ def render_dry_run_markdown(
         out += ["", "### Rejected by the server", ""]
         out += md_table(
             ["Object", "Location", "Error"],
-            [[md_code(r.ref), md_code(f"{r.path}:{r.line}"), md_text(r.error or "")] for r in rejected],
+            [[md_code(r.ref), md_code(r.where), md_text(r.error or "")] for r in rejected],
         )
     changed = [r for r in result.results if not r.error and r.op != "unchanged"]
     out += ["", "### Changes", ""]
@@ -114,7 +115,7 @@ def render_dry_run_markdown(
         out.append("No changes: the cluster already matches.")
     for obj in changed:
         note = f" — checked after creation: {md_text(obj.deferred_reason)}" if obj.deferred_reason else ""
-        out.append(f"- **{obj.op}** {md_code(obj.ref)} ({md_code(f'{obj.path}:{obj.line}')}){note}")
+        out.append(f"- **{obj.op}** {md_code(obj.ref)} ({md_code(obj.where)}){note}")
         if not show_diff:
             continue
         if obj.diff:
