@@ -46,6 +46,8 @@ class DesiredState:
     manifests: LoadResult
     revision: Revision
     params: dict[str, Any]
+    # Paths (from the repository root) of the files rendering read: all a kept copy needs beside manifests.
+    render_inputs: frozenset[str] = frozenset()
 
     @property
     def skipped(self) -> list[SkippedFile]:
@@ -191,7 +193,7 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
         )
         if rendered.manifests:
             _merge(loaded, rendered.manifests, rendered.files)
-        states.append(DesiredState(loaded, revision, params))
+        states.append(DesiredState(loaded, revision, params, frozenset(rendered.inputs)))
     return states
 
 

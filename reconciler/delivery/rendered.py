@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from reconciler.errors import ManifestError
 from reconciler.model.loader import CHART_FILE, Limits, SkippedFile, chart_reason, kustomization_reason
 from reconciler.model.objects import Manifest
-from reconciler.render.helm import ChartRelease, render_releases
+from reconciler.render.helm import ChartRelease, chart_inputs, render_releases
 from reconciler.render.kustomize import find_engine, render_kustomization
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ class TreeRender:
     manifests: list[Manifest] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     skipped: list[SkippedFile] = field(default_factory=list)
+    inputs: set[str] = field(default_factory=set)  # every file of the tree the renders read
 
 
 def _under(path: str, directory: str) -> bool:
@@ -94,5 +95,11 @@ def _render(
                 result.files.extend(sorted(show(file) for file in inputs.files))
                 read.update(show(file) for file in inputs.kustomizations)
         if releases:
-            result.manifests.extend(render_releases(root / area if area else root, releases, show, limits))
+            base = root / area if area else root
+            result.manifests.extend(render_releases(base, releases, show, limits))
+            for relative in chart_inputs(releases):
+                target = base / relative
+                files = [target] if target.is_file() else [p for p in target.rglob("*") if p.is_file()]
+                result.inputs.update(show(file) for file in files)
+        result.inputs.update(result.files)
         return read

@@ -9,6 +9,7 @@ can be fetched no more (`desired`).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from reconciler.delivery.desired import DesiredState, desired_from_trees
 from reconciler.errors import EnvironmentProblem
@@ -50,10 +51,13 @@ class GitRevisions:
                 "%s: %s; reading it from %s", self.source.url, exc.detail, kept.ref, extra={"sha": sha}
             )
             tree = decode_tree(payload, kept.ref)
+        desired = desired_from_trees([tree], self.source.path, self.limits)[0]
+        if tree.support:  # keep of the revision's files only those its rendering read
+            tree = replace(tree, support=[(p, d) for p, d in tree.support if p in desired.render_inputs])
         if len(self._trees) >= 4:
             self._trees.pop(next(iter(self._trees)))
         self._trees[sha] = tree
-        return desired_from_trees([tree], self.source.path, self.limits)[0]
+        return desired
 
     def keep(self, sha: str) -> None:
         """`sha` became the last good revision: keep its files beside the state."""

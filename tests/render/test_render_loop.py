@@ -65,3 +65,28 @@ def test_a_kustomize_overlay_target_is_applied_and_an_overlay_change_delivered(
     second = reconciler.reconcile()
     assert second.outcome == Outcome.APPLIED, (second.message, second.records)
     assert (client.get(deployments, "ml-team", "trainer") or {})["spec"]["replicas"] == 2
+
+
+def test_the_kept_copy_holds_only_the_files_rendering_read_and_renders_alone(
+    client: ClusterClient, tmp_path: Path
+) -> None:
+    from pass_support import TARGET
+
+    from reconciler.delivery.desired import desired_from_trees
+    from reconciler.loop.keep import KeptRevision
+    from reconciler.model.loader import DEFAULT_LIMITS
+    from reconciler.source.treecopy import decode_tree
+
+    remote = seeded(tmp_path, "kustomize")
+    (remote.work / "docs.md").write_text("not read by any render\n" * 1000)
+    sha = remote.commit_and_push("overlays and a document")
+    reconciler = follow(client, remote, tmp_path, path="overlays/prod")
+    assert reconciler.reconcile().outcome == Outcome.APPLIED
+    payload = KeptRevision(client, TARGET).load(sha)
+    assert payload is not None
+    kept = decode_tree(payload, "kept")
+    paths = {path for path, _ in kept.support}
+    assert "docs.md" not in paths and "README.md" not in paths
+    assert {"overlays/prod/kustomization.yaml", "base/kustomization.yaml"} <= paths
+    [state] = desired_from_trees([kept], "overlays/prod", DEFAULT_LIMITS)
+    assert len(state.manifests.manifests) == 12
