@@ -18,7 +18,7 @@ from watchdog.observers import Observer
 
 from reconciler.delivery.check import CheckOptions, check_paths
 from reconciler.errors import DraGitopsError
-from reconciler.model.loader import REPO_CONFIG_NAMES, is_manifest_file
+from reconciler.model.loader import KUSTOMIZATION_NAMES, REPO_CONFIG_NAMES, is_manifest_file
 from reconciler.policy.report import RenderOptions, render
 
 
@@ -27,7 +27,13 @@ def _relevant(path: str) -> bool:
     if any(part.startswith(".") for part in parts[:-1]):
         return False  # .git and other hidden directories
     name = parts[-1] if parts else ""
-    return is_manifest_file(name) or name in REPO_CONFIG_NAMES
+    # A kustomization without a suffix and a chart's helper templates change what renders too.
+    return (
+        is_manifest_file(name)
+        or name in REPO_CONFIG_NAMES
+        or name in KUSTOMIZATION_NAMES
+        or name.endswith(".tpl")
+    )
 
 
 class _Changes(FileSystemEventHandler):

@@ -310,3 +310,12 @@ def test_the_same_inputs_render_once_and_a_changed_input_renders_again(
     )
     assert render(repo, "overlays/prod")["Deployment/ml-team/trainer"].body["spec"]["replicas"] == 4
     assert calls.read_text().count("run") == 2
+
+
+def test_watch_checks_an_overlay_as_check_does(repo: Path) -> None:
+    from reconciler.delivery.check import CheckOptions
+    from reconciler.delivery.watch import check_once
+
+    text, code = check_once(repo / "overlays/prod", CheckOptions(), "text", None)
+    assert code == 0, text
+    assert "5 objects" in text
