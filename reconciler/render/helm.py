@@ -28,6 +28,15 @@ from reconciler.model.objects import CLUSTER_SCOPED_KINDS, Manifest, ref_of
 from reconciler.model.yamldocs import parse_documents
 from reconciler.render.kustomize_scan import Show
 
+__all__ = [
+    "ChartRelease",
+    "chart_inputs",
+    "clear_release_cache",
+    "releases_of",
+    "render_release",
+    "render_releases",
+]
+
 HOOK_ANNOTATION = "helm.sh/hook"
 EXTRA_HINT = "install the helm extra: pip install 'dra-gitops[helm]'"
 
