@@ -186,14 +186,18 @@ def _render(
     except helm.HelmError as exc:
         raise _template_error(exc, release, chart_path, show) from exc
     shown_chart = show(chart_path)
+    archive = chart_path.is_file()
     manifests: list[Manifest] = []
-    for crd in chart.crds:  # `--include-crds`
-        name, text = str(crd.get("name", "")), str(crd.get("data", ""))
-        manifests += _parsed(text, _template_file(shown_chart, name), release, limits)
-    for template, text in sorted(rendered.items()):
+    sources = [(str(crd.get("name", "")), str(crd.get("data", ""))) for crd in chart.crds]  # --include-crds
+    sources += sorted(rendered.items())
+    for template, text in sources:
         if template.endswith("NOTES.txt") or not text.strip():
             continue
-        manifests += _parsed(text, _template_file(shown_chart, template), release, limits)
+        if archive:  # a .tgz: findings point at the archive, a real file; the label names the template
+            inside = template.split("/", 1)[1] if "/" in template else template
+            manifests += _parsed(text, shown_chart, f"{release.label}, {inside}", release, limits)
+        else:
+            manifests += _parsed(text, _template_file(shown_chart, template), release.label, release, limits)
     return manifests
 
 
@@ -253,7 +257,7 @@ def _template_file(shown_chart: str, template: str) -> str:
     return f"{shown_chart}/{inside}" if shown_chart not in ("", ".") else inside
 
 
-def _parsed(text: str, shown: str, release: ChartRelease, limits: Limits) -> list[Manifest]:
+def _parsed(text: str, shown: str, label: str, release: ChartRelease, limits: Limits) -> list[Manifest]:
     out: list[Manifest] = []
     for manifest in parse_documents(text, shown, limits):
         body = manifest.body
@@ -263,9 +267,7 @@ def _parsed(text: str, shown: str, release: ChartRelease, limits: Limits) -> lis
         meta = body.setdefault("metadata", {})
         if body.get("kind") not in CLUSTER_SCOPED_KINDS and not meta.get("namespace"):
             meta["namespace"] = release.namespace
-        out.append(
-            Manifest(body=body, ref=ref_of(body), path=shown, line=manifest.line, rendered_by=release.label)
-        )
+        out.append(Manifest(body=body, ref=ref_of(body), path=shown, line=manifest.line, rendered_by=label))
     return out
 
 

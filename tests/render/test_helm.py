@@ -248,3 +248,21 @@ def test_a_release_renders_once_per_content_of_its_inputs(
     found = objects(repo)
     assert calls.count("gpu-driver-canary") == 2 and calls.count("gpu-driver") == 1
     assert found[CANARY].body["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.4.0")  # type: ignore[attr-defined]
+
+
+def test_a_chart_kept_as_a_tgz_in_the_repository_renders_the_same(repo: Path) -> None:
+    import helm_python
+
+    archive = Path(helm_python.package(repo / "charts/gpu-driver", destination=repo / "charts"))
+    assert archive.name == "gpu-driver-0.3.0.tgz"
+    expected = {ref: m.body for ref, m in objects(repo).items()}  # type: ignore[attr-defined]
+    shutil.rmtree(repo / "charts/gpu-driver")
+    data = config(repo)
+    for release in data["charts"]:  # type: ignore[attr-defined]
+        release["chart"] = "charts/gpu-driver-0.3.0.tgz"
+    (repo / "dra-gitops.yaml").write_text(yaml.safe_dump(data))
+    found = objects(repo)
+    assert {ref: m.body for ref, m in found.items()} == expected  # type: ignore[attr-defined]
+    main = found[MAIN]
+    assert main.path == "charts/gpu-driver-0.3.0.tgz"  # type: ignore[attr-defined]  # a real file
+    assert main.rendered_by.endswith(", templates/kubelet-plugin.yaml")  # type: ignore[attr-defined]
