@@ -332,11 +332,7 @@ def parse_documents(text: str | bytes, path: str, limits: Limits = DEFAULT_LIMIT
                 continue
             _check_list_or_object(body, node, path, line, manifests)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else f"{path}:{line}"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        context = getattr(exc, "context", None)
-        raise ManifestError(f"invalid YAML: {context + ', ' if context else ''}{problem}", where=at) from exc
+        raise yaml_error(exc, path, line) from exc
     except RecursionError as exc:
         raise ManifestError("document is nested too deeply", where=f"{path}:{line}") from exc
     finally:
@@ -358,6 +354,15 @@ def _check_list_or_object(body: Any, node: yaml.Node, path: str, line: int, out:
         return
     _check_object(body, where)
     out.append(Manifest(body=body, ref=ref_of(body), path=path, line=line))
+
+
+def yaml_error(exc: yaml.YAMLError, path: str, line: int = 1) -> ManifestError:
+    """PyYAML's error as ours, at `path:line:column` where PyYAML saw it (else at `line`)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else f"{path}:{line}"
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return ManifestError(f"invalid YAML: {context + ', ' if context else ''}{problem}", where=at)
 
 
 def load_repo_config(text: str | bytes, path: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from reconciler.errors import EnvironmentProblem, ManifestError, UserError
 from reconciler.model.dra import CANARY_ANNOTATION, is_driver_workload
 from reconciler.model.loader import Limits
 from reconciler.model.objects import CLUSTER_SCOPED_KINDS, Manifest, ref_of
-from reconciler.model.yamldocs import parse_documents
+from reconciler.model.yamldocs import parse_documents, yaml_error
 from reconciler.render.kustomize_scan import Show
 
 __all__ = [
@@ -227,11 +227,7 @@ def _values(root: Path, release: ChartRelease, limits: Limits) -> dict[str, Any]
         try:
             loaded = yaml.safe_load(path.read_bytes())
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark is not None else 1
-            raise ManifestError(
-                f"not valid YAML: {getattr(exc, 'problem', exc)}", where=f"{relative}:{line}"
-            ) from exc
+            raise yaml_error(exc, relative) from exc
         if loaded is None:
             continue
         if not isinstance(loaded, dict):

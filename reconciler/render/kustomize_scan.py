@@ -20,6 +20,7 @@ import yaml
 
 from reconciler.errors import ManifestError
 from reconciler.model.loader import KUSTOMIZATION_NAMES
+from reconciler.model.yamldocs import yaml_error
 
 MAX_KUSTOMIZATION_BYTES = 1024 * 1024
 MAX_INPUT_FILES = 20_000
@@ -137,11 +138,7 @@ def _read_kustomization(file: Path, shown: str) -> _Kustomization:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        raise ManifestError(
-            f"not valid YAML: {getattr(exc, 'problem', exc)}", where=f"{shown}:{line}"
-        ) from exc
+        raise yaml_error(exc, shown) from exc
     if document is None:
         return _Kustomization({}, {}, {})
     if not isinstance(document, dict) or not isinstance(node, yaml.MappingNode):
