@@ -193,6 +193,11 @@ def test_a_real_process_writes_the_report_to_stdout(repo: Path) -> None:
         (PolicyError("rego_parse_error", where="p/rule.rego:4:1"), "p/rule.rego", 4),
         (EnvironmentProblem("connection refused", where="http://127.0.0.1:8181"), "", 0),
         (UserError("not a Git repository", where="/tmp/x"), "", 0),
+        (  # a rendered object: reports point at the file it came from
+            ManifestError("bad stage", where="overlays/prod/kustomization.yaml from base/trainer.yaml:3"),
+            "base/trainer.yaml",
+            3,
+        ),
     ],
 )
 def test_an_error_is_located_only_at_a_file(exc: UserError, path: str, line: int) -> None:

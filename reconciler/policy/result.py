@@ -64,7 +64,8 @@ class CheckError:
 
     @classmethod
     def of(cls, exc: DraGitopsError) -> CheckError:
-        at = _FILE_AT.fullmatch(exc.where or "")
+        # A rendered object is shown as `overlay from file:line`: the file is what reports point at.
+        at = _FILE_AT.fullmatch((exc.where or "").rsplit(" from ", 1)[-1])
         path, line = (at["path"], int(at["line"] or 0)) if at else ("", 0)
         return cls(str(exc), path, line, type(exc).__name__, exc.exit_code)
 
