@@ -300,43 +300,44 @@ def test_a_rollback_that_fails_verification_puts_the_last_good_revision_back(
     edit(remote, TRAINER, lambda d: d["spec"].update(replicas=1))
     good = remote.commit_and_push("one trainer")
     assert reconciler.reconcile().outcome == "applied"
-    # Someone else's claim takes the two devices left: two trainers no longer fit.
-    hog = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "hog", "namespace": "default"},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {
-                            "deviceClassName": "gpu.example.com",
-                            "allocationMode": "ExactCount",
-                            "count": 2,
-                        },
-                    }
-                ]
-            }
-        },
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "hog", "namespace": "default"},
-        "spec": {
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "hog"}],
-            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-        },
-    }
-    client.apply(hog)
-    client.apply(pod)
+    # Someone else's pods take the two devices left: two trainers no longer fit. One device each, as the
+    # two free devices may be on different nodes (which trainer the scale-down removed is not fixed).
     claims = client.resource_for("resource.k8s.io/v1", "ResourceClaim")
-    wait_for(
-        lambda: ((client.get(claims, "default", "hog") or {}).get("status") or {}).get("allocation"),
-        30,
-        "hog allocated",
-    )
+    for index in range(2):
+        name = f"hog-{index}"
+        client.apply(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]
+                    }
+                },
+            }
+        )
+        client.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                },
+            }
+        )
+    for index in range(2):
+        wait_for(
+            lambda n=f"hog-{index}": ((client.get(claims, "default", n) or {}).get("status") or {}).get(
+                "allocation"
+            ),
+            30,
+            f"hog-{index} allocated",
+        )
 
     done = verb(sim[1], remote, tmp_path, "rollback", first)
 
