@@ -74,11 +74,10 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     charted: list[tuple[Path, list[ChartRelease]]] = []  # (the config's directory, its releases)
     for path in paths:
         if path.is_dir():
-            config_paths, config_params, rendered = _config_paths(path)
+            config_paths, config_params, rendered, releases = _config_paths(path)
             to_load.extend(config_paths)
             params.update(config_params)
             kustomized.extend((repository_root(path), directory) for directory in rendered)
-            releases = _releases_at(path)
             if releases:
                 charted.append((path, releases))
         else:
@@ -95,15 +94,6 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
             if not any(skip.path == i or skip.path.startswith(f"{i}/") for i in inputs)
         ]
     return DesiredState(loaded, Revision(), params)
-
-
-def _releases_at(root: Path) -> list[ChartRelease]:
-    for name in REPO_CONFIG_NAMES:
-        config_file = root / name
-        if config_file.is_file():
-            config = load_repo_config(config_file.read_bytes(), config_file.as_posix())
-            return releases_of(config, shown_path(config_file))
-    return []
 
 
 def repository_root(path: Path) -> Path:
@@ -197,9 +187,11 @@ def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) 
     return states
 
 
-def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any], list[Path]]:
-    """What a `dra-gitops.yaml` at the root of a directory selects (its `paths`), else the directory; and
-    the directories among them that hold a kustomization, to render instead of reading."""
+def _config_paths(
+    root: Path,
+) -> tuple[list[Path | Selection], dict[str, Any], list[Path], list[ChartRelease]]:
+    """What a `dra-gitops.yaml` at the root of a directory selects (its `paths`), else the directory; the
+    directories among them that hold a kustomization, to render instead of reading; and its `charts`."""
     for name in REPO_CONFIG_NAMES:
         config_file = root / name
         if config_file.is_file():
@@ -211,22 +203,20 @@ def _config_paths(root: Path) -> tuple[list[Path | Selection], dict[str, Any], l
                         f"`paths` entry {path} leaves the repository", where=config_file.as_posix()
                     )
             params = dict(config.get("params") or {})
+            releases = releases_of(config, shown_path(config_file))
             # The charts' directories and value files are read by Helm, never as manifests.
-            exclude = (
-                *tuple(config.get("exclude") or ()),
-                *chart_inputs(releases_of(config, config_file.as_posix())),
-            )
+            exclude = (*tuple(config.get("exclude") or ()), *chart_inputs(releases))
             if not paths:
                 if kustomization_file(root) is not None:
-                    return [], params, [root]
+                    return [], params, [root], releases
                 if not exclude:
-                    return [root], params, []
-                return [Selection(root, (root,), config_file.as_posix(), exclude)], params, []
+                    return [root], params, [], releases
+                return [Selection(root, (root,), config_file.as_posix(), exclude)], params, [], releases
             rendered = [p for p in paths if p.is_dir() and kustomization_file(p) is not None]
             read = tuple(p for p in paths if p not in rendered)
             if not read:
-                return [], params, rendered
-            return [Selection(root, read, config_file.as_posix(), exclude)], params, rendered
+                return [], params, rendered, releases
+            return [Selection(root, read, config_file.as_posix(), exclude)], params, rendered, releases
     if kustomization_file(root) is not None:
-        return [], {}, [root]
-    return [root], {}, []
+        return [], {}, [root], []
+    return [root], {}, [], []

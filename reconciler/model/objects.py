@@ -58,6 +58,12 @@ class ObjRef:
         return f"{self.kind}/{self.name}"
 
 
+def located(path: str, line: int, via: str = "") -> str:
+    """`path:line`, led by the kustomization or chart release that rendered the object (`via`), if any."""
+    at = f"{path}:{line}"
+    return f"{via} from {at}" if via and via != path else at
+
+
 def ref_of(body: dict[str, Any], default_namespace: str = "default") -> ObjRef:
     """The reference of a manifest dict (which must have apiVersion, kind and metadata.name)."""
     kind = str(body["kind"])
@@ -88,9 +94,7 @@ class Manifest:
 
     @property
     def where(self) -> str:
-        if self.rendered_by and self.rendered_by != self.path:
-            return f"{self.rendered_by} from {self.path}:{self.line}"
-        return f"{self.path}:{self.line}"
+        return located(self.path, self.line, self.rendered_by)
 
     @property
     def annotations(self) -> dict[str, str]:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from reconciler.errors import DraGitopsError
 from reconciler.model.loader import SkippedFile
+from reconciler.model.objects import located
 
 Severity = Literal["deny", "warn"]
 
@@ -38,10 +39,7 @@ class Finding:
 
     @property
     def where(self) -> str:
-        if not self.path:
-            return self.ref
-        at = f"{self.path}:{self.line}"
-        return f"{self.via} from {at}" if self.via and self.via != self.path else at
+        return located(self.path, self.line, self.via) if self.path else self.ref
 
 
 # `path:line` (or `path:line:column`) of a file the check reads: manifests, the repository config, policies.

@@ -17,6 +17,7 @@ import yaml
 from reconciler.cluster.applyset import PART_OF_LABEL, label_body
 from reconciler.cluster.client import ClusterClient, NotFound, ResourceInfo
 from reconciler.errors import DraGitopsError
+from reconciler.model.objects import located
 from reconciler.model.plan import Change, Plan
 from reconciler.model.stages import stage_label
 
@@ -76,8 +77,7 @@ class ObjectResult:
     @property
     def where(self) -> str:
         """`path:line`, led by the kustomization or release for a rendered object."""
-        at = f"{self.path}:{self.line}"
-        return f"{self.via} from {at}" if self.via and self.via != self.path else at
+        return located(self.path, self.line, self.via)
 
 
 @dataclass
