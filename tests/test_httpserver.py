@@ -24,7 +24,8 @@ from reconciler.loop.httpserver import (
     read_secret,
 )
 from reconciler.loop.metrics import Metrics
-from reconciler.loop.targets import Secret, load_targets, target_from_flags
+from reconciler.loop.targetfile import load_targets
+from reconciler.loop.targets import Secret, target_from_flags
 
 GITHUB_SECRET = b"gh-secret-value"
 GITLAB_TOKEN = b"gl-token-value"

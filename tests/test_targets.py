@@ -9,11 +9,11 @@ import pytest
 
 from reconciler.errors import UserError
 from reconciler.loop.durations import jittered, parse_duration
+from reconciler.loop.targetfile import load_targets
 from reconciler.loop.targets import (
     Secret,
     Target,
     WebhookAuth,
-    load_targets,
     target_from_flags,
 )
 

@@ -93,7 +93,8 @@ def git_target_options(func: F) -> F:
 
 
 def targets_of(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> list[Any]:
-    from reconciler.loop.targets import load_targets, target_from_flags
+    from reconciler.loop.targetfile import load_targets
+    from reconciler.loop.targets import target_from_flags
 
     config_file: Path | None = kwargs.get("config_file")
     if config_file is not None:

@@ -58,7 +58,7 @@ def get_command(
     from reconciler.loop.operations import cluster_targets
     from reconciler.loop.state import StateStore
     from reconciler.loop.statusview import render_targets, target_row
-    from reconciler.loop.targets import load_targets
+    from reconciler.loop.targetfile import load_targets
     from reconciler.outcome import worst_exit_code
 
     with connect(kubeconfig, kube_context) as client:

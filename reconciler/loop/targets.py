@@ -1,6 +1,6 @@
 """Delivery targets of the controller: what to follow (repo, ref, path) and where its state lives.
 
-A target comes either from `--config FILE` (a YAML list of targets, every error pointing at `path:line`)
+A target comes either from `--config FILE` (`targetfile.py`: every error pointing at `path:line`)
 or from the single-target flags of `dra-gitops run` (errors naming the flag). Both go through one
 validation, so a target means the same thing whichever way it was given. Pure: the only input is the
 config text; secrets stay file paths (or the flag's value, never shown in a repr) until the edge reads them.
@@ -13,8 +13,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 from reconciler.errors import UserError
 from reconciler.loop.durations import parse_duration
@@ -100,10 +98,12 @@ _FLAG_OF = {
     "prune": "--no-prune",
     "selfHeal": "--no-self-heal",
 }
-_WEBHOOK_KEYS = ("githubSecretFile", "gitlabTokenFile", "genericTokenFile")
+# The keys a target may have in a config file.
+CONFIG_KEYS = tuple(_FLAG_OF)
+WEBHOOK_KEYS = ("githubSecretFile", "gitlabTokenFile", "genericTokenFile")
 
 
-def _string(value: Any, key: str, where: str) -> str:
+def string_value(value: Any, key: str, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise UserError(f"`{key}` must be a non-empty string", where=where)
     return value.strip()
@@ -111,7 +111,7 @@ def _string(value: Any, key: str, where: str) -> str:
 
 def _optional_string(fields: Mapping[str, Any], key: str, where_of: Callable[[str], str]) -> str | None:
     value = fields.get(key)
-    return None if value is None else _string(value, key, where_of(key))
+    return None if value is None else string_value(value, key, where_of(key))
 
 
 def check_name(name: str, key: str, where: str) -> str:
@@ -161,11 +161,11 @@ def _check_repo(repo: str, where: str) -> str:
     return repo
 
 
-def _build(fields: Mapping[str, Any], where_of: Callable[[str], str], origin: str) -> Target:
-    name = check_name(_string(fields.get("name"), "name", where_of("name")), "name", where_of("name"))
+def build_target(fields: Mapping[str, Any], where_of: Callable[[str], str], origin: str) -> Target:
+    name = check_name(string_value(fields.get("name"), "name", where_of("name")), "name", where_of("name"))
     if fields.get("repo") is None:
         raise UserError("`repo` is required", where=where_of("repo"))
-    repo = _check_repo(_string(fields["repo"], "repo", where_of("repo")), where_of("repo"))
+    repo = _check_repo(string_value(fields["repo"], "repo", where_of("repo")), where_of("repo"))
     branch = _optional_string(fields, "branch", where_of)
     tag_pattern = _optional_string(fields, "tagPattern", where_of)
     if branch and tag_pattern:
@@ -273,7 +273,7 @@ def target_from_flags(
         "gitRevertBranch": git_revert_branch,
         "webhooks": WebhookAuth(github_secret=github, gitlab_token=token, generic_token=token),
     }
-    return _build(fields, lambda key: _FLAG_OF[key], "flags")
+    return build_target(fields, lambda key: _FLAG_OF[key], "flags")
 
 
 def _flag_secret(value: str | None, file: str | None, flag: str) -> Secret | None:
@@ -284,126 +284,3 @@ def _flag_secret(value: str | None, file: str | None, flag: str) -> Secret | Non
     if value:
         return Secret(value=value)
     return Secret(file=file) if file else None
-
-
-# ---- the config file ---------------------------------------------------------------------------------------
-
-
-def load_targets(text: str, path: str) -> list[Target]:
-    """Targets of a `--config` file: a list of targets, or a mapping with `targets` and optional `defaults`
-    (keys every target inherits unless it sets them)."""
-    try:
-        loader = yaml.SafeLoader(text)
-        try:
-            root = loader.get_single_node()
-            document = _Document(loader, path)
-            targets = document.targets(root)
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else path
-        raise UserError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from exc
-    names: dict[tuple[str, str], Target] = {}
-    for target in targets:
-        first = names.setdefault((target.state_namespace, target.name), target)
-        if first is not target:
-            raise UserError(
-                f"target {target.name!r} is defined twice (first at {first.origin})", where=target.origin
-            )
-    return targets
-
-
-_Fields = dict[str, tuple[Any, int]]  # key -> (value, line)
-
-
-class _Document:
-    def __init__(self, loader: yaml.SafeLoader, path: str) -> None:
-        self.loader = loader
-        self.path = path
-
-    def at(self, node: yaml.Node) -> str:
-        return f"{self.path}:{node.start_mark.line + 1}"
-
-    def targets(self, root: yaml.Node | None) -> list[Target]:
-        if root is None:
-            raise UserError("the config file has no targets", where=f"{self.path}:1")
-        defaults: _Fields = {}
-        items = root
-        if isinstance(root, yaml.MappingNode):
-            top = self.mapping(root, allowed=("targets", "defaults"))
-            if "defaults" in top:
-                defaults_node = top["defaults"][0]
-                defaults = self.target_fields(defaults_node, in_defaults=True)
-            if "targets" not in top:
-                raise UserError("the config file has no `targets` list", where=self.at(root))
-            items = top["targets"][0]
-        if not isinstance(items, yaml.SequenceNode) or not items.value:
-            raise UserError("`targets` must be a non-empty list of targets", where=self.at(items))
-        built = []
-        for item in items.value:
-            fields = {**defaults, **self.target_fields(item, in_defaults=False)}
-            origin = self.at(item)
-            built.append(
-                _build(
-                    {key: value for key, (value, _) in fields.items()}, self.where_of(fields, origin), origin
-                )
-            )
-        return built
-
-    def where_of(self, fields: _Fields, origin: str) -> Callable[[str], str]:
-        """`path:line` of a key's value; the target's own line for a key it does not set."""
-
-        def where(key: str) -> str:
-            return f"{self.path}:{fields[key][1]}" if key in fields else origin
-
-        return where
-
-    def mapping(self, node: yaml.Node, allowed: tuple[str, ...]) -> dict[str, tuple[yaml.Node, int]]:
-        """Keys of a mapping node with their value nodes and lines; duplicate or unknown keys refused."""
-        if not isinstance(node, yaml.MappingNode):
-            raise UserError("expected a mapping of settings", where=self.at(node))
-        own = [key for key, _ in node.value if key.tag != "tag:yaml.org,2002:merge"]
-        seen: set[str] = set()
-        for key_node in own:
-            key = self.loader.construct_object(key_node)
-            if key in seen:
-                raise UserError(f"duplicate key {key!r}", where=self.at(key_node))
-            seen.add(key)
-        self.loader.flatten_mapping(node)  # `<<: *shared` merges; the target's own keys win
-        result: dict[str, tuple[yaml.Node, int]] = {}
-        for key_node, value_node in node.value:
-            key = self.loader.construct_object(key_node)
-            if key not in allowed:
-                hint = ", ".join(allowed)
-                raise UserError(f"unknown key {key!r} (expected one of: {hint})", where=self.at(key_node))
-            result[str(key)] = (value_node, key_node.start_mark.line + 1)
-        return result
-
-    def target_fields(self, node: yaml.Node, *, in_defaults: bool) -> _Fields:
-        allowed = tuple(_FLAG_OF)
-        if in_defaults:
-            allowed = tuple(k for k in allowed if k != "name")
-        fields: _Fields = {}
-        for key, (value_node, line) in self.mapping(node, allowed).items():
-            if key == "webhooks":
-                fields[key] = (self.webhooks(value_node), line)
-            else:
-                fields[key] = (self.scalar(value_node), line)
-        return fields
-
-    def webhooks(self, node: yaml.Node) -> WebhookAuth:
-        files = {
-            key: Secret(file=_string(self.scalar(value), key, f"{self.path}:{line}"))
-            for key, (value, line) in self.mapping(node, _WEBHOOK_KEYS).items()
-        }
-        return WebhookAuth(
-            github_secret=files.get("githubSecretFile"),
-            gitlab_token=files.get("gitlabTokenFile"),
-            generic_token=files.get("genericTokenFile"),
-        )
-
-    def scalar(self, node: yaml.Node) -> Any:
-        if not isinstance(node, yaml.ScalarNode):
-            raise UserError("expected a single value, not a list or mapping", where=self.at(node))
-        return self.loader.construct_object(node)
