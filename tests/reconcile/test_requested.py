@@ -7,72 +7,29 @@ only to a revision the history shows applied and verified, through the policies,
 
 from __future__ import annotations
 
-import shutil
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner, Result
 from helpers import GitRemote, wait_for
+from pass_support import TARGET, edit, reconciler_for
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseLock
-from reconciler.delivery.check import CheckOptions
-from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.state import StateStore
-from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
-from reconciler.source.remote import GitSource
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "manifests-example"
-TARGET = "gpu-cluster"
 DRIVER = "10-driver/kubelet-plugin.yaml"
 TRAINER = "40-workloads/trainer.yaml"
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[tuple[SimCluster, Path]]:
-    with SimCluster() as cluster:
-        plane = install(
-            cluster, nodes=2, devices_per_node=2, node_labels=[{"dra-gitops.io/canary": "true"}, {}]
-        )
-        try:
-            yield cluster, cluster.write_kubeconfig(tmp_path / "kubeconfig")
-        finally:
-            plane.stop()
-
-
-@pytest.fixture
-def client(sim: tuple[SimCluster, Path]) -> Iterator[ClusterClient]:
-    with ClusterClient.for_url(sim[0].url) as c:
-        yield c
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> GitRemote:
-    remote = GitRemote(tmp_path / "git")
-    shutil.copytree(EXAMPLE, remote.work, dirs_exist_ok=True)
-    return remote
-
-
-def reconciler_for(client: ClusterClient, remote: GitRemote, cache: Path) -> Reconciler:
-    source = GitSource(remote.url, cache, branch="main")
-    options = ReconcileOptions(DeliverOptions(target=TARGET, grace=5.0, stage_timeout=60, verify_timeout=60))
-    return Reconciler(client, GitRevisions(source), options, CheckOptions())
-
-
-def edit(remote: GitRemote, relative: str, change: Any) -> None:
-    path = remote.work / relative
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    change(docs[0])
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+def sim(cluster: SimCluster, tmp_path: Path) -> tuple[SimCluster, Path]:
+    """The pass harness's cluster and a kubeconfig for it, for the verbs run as the command line does."""
+    return cluster, cluster.write_kubeconfig(tmp_path / "kubeconfig")
 
 
 def driver_image(image: str) -> Any:
@@ -106,7 +63,7 @@ def test_a_rollback_to_a_denied_commit_is_refused_and_with_force_recorded(
     sim: tuple[SimCluster, Path], client: ClusterClient, remote: GitRemote, tmp_path: Path
 ) -> None:
     good = remote.commit_and_push("example")
-    reconciler = reconciler_for(client, remote, tmp_path / "cache")
+    reconciler = reconciler_for(client, remote, tmp_path)
     assert reconciler.reconcile().outcome == "applied"
     edit(remote, DRIVER, driver_image("registry.example.com/gpu-example-driver:v0.4.0"))
     denied = remote.commit_and_push("driver v0.4.0 straight to main")
@@ -149,7 +106,7 @@ def test_a_rollback_to_a_commit_never_applied_is_refused_and_one_by_history_id_h
     sim: tuple[SimCluster, Path], client: ClusterClient, remote: GitRemote, tmp_path: Path
 ) -> None:
     first = remote.commit_and_push("example")
-    reconciler = reconciler_for(client, remote, tmp_path / "cache")
+    reconciler = reconciler_for(client, remote, tmp_path)
     assert reconciler.reconcile().outcome == "applied"
     edit(remote, TRAINER, trainer_args("--epochs=20"))
     skipped = remote.commit_and_push("20 epochs (never delivered: the next commit came first)")
@@ -190,7 +147,7 @@ def test_sync_delivers_an_older_and_a_newer_revision_through_the_policies(
     sim: tuple[SimCluster, Path], client: ClusterClient, remote: GitRemote, tmp_path: Path
 ) -> None:
     older = remote.commit_and_push("example")
-    reconciler = reconciler_for(client, remote, tmp_path / "cache")
+    reconciler = reconciler_for(client, remote, tmp_path)
     assert reconciler.reconcile().outcome == "applied"
     edit(remote, TRAINER, trainer_args("--epochs=20"))
     head = remote.commit_and_push("20 epochs")
@@ -243,7 +200,7 @@ def test_a_rollback_takes_the_lease_so_it_never_races_a_pass(
     sim: tuple[SimCluster, Path], client: ClusterClient, remote: GitRemote, tmp_path: Path
 ) -> None:
     first = remote.commit_and_push("example")
-    reconciler = reconciler_for(client, remote, tmp_path / "cache")
+    reconciler = reconciler_for(client, remote, tmp_path)
     assert reconciler.reconcile().outcome == "applied"
     edit(remote, TRAINER, trainer_args("--epochs=20"))
     remote.commit_and_push("20 epochs")
@@ -295,7 +252,7 @@ def test_a_rollback_that_fails_verification_puts_the_last_good_revision_back(
     sim: tuple[SimCluster, Path], client: ClusterClient, remote: GitRemote, tmp_path: Path
 ) -> None:
     first = remote.commit_and_push("example: two trainers and a notebook, 3 of the 4 devices")
-    reconciler = reconciler_for(client, remote, tmp_path / "cache")
+    reconciler = reconciler_for(client, remote, tmp_path)
     assert reconciler.reconcile().outcome == "applied"
     edit(remote, TRAINER, lambda d: d["spec"].update(replicas=1))
     good = remote.commit_and_push("one trainer")
