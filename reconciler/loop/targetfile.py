@@ -21,6 +21,7 @@ from reconciler.loop.targets import (
     build_target,
     string_value,
 )
+from reconciler.notify.config import Located, commit_status_from, notifications_from
 
 
 def load_targets(text: str, path: str) -> list[Target]:
@@ -122,6 +123,10 @@ class _Document:
         for key, (value_node, line) in self.mapping(node, allowed).items():
             if key == "webhooks":
                 fields[key] = (self.webhooks(value_node), line)
+            elif key == "commitStatus":
+                fields[key] = (commit_status_from(self.located(value_node)), line)
+            elif key == "notifications":
+                fields[key] = (notifications_from(self.located(value_node)), line)
             else:
                 fields[key] = (self.scalar(value_node), line)
         return fields
@@ -136,6 +141,17 @@ class _Document:
             gitlab_token=files.get("gitlabTokenFile"),
             generic_token=files.get("genericTokenFile"),
         )
+
+    def located(self, node: yaml.Node) -> Located:
+        """A nested value with the `path:line` of each part (for keys whose settings are mappings and lists)."""
+        if isinstance(node, yaml.MappingNode):
+            keys = self.mapping(
+                node, allowed=tuple(str(self.loader.construct_object(k)) for k, _ in node.value)
+            )
+            return {key: self.located(value) for key, (value, _) in keys.items()}, self.at(node)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.located(item) for item in node.value], self.at(node)
+        return self.loader.construct_object(node), self.at(node)
 
     def scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
