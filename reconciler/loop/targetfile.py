@@ -46,7 +46,21 @@ def load_targets(text: str, path: str) -> list[Target]:
             raise UserError(
                 f"target {target.name!r} is defined twice (first at {first.origin})", where=target.origin
             )
+    _check_notification_targets(targets)
     return targets
+
+
+def _check_notification_targets(targets: list[Target]) -> None:
+    """A notification's `targets` filter names targets of this file."""
+    known = {target.name for target in targets}
+    for target in targets:
+        for notification in target.notifications:
+            unknown = sorted((notification.targets or frozenset()) - known)
+            if unknown:
+                raise UserError(
+                    f"`targets` names {unknown[0]!r}, which is no target of this file",
+                    where=notification.targets_where,
+                )
 
 
 _Fields = dict[str, tuple[Any, int]]  # key -> (value, line)

@@ -1,5 +1,5 @@
-"""Delivers notification requests on one background thread, so a forge or a webhook that is down, slow or
-refusing never blocks or fails a pass.
+"""Delivers notification requests on a few background threads, so a forge or a webhook that is down, slow
+or refusing never blocks or fails a pass (and one that hangs holds one thread, not the other destinations).
 
 A request is queued (bounded: when full it is dropped and counted) and sent in order per destination
 (the `pending` status of a commit never lands after its `success`); a destination failing with a
@@ -37,6 +37,7 @@ class RetryPolicy:
     max_delay: float = 60.0
     timeout: float = 10.0  # one request's connect and read
     queue_size: int = 1000  # requests waiting, all destinations together
+    threads: int = 4  # destinations served at once: one that hangs holds one thread, not the others
 
     def delay(self, failures: int) -> float:
         return float(min(self.max_delay, self.first_delay * 2 ** max(0, failures - 1)))
@@ -78,11 +79,16 @@ class Sender:
         self._stopping = False
         self._deadline: float | None = None
         self._seq = itertools.count()
-        self._thread = threading.Thread(target=self._loop, name="notify-sender", daemon=True)
+        self._inflight: set[str] = set()  # destinations a thread is sending to now
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"notify-sender-{n}", daemon=True)
+            for n in range(max(1, policy.threads))
+        ]
         self._opener = urllib.request.build_opener(_NoRedirect())
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, job: Job) -> bool:
         """Queue a request; False (and counted as dropped) when the queue is full or closed."""
@@ -108,8 +114,10 @@ class Sender:
             self._stopping = True
             self._deadline = time.monotonic() + timeout
             self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout + self.policy.timeout + 1)
+        end = time.monotonic() + timeout + self.policy.timeout + 1
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(max(0.0, end - time.monotonic()))
 
     # ---- the thread -----------------------------------------------------------------------------------
 
@@ -123,9 +131,10 @@ class Sender:
                 ):
                     self._drop_all()
                     return None
-                heads = [queue[0] for queue in self._queues.values()]
+                heads = [q[0] for d, q in self._queues.items() if d not in self._inflight]
                 job = min(heads, key=lambda j: (j.due, j.seq), default=None)
                 if job is not None and job.due <= now:
+                    self._inflight.add(job.destination)
                     return job
                 wait = None if job is None else job.due - now
                 if self._deadline is not None:
@@ -133,18 +142,25 @@ class Sender:
                 self._cond.wait(wait)
 
     def _drop_all(self) -> None:
-        for queue in self._queues.values():
+        """Drop what waits; a request being sent is left to its thread."""
+        for destination, queue in list(self._queues.items()):
+            sending = queue.popleft() if destination in self._inflight else None
             for job in queue:
                 log.warning("shutting down: %s notification dropped", job.kind, extra={"target": job.target})
                 self.on_result(job.target, job.kind, DROPPED)
-        self._queues.clear()
-        self._size = 0
+                self._size -= 1
+            queue.clear()
+            if sending is not None:
+                queue.append(sending)
+            else:
+                del self._queues[destination]
         self._cond.notify_all()
 
     def _loop(self) -> None:
         while (job := self._next()) is not None:
             done = self._attempt(job)
             with self._cond:
+                self._inflight.discard(job.destination)
                 if done:
                     queue = self._queues[job.destination]
                     queue.popleft()
