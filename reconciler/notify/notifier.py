@@ -37,7 +37,7 @@ def read_secret(path: str, key: str, where: str) -> str:
     try:
         text = Path(path).read_text().strip()
     except OSError as exc:
-        raise UserError(f"`{key}` {path}: cannot read it: {exc.strerror or exc}", where=where) from None
+        raise UserError(f"`{key}` {path}: cannot read it: {exc.strerror or exc}", where=where) from exc
     if not text:
         raise UserError(f"`{key}` {path} is empty", where=where)
     return text

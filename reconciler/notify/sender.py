@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.errors import DraGitopsError
 from reconciler.notify.request import HttpRequest
 
 log = logging.getLogger("dra_gitops.notify")
@@ -65,8 +66,8 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-class Refused(Exception):
-    """An answer that says trying again will not help."""
+class Refused(DraGitopsError):
+    """The endpoint's answer says trying again will not help (401, 404, 422, a redirect)."""
 
 
 class Sender:
