@@ -129,6 +129,8 @@ def commit_status_from(located: Located) -> CommitStatusConfig:
             f"`apiUrl` is required for {provider} (e.g. https://git.example.com/api/v1)", where=where
         )
     api = _http_url(api, "apiUrl", fields["apiUrl"][1] if "apiUrl" in fields else where)
+    if "repository" in fields and isinstance(fields["repository"][0], int):  # a GitLab project id
+        fields = {**fields, "repository": (str(fields["repository"][0]), fields["repository"][1])}
     repository = _string(fields, "repository", where)
     if repository is not None:
         repository = check_repository(provider, repository, fields["repository"][1])

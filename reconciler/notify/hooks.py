@@ -18,6 +18,7 @@ from reconciler.notify.request import HttpRequest
 SIGNATURE_HEADER = "X-Dra-Gitops-Signature"
 EVENT_HEADER = "X-Dra-Gitops-Event"
 DELIVERY_HEADER = "X-Dra-Gitops-Delivery"
+SLACK_TEXT_LIMIT = 2900  # a section block's text takes 3000 characters; the line's head needs a few
 
 _EMOJI = {
     Event.STARTED: ":arrows_counterclockwise:",
@@ -61,7 +62,7 @@ def webhook_request(url: str, secret: bytes | None, report: Report, delivery_id:
 def slack_request(url: str, report: Report) -> HttpRequest:
     """A Slack incoming-webhook message: `text` (notifications and clients without blocks) and blocks."""
     emoji = _EMOJI[report.event]
-    text = f"{emoji} *{report.target}* `{report.sha[:12]}`: {describe(report, limit=3000)}"
+    text = f"{emoji} *{report.target}* `{report.sha[:12]}`: {describe(report, limit=SLACK_TEXT_LIMIT)}"
     payload = {
         "text": text,
         "blocks": [

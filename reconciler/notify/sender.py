@@ -115,7 +115,8 @@ class Sender:
             self._stopping = True
             self._deadline = time.monotonic() + timeout
             self._cond.notify_all()
-        end = time.monotonic() + timeout + self.policy.timeout + 1
+        # The threads are daemons: one still inside a request at the deadline does not hold the exit.
+        end = time.monotonic() + timeout + 1
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(max(0.0, end - time.monotonic()))

@@ -7,12 +7,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from reconciler.errors import UserError
 from reconciler.loop.targetfile import load_targets
 from reconciler.loop.targets import Target
 from reconciler.notify.events import DEFAULT_EVENTS, Event
 from reconciler.notify.notifier import Notifier, TargetReports
+from reconciler.sim.server import SimCluster
 
 
 def load(text: str) -> list[Target]:
@@ -187,3 +190,59 @@ def test_secret_files_are_checked_when_the_controller_starts_and_never_echoed(tm
     assert "not a url" not in str(caught.value)  # the file's content is a secret: never echoed
     url.write_text("https://hooks.slack.com/services/T0/B0/XYZ\n")
     assert notifier().active
+
+
+def test_run_refuses_to_start_without_its_token_file(tmp_path: Path, sim_cluster: SimCluster) -> None:
+    config = tmp_path / "targets.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            targets:
+              - name: prod
+                repo: https://github.com/platform/dra.git
+                commitStatus:
+                  provider: github
+                  tokenFile: {tmp_path / "forge-token"}
+            """
+        )
+    )
+    kubeconfig = sim_cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "--config",
+            str(config),
+            "--once",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert f"{config}:6: `tokenFile` {tmp_path / 'forge-token'}: cannot read it" in result.output
+
+
+def test_a_gitlab_project_is_an_id_or_a_path() -> None:
+    (by_id,) = load(
+        """\
+        targets:
+          - name: prod
+            repo: https://gitlab.com/platform/dra.git
+            commitStatus: {provider: gitlab, repository: 4242, tokenFile: /t}
+        """
+    )
+    assert by_id.commit_status is not None
+    assert (by_id.commit_status.repository, by_id.commit_status.api_url) == (
+        "4242",
+        "https://gitlab.com/api/v4",
+    )
+    assert error_of(
+        """\
+        targets:
+          - name: prod
+            repo: https://gitlab.com/platform/dra.git
+            commitStatus: {provider: gitlab, repository: "not a path", tokenFile: /t}
+        """
+    ).startswith("targets.yaml:4: `repository` 'not a path' must be a project id or group/project path")
