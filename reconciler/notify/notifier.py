@@ -9,6 +9,7 @@ picked up without a restart.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -66,6 +67,10 @@ class Notifier:
         for reports in self.targets.values():
             self._check(reports)
         self.sender = Sender(policy or RetryPolicy(), on_result)
+        # Per target, the (sha, event) last reported: a pass that finds the same again (a commit still
+        # awaiting approval at every poll) reports nothing new.
+        self._last: dict[str, tuple[str, Event]] = {}
+        self._lock = threading.Lock()
 
     @staticmethod
     def _check(reports: TargetReports) -> None:
@@ -108,6 +113,11 @@ class Notifier:
         reports = self.targets.get(report.target)
         if reports is None:
             return
+        with self._lock:
+            key = (report.sha, report.event)
+            if report.event != Event.DRIFT_CORRECTED and self._last.get(report.target) == key:
+                return
+            self._last[report.target] = key
         status = reports.commit_status
         if status is not None:
             self.sender.submit(

@@ -172,3 +172,35 @@ def test_the_webhook_is_signed_and_slack_gets_text_and_blocks(tmp_path: Path) ->
     assert slack_body["blocks"][0]["text"] == {"type": "mrkdwn", "text": slack_body["text"]}
     assert "X-Dra-Gitops-Signature" not in message.headers
     assert sorted(results) == [("prod", "slack", "delivered")] + [("prod", "webhook", "delivered")] * 2
+
+
+def test_the_same_event_for_the_same_commit_is_reported_once(endpoint: Recorder, tmp_path: Path) -> None:
+    secrets(tmp_path, endpoint.url)
+    notifier, results = notifier_for(
+        f"""\
+        targets:
+          - name: prod
+            repo: https://git.example.com/platform/dra.git
+            notifications:
+              - {{type: webhook, urlFile: {tmp_path / "url"}, events: [started, awaiting-approval, applied]}}
+        """,
+        tmp_path,
+    )
+    try:
+        for _ in range(3):  # a promotion waiting for its approval, pass after pass
+            notifier.finished("prod", "awaiting-approval", SHA, "waiting for dra-gitops approve")
+        notifier.started("prod", SHA)
+        notifier.finished("prod", "applied", SHA)
+        notifier.started("prod", SHA)  # delivered again (a retry): reported again
+        notifier.finished("prod", "applied", SHA)
+        wait_for(lambda: len(results) == 5, 30, "five deliveries")
+    finally:
+        notifier.close(10)
+    assert [r.json()["event"] for r in endpoint.requests()] == [
+        "awaiting-approval",
+        "started",
+        "applied",
+        "started",
+        "applied",
+    ]
+    assert "X-Dra-Gitops-Signature" not in endpoint.requests()[0].headers  # no secretFile: unsigned
