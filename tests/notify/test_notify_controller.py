@@ -169,3 +169,22 @@ def test_a_hanging_forge_and_a_webhook_that_is_down_never_hold_a_pass(
         finally:
             controller.leases.stop()
             controller.close()
+
+
+def test_a_commit_that_fails_verification_is_a_failure_with_why_and_its_rollback_is_notified(
+    client: ClusterClient, remote: GitRemote, tmp_path: Path
+) -> None:
+    with Recorder() as forge, Recorder(default=204) as hook:
+        remote.commit_and_push("example")
+        result = controller_for(client, remote, tmp_path, forge.url, hook.url, "replica-a").run_once()[TARGET]
+        assert result is not None and result.outcome == "applied"
+        edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=4))
+        bad = remote.commit_and_push("4 trainers: more GPUs than exist")
+        result = controller_for(client, remote, tmp_path, forge.url, hook.url, "replica-a").run_once()[TARGET]
+        assert result is not None and result.outcome == "rolled-back"
+        statuses = [r.json() for r in forge.requests()][2:]
+        events = [r.json() for r in hook.requests()]
+    assert [s["state"] for s in statuses] == ["pending", "failure"]
+    assert statuses[1]["description"].startswith("verify-failed, rolled back: ")
+    assert [(e["event"], e["sha"]) for e in events][1:] == [("rolled-back", bad)]
+    assert events[1]["message"] == result.message
