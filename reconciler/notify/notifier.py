@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reconciler.errors import UserError
 from reconciler.notify.config import CommitStatusConfig, NotificationConfig
-from reconciler.notify.events import Event, Report, event_of
+from reconciler.notify.events import Event, Report, event_of, status_state
 from reconciler.notify.forge import status_request
 from reconciler.notify.hooks import slack_request, webhook_request
 from reconciler.notify.request import HttpRequest
@@ -119,7 +119,7 @@ class Notifier:
                 return
             self._last[report.target] = key
         status = reports.commit_status
-        if status is not None:
+        if status is not None and status_state(report.event) is not None:
             self.sender.submit(
                 Job(
                     f"{report.target}/status", report.target, status.provider, _status_builder(status, report)
