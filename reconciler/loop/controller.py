@@ -37,7 +37,6 @@ from reconciler.outcome import Outcome
 from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
 
 log = logging.getLogger("dra_gitops.controller")
-NOTIFY_DRAIN_SECONDS = 5.0
 Progress = Callable[[str], None]
 
 
@@ -57,6 +56,8 @@ class ControllerOptions:
     check: CheckOptions = field(default_factory=CheckOptions)
     # Commit statuses and notifications: tries, backoff, queue bound (`reconciler/notify/sender.py`).
     notify_retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # On exit, how long what is queued may still take to go out (a forge that is down must not hold it).
+    notify_drain: float = 5.0
 
 
 def default_identity() -> str:
@@ -392,8 +393,7 @@ class Controller:
     def close(self) -> None:
         for worker in self.workers.values():
             worker.source.close()
-        # What is queued gets a few seconds to go out (bounded: a forge that is down must not hold an exit).
-        self.notifier.close(NOTIFY_DRAIN_SECONDS)
+        self.notifier.close(self.options.notify_drain)
 
     def status(self) -> dict[str, Any]:
         return {

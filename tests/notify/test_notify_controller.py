@@ -61,6 +61,7 @@ targets:
         verify_timeout=60,
         check=CheckOptions(),
         notify_retry=RetryPolicy(attempts=3, first_delay=0.05, timeout=60),
+        notify_drain=60,  # `run_once` ends by delivering what is queued: generous on a loaded machine
     )
     return Controller(client, targets, options)
 
