@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.loop.controller import Controller, ControllerOptions
 from reconciler.loop.targetfile import load_targets
+from reconciler.loop.targets import DEFAULT_STATE_NAMESPACE
 from reconciler.notify.sender import RetryPolicy
 
 TOKEN = "ghp_NotifyTestToken42"
@@ -131,9 +133,18 @@ def test_a_verified_commit_goes_pending_then_success_and_a_denied_one_pending_th
 
     logged = "\n".join(record.getMessage() for record in caplog.records)
     exposed = metrics_text(second)
+    # What the cluster keeps: the state ConfigMap and the Events of the state namespace.
+    kept = json.dumps(
+        [
+            client.list_kind("", "ConfigMap", namespace=DEFAULT_STATE_NAMESPACE),
+            client.list_kind("", "Event", namespace=DEFAULT_STATE_NAMESPACE),
+        ]
+    )
+    assert f"dra-gitops-{TARGET}" in kept
     for secret in (TOKEN, HOOK_SECRET, "SeCrEt", hook.url):
         assert secret not in logged
         assert secret not in exposed
+        assert secret not in kept
 
 
 def test_a_hanging_forge_and_a_webhook_that_is_down_never_hold_a_pass(
