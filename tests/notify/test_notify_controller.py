@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from controller_support import Running, example_remote, free_port
 from helpers import GitRemote, wait_for
 from notify_support import Recorder, closed_port_url
 from pass_support import TARGET, edit
@@ -22,6 +23,8 @@ from reconciler.loop.controller import Controller, ControllerOptions
 from reconciler.loop.targetfile import load_targets
 from reconciler.loop.targets import DEFAULT_STATE_NAMESPACE
 from reconciler.notify.sender import RetryPolicy
+from reconciler.sim.controlplane import install
+from reconciler.sim.server import SimCluster
 
 TOKEN = "ghp_NotifyTestToken42"
 HOOK_SECRET = "hook-signing-secret"
@@ -200,3 +203,54 @@ def test_a_commit_that_fails_verification_is_a_failure_with_why_and_its_rollback
     assert statuses[1]["description"].startswith("verify-failed, rolled back: ")
     assert [(e["event"], e["sha"]) for e in events][1:] == [("rolled-back", bad)]
     assert events[1]["message"] == result.message
+
+
+def test_dra_gitops_run_reports_to_the_forge_and_counts_it_in_metrics(tmp_path: Path) -> None:
+    """The `run` command as a process: its config file's `commitStatus` reaches the forge, `/metrics` counts
+    it, and neither its log nor `/metrics` holds the token."""
+    remote = example_remote(tmp_path / "git")
+    sha = remote.commit_and_push("example")
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    with SimCluster() as sim, Recorder() as forge:
+        plane = install(sim, nodes=2, devices_per_node=2, node_labels=[{"dra-gitops.io/canary": "true"}, {}])
+        config = tmp_path / "targets.yaml"
+        config.write_text(
+            f"""\
+targets:
+  - name: {TARGET}
+    repo: {remote.url}
+    grace: 5s
+    pollInterval: 1h
+    commitStatus: {{provider: gitea, apiUrl: "{forge.url}/api/v1", repository: platform/dra, tokenFile: {tmp_path / "token"}}}
+"""
+        )
+        kubeconfig = sim.write_kubeconfig(tmp_path / "kubeconfig")
+        run = Running(
+            [
+                "--config",
+                str(config),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+            ],
+            free_port(),
+            tmp_path / "run.log",
+        )
+        try:
+            wait_for(lambda: len(forge.requests()) == 2, 120, "pending and success")
+            wait_for(lambda: 'result="delivered"' in run.text("/metrics"), 30, "counted in /metrics")
+            metrics = run.text("/metrics")
+        finally:
+            assert run.stop() == 0, run.log.read_text()[-3000:]
+            plane.stop()
+    assert [(r.path, r.json()["state"]) for r in forge.requests()] == [
+        (f"/api/v1/repos/platform/dra/statuses/{sha}", "pending"),
+        (f"/api/v1/repos/platform/dra/statuses/{sha}", "success"),
+    ]
+    assert {r.headers["Authorization"] for r in forge.requests()} == {f"token {TOKEN}"}
+    assert (
+        f'dra_gitops_notifications_total{{kind="gitea",result="delivered",target="{TARGET}"}} 2.0' in metrics
+    )
+    assert TOKEN not in metrics
+    assert TOKEN not in run.log.read_text()
