@@ -31,6 +31,8 @@ from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.targets import Target
+from reconciler.notify.notifier import Notifier, TargetReports
+from reconciler.notify.sender import RetryPolicy
 from reconciler.outcome import Outcome
 from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
 
@@ -52,6 +54,10 @@ class ControllerOptions:
     shutdown_timeout: float = 25.0
     max_body: int = DEFAULT_MAX_BODY
     check: CheckOptions = field(default_factory=CheckOptions)
+    # Commit statuses and notifications: tries, backoff, queue bound (`reconciler/notify/sender.py`).
+    notify_retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # On exit, how long what is queued may still take to go out (a forge that is down must not hold it).
+    notify_drain: float = 5.0
 
 
 def default_identity() -> str:
@@ -118,6 +124,7 @@ class _Worker:
             controller.options.check,
             progress=lambda message: log.info("%s", message, extra={"target": target.name}),
             should_stop=self.should_stop,
+            on_deliver=lambda sha: controller.notifier.started(target.name, sha),
         )
 
     def should_stop(self) -> str | None:
@@ -169,6 +176,12 @@ class Controller:
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
         self.metrics = Metrics()
+        # Built before anything starts: a missing token or webhook URL file is a config error now.
+        self.notifier = Notifier(
+            {t.name: TargetReports(t.commit_status, t.notifications) for t in self.targets},
+            self.metrics.record_notification,
+            options.notify_retry,
+        )
         # Lease rounds give up on a frozen API server well before the renew deadline (and say so).
         lease_client = client.bounded(timeout=max(1.0, options.renew_deadline / 3), retries=1)
         self.leases = LeaseManager(
@@ -260,6 +273,13 @@ class Controller:
             f": {result.message}" if result.message else "",
             extra={"target": target, "sha": result.sha or ""},
         )
+        self.notifier.finished(
+            target,
+            result.outcome,
+            result.sha,
+            result.message,
+            failed=str(result.delivery.outcome) if result.delivery is not None else "",
+        )
         for listener in self.pass_listeners:
             listener(target, result)
 
@@ -326,6 +346,7 @@ class Controller:
 
     def start(self) -> int:
         port = self.server.start()
+        self.notifier.start()
         self.ensure_namespaces()
         self.leases.start()
         for worker in self.workers.values():
@@ -341,6 +362,7 @@ class Controller:
         renewing (a killed process) is waited for until it expires, then taken, as `run` does.
         """
         results: dict[str, PassResult | None] = {}
+        self.notifier.start()
         try:
             self.ensure_namespaces()
             self.leases.contend()
@@ -371,6 +393,7 @@ class Controller:
     def close(self) -> None:
         for worker in self.workers.values():
             worker.source.close()
+        self.notifier.close(self.options.notify_drain)
 
     def status(self) -> dict[str, Any]:
         return {

@@ -101,6 +101,13 @@ class Metrics:
             ["target"],
             registry=registry,
         )
+        self.notifications = Counter(
+            PREFIX + "notifications",
+            "Commit statuses and notifications by target, kind (github, gitlab, gitea, webhook, slack) and "
+            "result (delivered, retried: a try failed and another follows, failed: given up, dropped).",
+            ["target", "kind", "result"],
+            registry=registry,
+        )
         # The process_* families every Prometheus exporter has, on our registry rather than the global one.
         ProcessCollector(registry=registry)
         self._drivers: set[str] = set()
@@ -149,6 +156,9 @@ class Metrics:
         if result not in WEBHOOK_RESULTS:
             raise ValueError(f"unknown webhook result {result!r}; expected one of {WEBHOOK_RESULTS}")
         self.webhook_requests.labels(provider=provider, result=result).inc()
+
+    def record_notification(self, target: str, kind: str, result: str) -> None:
+        self.notifications.labels(target=target, kind=kind, result=result).inc()
 
     def set_lease_held(self, target: str, held: bool) -> None:
         self.lease_held.labels(target=target).set(1 if held else 0)

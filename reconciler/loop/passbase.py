@@ -40,6 +40,7 @@ class PassBase:
         *,
         progress: Progress | None = None,
         should_stop: Callable[[], str | None] | None = None,
+        on_deliver: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.source = source
@@ -48,6 +49,8 @@ class PassBase:
         self.progress: Progress = progress or (lambda message: log.info("%s", message))
         # Asked between stages: a reason to stop (shutting down, lease lost), or None.
         self.should_stop: Callable[[], str | None] = should_stop or (lambda: None)
+        # Told the sha when a pass begins delivering a new commit (its commit status turns pending).
+        self.on_deliver: Callable[[str], None] = on_deliver or (lambda sha: None)
         self.store = StateStore(client, options.target, options.state_namespace)
         self.events = EventRecorder(client, options.state_namespace, self.store.name, options.identity)
         self.set_id = applyset.applyset_id(options.target, options.state_namespace)

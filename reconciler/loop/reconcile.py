@@ -96,6 +96,7 @@ class Reconciler(RollbackSteps):
                 if held.outcome == Outcome.DRIFT_CORRECTED:
                     result.outcome = Outcome.DRIFT_CORRECTED
             return result
+        self.on_deliver(sha)
         verified, why = self.source.verify(sha)
         if not verified:
             return self._refuse(state, sha, Outcome.UNVERIFIED, why, "SignatureRefused")

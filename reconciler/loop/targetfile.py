@@ -21,6 +21,7 @@ from reconciler.loop.targets import (
     build_target,
     string_value,
 )
+from reconciler.notify.config import Located, commit_status_from, notifications_from
 
 
 def load_targets(text: str, path: str) -> list[Target]:
@@ -45,7 +46,21 @@ def load_targets(text: str, path: str) -> list[Target]:
             raise UserError(
                 f"target {target.name!r} is defined twice (first at {first.origin})", where=target.origin
             )
+    _check_notification_targets(targets)
     return targets
+
+
+def _check_notification_targets(targets: list[Target]) -> None:
+    """A notification's `targets` filter names targets of this file."""
+    known = {target.name for target in targets}
+    for target in targets:
+        for notification in target.notifications:
+            unknown = sorted((notification.targets or frozenset()) - known)
+            if unknown:
+                raise UserError(
+                    f"`targets` names {unknown[0]!r}, which is no target of this file",
+                    where=notification.targets_where,
+                )
 
 
 _Fields = dict[str, tuple[Any, int]]  # key -> (value, line)
@@ -122,6 +137,10 @@ class _Document:
         for key, (value_node, line) in self.mapping(node, allowed).items():
             if key == "webhooks":
                 fields[key] = (self.webhooks(value_node), line)
+            elif key == "commitStatus":
+                fields[key] = (commit_status_from(self.located(value_node)), line)
+            elif key == "notifications":
+                fields[key] = (notifications_from(self.located(value_node)), line)
             else:
                 fields[key] = (self.scalar(value_node), line)
         return fields
@@ -136,6 +155,17 @@ class _Document:
             gitlab_token=files.get("gitlabTokenFile"),
             generic_token=files.get("genericTokenFile"),
         )
+
+    def located(self, node: yaml.Node) -> Located:
+        """A nested value with the `path:line` of each part (for keys whose settings are mappings and lists)."""
+        if isinstance(node, yaml.MappingNode):
+            keys = self.mapping(
+                node, allowed=tuple(str(self.loader.construct_object(k)) for k, _ in node.value)
+            )
+            return {key: self.located(value) for key, (value, _) in keys.items()}, self.at(node)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.located(item) for item in node.value], self.at(node)
+        return self.loader.construct_object(node), self.at(node)
 
     def scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):

@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.errors import UserError
 from reconciler.loop.durations import parse_duration
+from reconciler.notify.config import CommitStatusConfig, NotificationConfig, resolve_repository
 
 DEFAULT_STATE_NAMESPACE = "dra-gitops"
 DEFAULT_BRANCH = "main"
@@ -70,6 +71,9 @@ class Target:
     self_heal: bool = True
     # Where the target was defined (`path:line` or "flags"), for messages about it.
     origin: str = field(default="flags", compare=False)
+    # Outcomes reported back (`reconciler/notify/`): commit statuses on the forge, notifications.
+    commit_status: CommitStatusConfig | None = None
+    notifications: tuple[NotificationConfig, ...] = ()
 
     @property
     def lease_name(self) -> str:
@@ -98,8 +102,10 @@ _FLAG_OF = {
     "prune": "--no-prune",
     "selfHeal": "--no-self-heal",
 }
+# Keys only a config file gives (no flag), each parsed from its nested YAML by `targetfile.py`.
+_NOTIFY_KEYS = ("commitStatus", "notifications")
 # The keys a target may have in a config file.
-CONFIG_KEYS = tuple(_FLAG_OF)
+CONFIG_KEYS = tuple(_FLAG_OF) + _NOTIFY_KEYS
 WEBHOOK_KEYS = ("githubSecretFile", "gitlabTokenFile", "genericTokenFile")
 
 
@@ -217,6 +223,10 @@ def build_target(fields: Mapping[str, Any], where_of: Callable[[str], str], orig
         prune=_flag(fields, "prune", where_of),
         self_heal=_flag(fields, "selfHeal", where_of),
         origin=origin,
+        commit_status=resolve_repository(fields["commitStatus"], repo)
+        if fields.get("commitStatus")
+        else None,
+        notifications=tuple(fields.get("notifications") or ()),
     )
 
 
