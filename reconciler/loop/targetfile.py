@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from reconciler.errors import UserError
+from reconciler.loop.gates import check_chain
 from reconciler.loop.targets import (
     CONFIG_KEYS,
     WEBHOOK_KEYS,
@@ -45,6 +46,7 @@ def load_targets(text: str, path: str) -> list[Target]:
             raise UserError(
                 f"target {target.name!r} is defined twice (first at {first.origin})", where=target.origin
             )
+    check_chain(targets)
     return targets
 
 
@@ -122,6 +124,9 @@ class _Document:
         for key, (value_node, line) in self.mapping(node, allowed).items():
             if key == "webhooks":
                 fields[key] = (self.webhooks(value_node), line)
+            elif key == "promoteFrom" and isinstance(value_node, yaml.MappingNode):
+                ref = {k: self.scalar(v) for k, (v, _) in self.mapping(value_node, ("ref",)).items()}
+                fields[key] = (ref, line)
             else:
                 fields[key] = (self.scalar(value_node), line)
         return fields

@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.errors import UserError
 from reconciler.loop.durations import parse_duration
+from reconciler.loop.gates import GATE_KEYS, Gates, build_gates
 
 DEFAULT_STATE_NAMESPACE = "dra-gitops"
 DEFAULT_BRANCH = "main"
@@ -68,6 +69,8 @@ class Target:
     # Argo CD's switches: delete what Git no longer has; put back what drifted from the last good revision.
     prune: bool = True
     self_heal: bool = True
+    # Promotion from an upstream target, soak, approval, rollback rehearsal (`loop/gates.py`).
+    gates: Gates = Gates()
     # Where the target was defined (`path:line` or "flags"), for messages about it.
     origin: str = field(default="flags", compare=False)
 
@@ -99,7 +102,7 @@ _FLAG_OF = {
     "selfHeal": "--no-self-heal",
 }
 # The keys a target may have in a config file.
-CONFIG_KEYS = tuple(_FLAG_OF)
+CONFIG_KEYS = (*_FLAG_OF, *GATE_KEYS)
 WEBHOOK_KEYS = ("githubSecretFile", "gitlabTokenFile", "genericTokenFile")
 
 
@@ -216,6 +219,7 @@ def build_target(fields: Mapping[str, Any], where_of: Callable[[str], str], orig
         webhooks=fields.get("webhooks") or WebhookAuth(),
         prune=_flag(fields, "prune", where_of),
         self_heal=_flag(fields, "selfHeal", where_of),
+        gates=build_gates(fields, where_of),
         origin=origin,
     )
 
@@ -273,7 +277,7 @@ def target_from_flags(
         "gitRevertBranch": git_revert_branch,
         "webhooks": WebhookAuth(github_secret=github, gitlab_token=token, generic_token=token),
     }
-    return build_target(fields, lambda key: _FLAG_OF[key], "flags")
+    return build_target(fields, lambda key: _FLAG_OF.get(key, key), "flags")
 
 
 def _flag_secret(value: str | None, file: str | None, flag: str) -> Secret | None:

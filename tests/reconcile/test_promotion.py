@@ -1,0 +1,154 @@
+"""Staging, then production: production takes only what staging verified, through its gates (approval,
+soak), on two simulated clusters following one Git repository. Real Git, real passes, real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import GitRemote, wait_for
+from pass_support import edit
+from promotion_support import Stage, two_stages
+
+from reconciler.errors import UserError
+from reconciler.loop.approval import approve
+from reconciler.loop.gates import Gates
+from reconciler.loop.operations import TargetRef
+from reconciler.loop.statusview import render_status
+
+PRODUCTION = TargetRef("production")
+
+
+@pytest.fixture
+def manual(remote: GitRemote, tmp_path: Path) -> Iterator[tuple[Stage, Stage]]:
+    yield from two_stages(remote, tmp_path / "cache", Gates(), Gates(upstream="staging", approval="manual"))
+
+
+def deployment(stage: Stage, name: str = "trainer") -> object:
+    return stage.client.get(stage.client.resource_for("apps/v1", "Deployment"), "ml-team", name)
+
+
+def test_production_takes_what_staging_verified_once_approved_and_never_what_failed_there(
+    manual: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = manual
+    good = remote.commit_and_push("example")
+    # Staging has verified nothing yet: production has nothing to take, and writes nothing of it.
+    first = production.reconciler.reconcile()
+    assert first.outcome == "unchanged" and production.state().last_good is None
+    assert staging.reconciler.reconcile().outcome == "applied"
+
+    waiting = production.reconciler.reconcile()
+    assert (waiting.outcome, waiting.sha) == ("awaiting-approval", good)
+    state = production.state()
+    assert state.approval is not None and state.approval.sha == good and state.approval.approved_by is None
+    assert state.promotion is not None and state.promotion.eligible == good
+    assert [(r.operation, r.outcome, r.sha) for r in state.history] == [
+        ("promote", "awaiting-approval", good)
+    ]
+    assert deployment(production) is None  # nothing applied while it waits
+    text = render_status("production", state, 5)
+    assert f"awaiting:    approval of {good}" in text and "promotes from: staging" in text
+    # Waiting again records nothing more.
+    assert production.reconciler.reconcile().outcome == "awaiting-approval"
+    assert len(production.state().history) == 1
+
+    with pytest.raises(UserError, match="not a commit sha"):
+        approve(production.client, PRODUCTION, "main", "alice")
+    with pytest.raises(UserError, match=f"not eligible: {good[:12]} awaits approval"):
+        approve(production.client, PRODUCTION, "0123456789abcdef", "alice")
+    with pytest.raises(UserError, match="unknown target 'nowhere'"):
+        approve(production.client, TargetRef("nowhere"), good, "alice")
+    with pytest.raises(UserError, match="does not promote from an upstream"):
+        approve(staging.client, TargetRef("staging"), good, "alice")
+
+    given = approve(production.client, PRODUCTION, good[:10], "alice")
+    assert (given.sha, given.approved_by) == (good, "alice")
+    with pytest.raises(UserError, match="approved already, by alice"):
+        approve(production.client, PRODUCTION, good, "bob")
+    applied = production.reconciler.reconcile()
+    assert (applied.outcome, applied.sha) == ("applied", good), applied.message
+    state = production.state()
+    assert state.last_good == good and state.approval is None
+    record = state.history[0]
+    assert (record.operation, record.outcome) == ("apply", "applied")
+    assert record.approval is not None and record.approval["by"] == "alice"
+    assert [(r.operation, r.requested_by) for r in state.history[1:3]] == [
+        ("approve", "alice"),
+        ("promote", None),
+    ]
+    assert deployment(production) is not None
+
+    # A commit that fails in staging is rolled back there and never reaches production.
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=4))
+    bad = remote.commit_and_push("trainer: 4 replicas (5 GPUs needed, 4 exist)")
+    assert staging.reconciler.reconcile().outcome == "rolled-back"
+    after = production.reconciler.reconcile()
+    assert (after.outcome, after.sha) == ("unchanged", good)
+    state = production.state()
+    assert state.last_good == good and state.approval is None
+    assert bad not in {r.sha for r in state.history}
+    with pytest.raises(UserError, match="no commit awaits approval"):
+        approve(production.client, PRODUCTION, bad, "alice")
+
+
+def test_a_later_verified_commit_supersedes_the_one_awaiting_approval(
+    manual: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = manual
+    remote.commit_and_push("example")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    assert production.reconciler.reconcile().outcome == "awaiting-approval"
+
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=20"]),
+    )
+    earlier = remote.commit_and_push("trainer: 20 epochs")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=30"]),
+    )
+    later = remote.commit_and_push("trainer: 30 epochs")
+    assert staging.reconciler.reconcile().outcome == "applied"
+
+    waiting = production.reconciler.reconcile()
+    assert (waiting.outcome, waiting.sha) == ("awaiting-approval", later)
+    state = production.state()
+    assert state.approval is not None and state.approval.sha == later
+    assert state.history[0].message is not None and "supersedes" in state.history[0].message
+    with pytest.raises(UserError, match=f"{earlier[:12]} is not eligible: {later[:12]} awaits approval"):
+        approve(production.client, PRODUCTION, earlier, "alice")
+    approve(production.client, PRODUCTION, later, "alice")
+    assert production.reconciler.reconcile().outcome == "applied"
+    assert production.state().last_good == later
+
+
+@pytest.fixture
+def soaking(remote: GitRemote, tmp_path: Path) -> Iterator[tuple[Stage, Stage]]:
+    yield from two_stages(remote, tmp_path / "cache", Gates(), Gates(upstream="staging", soak=2.0))
+
+
+def test_production_waits_out_the_soak(soaking: tuple[Stage, Stage], remote: GitRemote) -> None:
+    staging, production = soaking
+    good = remote.commit_and_push("example")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    verified_at = staging.state().verified[0].at
+    result = production.reconciler.reconcile()
+    if result.outcome == "soaking":  # on a slow machine the soak may be over by now
+        state = production.state()
+        assert state.last_good is None and state.promotion is not None
+        assert state.promotion.waiting == "soak" and state.promotion.soak_until is not None
+        assert state.promotion.soak_until > verified_at
+        assert production.reconciler.wake_after is not None and production.reconciler.wake_after <= 2.0
+        result = wait_for(
+            lambda: (r := production.reconciler.reconcile()).outcome == "applied" and r,
+            60,
+            "the soak to end",
+            interval=0.5,
+        )
+    assert (result.outcome, result.sha) == ("applied", good)
