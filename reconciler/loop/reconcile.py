@@ -23,6 +23,7 @@ from reconciler.loop.passbase import Progress, short_sha
 from reconciler.loop.promotionstep import PromotionSteps
 from reconciler.loop.reconcile_types import Cancelled, PassResult, SourceHead
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.rehearsal import RehearsalSteps
 from reconciler.loop.requested import run_pending
 from reconciler.loop.sourcehealth import observe_fetch
 from reconciler.loop.state import RECORD_ITEMS, TargetState, now_iso
@@ -33,7 +34,7 @@ __all__ = ["Progress", "Reconciler"]
 log = logging.getLogger("dra_gitops.reconcile")
 
 
-class Reconciler(PromotionSteps):
+class Reconciler(PromotionSteps, RehearsalSteps):
     """Reconciles one target; one instance per target, called by one thread at a time."""
 
     # ---- the pass ---------------------------------------------------------------------------------
@@ -174,7 +175,13 @@ class Reconciler(PromotionSteps):
         state.retry = None
         violations = count_violations(delivery)
         if delivery.outcome == Outcome.APPLIED:
-            self.note_verified(state, sha, record.at)
+            rehearsed: bool | None = None
+            if self.options.gates.rehearse_rollback:
+                done = self.rehearse(state, sha, desired, delivery, record, violations)
+                if isinstance(done, PassResult):  # the re-apply failed: rolled back
+                    return done
+                rehearsed = done
+            self.note_verified(state, sha, now_iso() if rehearsed is not None else record.at, rehearsed)
             state.last_good = sha
             self.keep_last_good(sha)
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.APPLIED, at=record.at)
