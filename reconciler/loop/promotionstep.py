@@ -33,6 +33,8 @@ class PromotionSteps(RollbackSteps):
     upstream: UpstreamReader | None = None
     # Seconds until a soaking commit becomes eligible: the controller looks again then, not at its poll.
     wake_after: float | None = None
+    # The upstream's entry of the commit the gate let through, for the record of its delivery.
+    promoted_from: VerifiedCommit | None = None
 
     def promoted_head(self, state: TargetState, head: SourceHead) -> SourceHead | PassResult:
         """The commit the pass delivers, or the pass's result when nothing is to be delivered now."""
@@ -61,6 +63,7 @@ class PromotionSteps(RollbackSteps):
         view.not_eligible = [{"sha": sha, "why": why} for sha, why in decision.not_eligible] or None
         self.wake_after = decision.seconds_to_soak(now)
         if decision.deliver is not None:
+            self.promoted_from = next(c for c in candidates if c.sha == decision.deliver)
             self._note_view(state, view)
             return SourceHead(sha=decision.deliver, ref=f"verified by {upstream_name}")
         if decision.waiting == WAIT_APPROVAL:
@@ -102,8 +105,17 @@ class PromotionSteps(RollbackSteps):
 
     # ---- what a target records for its downstreams --------------------------------------------------
 
-    def take_approval(self, state: TargetState, sha: str, record: HistoryRecord) -> None:
-        """The approval given for `sha` goes into its record, whatever its delivery's outcome."""
+    def note_promotion(self, state: TargetState, sha: str, record: HistoryRecord) -> None:
+        """The record of `sha`'s delivery says what the upstream said of it and who approved it; the
+        approval is used up whatever the delivery's outcome."""
+        upstream, self.promoted_from = self.promoted_from, None
+        if upstream is not None and upstream.sha == sha:
+            gates = self.options.gates
+            record.promoted = {
+                "from": gates.upstream or gates.upstream_ref,
+                "verifiedAt": upstream.at or None,
+                "rehearsed": upstream.rehearsed,
+            }
         approval = state.approval
         if approval is not None and approval.sha == sha:
             if approval.approved_by:

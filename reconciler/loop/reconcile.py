@@ -169,7 +169,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             # Refused before the first write (an object the API server forbids us, one it rejects).
             return self._refuse(state, sha, Outcome.DRY_RUN_FAILED, str(exc), "DryRunFailed")
         record = evidence_record(delivery, sha, "apply")
-        self.take_approval(state, sha, record)
+        self.note_promotion(state, sha, record)
         if head.forced:
             record.force_push = {"previous": head.previous}
         state.retry = None

@@ -204,6 +204,9 @@ class HistoryRecord(_Record):
     approval: dict[str, Any] | None = None
     rehearsal: dict[str, Any] | None = None
     published: dict[str, Any] | None = None  # {"ref", "sha" | "error"}
+    promoted: dict[str, Any] | None = (
+        None  # {"from", "verifiedAt", "rehearsed"}: what the upstream said of it
+    )
 
     def _writes_null(self, key: str) -> bool:
         if key == "rolledBackTo":

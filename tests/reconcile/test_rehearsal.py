@@ -13,6 +13,9 @@ from helpers import GitRemote
 from pass_support import edit
 from promotion_support import Stage, two_stages
 
+from reconciler.checklist.common import CHECKED
+from reconciler.checklist.gather import gather_facts
+from reconciler.checklist.items import build_checklist
 from reconciler.loop.approval import approve
 from reconciler.loop.gates import Gates
 from reconciler.loop.operations import TargetRef
@@ -77,6 +80,16 @@ def test_staging_rehearses_the_rollback_and_production_takes_only_rehearsed_comm
     applied = production.reconciler.reconcile()
     assert (applied.outcome, applied.sha) == ("applied", second), applied.message
     assert trainer_args(production) == ["--epochs=20"]
+    promoted = production.state().history[0].promoted
+    assert promoted == {"from": "staging", "verifiedAt": staging.state().verified[0].at, "rehearsed": True}
+
+    # The checklist's evidence that the rollback plan was tested in staging, on both sides.
+    for stage, line in (
+        (staging, f"rollback rehearsed at {steps[-1]['at']}: rollback to {first[:12]} applied in"),
+        (production, "its rollback was rehearsed in staging before it was promoted here"),
+    ):
+        item = build_checklist(gather_facts(stage.client, stage.name, "dra-gitops")).item("rollback-target")
+        assert item.status == CHECKED and any(line in e for e in item.evidence), item.evidence
 
 
 def test_production_refuses_what_staging_did_not_rehearse(remote: GitRemote, tmp_path: Path) -> None:
