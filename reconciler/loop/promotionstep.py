@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from reconciler.errors import DraGitopsError
+from reconciler.loop.gates import VERIFIED_REF
 from reconciler.loop.passbase import short_sha
 from reconciler.loop.promotion import WAIT_APPROVAL, WAIT_SOAK, Decision, decide, format_time, note_verified
 from reconciler.loop.reconcile_types import PassResult, SourceHead
@@ -35,6 +38,7 @@ class PromotionSteps(RollbackSteps):
     wake_after: float | None = None
     # The upstream's entry of the commit the gate let through, for the record of its delivery.
     promoted_from: VerifiedCommit | None = None
+    _publish_error: str | None = None  # the last failure to publish, reported once
 
     def promoted_head(self, state: TargetState, head: SourceHead) -> SourceHead | PassResult:
         """The commit the pass delivers, or the pass's result when nothing is to be delivered now."""
@@ -124,3 +128,26 @@ class PromotionSteps(RollbackSteps):
 
     def note_verified(self, state: TargetState, sha: str, at: str, rehearsed: bool | None = None) -> None:
         state.verified = note_verified(state.verified, sha, at, rehearsed=rehearsed)
+
+    def publish_verified(self, state: TargetState) -> dict[str, Any] | None:
+        """`publishVerified`: push the newest verified commit as `refs/dra-gitops/<target>/verified`
+        (fast-forward only) for controllers on other clusters; again on later passes until it went
+        through. A failure is recorded and leaves the pass as it was."""
+        newest = state.verified[0] if state.verified else None
+        if not self.options.gates.publish_verified or newest is None or newest.published:
+            return None
+        if newest.sha != state.last_good or newest.withdrawn:
+            return None
+        ref = VERIFIED_REF.format(target=self.options.target)
+        try:
+            self.source.publish(newest.sha, ref)
+        except DraGitopsError as exc:
+            log.warning("cannot publish %s: %s", ref, exc, extra={"target": self.options.target})
+            if self._publish_error != str(exc):  # an Event per new failure, not per poll
+                self._publish_error = str(exc)
+                self.events.emit("PublishFailed", f"{short_sha(newest.sha)} as {ref}: {exc}", warning=True)
+            return {"ref": ref, "error": str(exc)}
+        self._publish_error = None
+        state.verified[0] = replace(newest, published=ref)
+        self.events.emit("Published", f"{short_sha(newest.sha)} published as {ref}")
+        return {"ref": ref, "sha": newest.sha}

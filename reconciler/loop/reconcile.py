@@ -87,6 +87,9 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             head = gated
         sha = head.sha
         if sha == state.last_good and state.retry != sha:
+            published = self.publish_verified(state)  # only when the last attempt failed
+            if published is not None and "sha" in published:
+                self.store.save_during_pass(state)
             return self._steady(state, sha)
         if state.failed(sha):
             held = self._steady(state, state.last_good) if state.last_good else None
@@ -183,6 +186,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
                 rehearsed = done
             self.note_verified(state, sha, now_iso() if rehearsed is not None else record.at, rehearsed)
             state.last_good = sha
+            record.published = self.publish_verified(state)
             self.keep_last_good(sha)
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.APPLIED, at=record.at)
             state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)

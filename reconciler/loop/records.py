@@ -284,7 +284,7 @@ class VerifiedCommit(_Record):
     that promote from it may take."""
 
     READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
-        **{name: _text for name in ("sha", "at", "until", "withdrawn")},
+        **{name: _text for name in ("sha", "at", "until", "withdrawn", "published")},
         "rehearsed": bool,
     }
 
@@ -293,6 +293,7 @@ class VerifiedCommit(_Record):
     until: str | None = None  # no longer the last good since (a newer commit, a rollback); None: still is
     rehearsed: bool | None = None  # its rollback rehearsal: passed, failed, or not run
     withdrawn: str | None = None  # why it must not be promoted (a person rolled it back)
+    published: str | None = None  # `publishVerified`: the ref it was pushed to
 
 
 @dataclass(kw_only=True)
