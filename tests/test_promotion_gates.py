@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import textwrap
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from reconciler.cli import cli
 from reconciler.errors import UserError
 from reconciler.loop.gates import Gates
 from reconciler.loop.promotion import decide, format_time, note_verified, withdraw
@@ -172,3 +175,11 @@ def test_note_verified_keeps_the_held_span_of_each_commit() -> None:
     verified = note_verified(verified, "c1", at(1))
     assert [(v.sha, v.at, v.until) for v in verified] == [("c1", at(1), None), ("c2", at(5), at(1))]
     assert len(note_verified([VerifiedCommit(sha=str(i)) for i in range(20)], "new", at(0))) == 10
+
+
+def test_approve_refuses_a_target_its_config_file_does_not_have(tmp_path: Path) -> None:
+    config = tmp_path / "targets.yaml"
+    config.write_text(CHAIN)
+    done = CliRunner().invoke(cli, ["approve", "--config", str(config), "--target", "prod", "0123456789ab"])
+    assert done.exit_code == 1, done.output
+    assert f"{config}: unknown target 'prod' (targets: staging, production, edge)" in done.output

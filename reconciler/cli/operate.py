@@ -354,6 +354,7 @@ def approve_command(
     at once, which delivers the commit.
     """
     from reconciler.cluster.whoami import requester
+    from reconciler.errors import UserError
     from reconciler.loop.approval import approve
     from reconciler.loop.operations import TargetRef
     from reconciler.loop.targetfile import load_targets
@@ -363,8 +364,6 @@ def approve_command(
         targets = load_targets(config_file.read_text(), str(config_file))
         found = [t for t in targets if t.name == target_name]
         if not found:
-            from reconciler.errors import UserError
-
             names = ", ".join(t.name for t in targets)
             raise UserError(f"unknown target {target_name!r} (targets: {names})", where=str(config_file))
         namespace = found[0].state_namespace

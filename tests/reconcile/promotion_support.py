@@ -61,3 +61,10 @@ def two_stages(
         production = stage("production", sim_client(stack), remote, cache, production_gates)
         production.reconciler.upstream = state_reader(staging.client, "staging", "dra-gitops")
         yield staging, production
+
+
+def production_source(stage: Stage) -> GitSource:
+    """The GitSource a stage's reconciler reads (what a ref it follows is fetched through)."""
+    source = stage.reconciler.source
+    assert isinstance(source, GitRevisions)
+    return source.source

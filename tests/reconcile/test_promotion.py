@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 from helpers import GitRemote, wait_for
 from pass_support import edit
-from promotion_support import Stage, two_stages
+from promotion_support import Stage, production_source, two_stages
 
 from reconciler.errors import UserError
 from reconciler.loop.approval import approve
 from reconciler.loop.gates import Gates
+from reconciler.loop.handoff import Ask, hand_to_controller
 from reconciler.loop.operations import TargetRef
 from reconciler.loop.statusview import render_status
+from reconciler.loop.upstream import ref_reader
 
 PRODUCTION = TargetRef("production")
 
@@ -151,4 +153,72 @@ def test_production_waits_out_the_soak(soaking: tuple[Stage, Stage], remote: Git
             "the soak to end",
             interval=0.5,
         )
+    assert (result.outcome, result.sha) == ("applied", good)
+
+
+@pytest.fixture
+def automatic(remote: GitRemote, tmp_path: Path) -> Iterator[tuple[Stage, Stage]]:
+    yield from two_stages(remote, tmp_path / "cache", Gates(), Gates(upstream="staging"))
+
+
+def test_a_commit_rolled_back_in_staging_by_a_person_never_reaches_production(
+    automatic: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = automatic
+    first = remote.commit_and_push("example")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=20"]),
+    )
+    second = remote.commit_and_push("trainer: 20 epochs")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    # Bob rolls staging back to the first commit before production looked: the second is withdrawn.
+    ask = Ask("rollback", first, False, "bob", "staging", "dra-gitops", "dra-gitops-staging")
+    hand_to_controller(staging.client, ask, 0, lambda _: None)
+    assert staging.reconciler.reconcile().outcome == "rolled-back"
+    verified = staging.state().verified
+    assert [(v.sha, v.withdrawn) for v in verified] == [
+        (first, None),
+        (second, f"rolled back to {first[:12]} by bob"),
+    ]
+    result = production.reconciler.reconcile()
+    assert (result.outcome, result.sha) == ("applied", first), result.message
+    assert production.reconciler.reconcile().outcome == "unchanged"
+    assert second not in {r.sha for r in production.state().history}
+
+
+REF = "refs/dra-gitops/staging/verified"
+
+
+@pytest.fixture
+def by_ref(remote: GitRemote, tmp_path: Path) -> Iterator[tuple[Stage, Stage]]:
+    for staging, production in two_stages(
+        remote, tmp_path / "cache", Gates(publish_verified=True), Gates(upstream_ref=REF, soak=2.0)
+    ):
+        production.reconciler.upstream = ref_reader(production_source(production), REF)
+        yield staging, production
+
+
+def test_a_published_ref_soaks_from_when_production_first_saw_it(
+    by_ref: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = by_ref
+    good = remote.commit_and_push("example")
+    assert production.reconciler.reconcile().outcome == "unchanged"  # nothing published yet
+    assert staging.reconciler.reconcile().outcome == "applied"
+    assert staging.state().history[0].published == {"ref": REF, "sha": good}
+    # The ref says no time: the soak starts now, when production first sees the commit.
+    result = production.reconciler.reconcile()
+    assert (result.outcome, result.sha) == ("soaking", good)
+    view = production.state().promotion
+    assert view is not None and view.first_seen is not None and good in view.first_seen
+    assert view.soak_until is not None and view.soak_until >= view.first_seen[good]
+    result = wait_for(
+        lambda: (r := production.reconciler.reconcile()).outcome == "applied" and r,
+        60,
+        "the soak to end",
+        interval=0.5,
+    )
     assert (result.outcome, result.sha) == ("applied", good)
