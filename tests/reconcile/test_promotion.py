@@ -11,11 +11,14 @@ from helpers import GitRemote, wait_for
 from pass_support import edit
 from promotion_support import Stage, production_source, two_stages
 
+from reconciler.cluster.client import ClusterClient
 from reconciler.errors import UserError
 from reconciler.loop.approval import approve
 from reconciler.loop.gates import Gates
 from reconciler.loop.handoff import Ask, hand_to_controller
 from reconciler.loop.operations import TargetRef
+from reconciler.loop.records import Approval, PromotionView, SourceHealth
+from reconciler.loop.state import StateStore, TargetState
 from reconciler.loop.statusview import render_status
 from reconciler.loop.upstream import ref_reader
 
@@ -222,3 +225,22 @@ def test_a_published_ref_soaks_from_when_production_first_saw_it(
         interval=0.5,
     )
     assert (result.outcome, result.sha) == ("applied", good)
+
+
+def test_an_approval_given_while_a_pass_runs_is_kept_by_its_write(client: ClusterClient) -> None:
+    sha = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    store = StateStore(client, "production")
+    store.save(
+        TargetState(
+            promotion=PromotionView(upstream="staging", eligible=sha, waiting="approval"),
+            approval=Approval(sha=sha, since="2026-01-01T00:00:00Z"),
+        )
+    )
+    during = store.load()  # what a pass read before the person approved
+    approve(client, PRODUCTION, sha, "alice")
+    during.source = SourceHealth(last_fetch="2026-01-01T00:00:01Z")
+    store.save_during_pass(during)
+    after = store.load()
+    assert after.approval is not None and after.approval.approved_by == "alice"
+    assert after.source is not None and after.source.last_fetch == "2026-01-01T00:00:01Z"
+    assert [(r.operation, r.requested_by) for r in after.history] == [("approve", "alice")]
