@@ -72,6 +72,8 @@ class PromotionSteps(RollbackSteps):
             return SourceHead(sha=decision.deliver, ref=f"verified by {upstream_name}")
         if decision.waiting == WAIT_APPROVAL:
             self._await_approval(state, decision, upstream_name)
+        elif state.approval is not None and state.approval.sha != decision.eligible:
+            state.approval = None  # no longer eligible (the target moved past it, or it was withdrawn)
         self._note_view(state, view)
         if decision.waiting == WAIT_APPROVAL:
             why = f"{short_sha(decision.eligible)} awaits approval: dra-gitops approve --target {self.options.target} {decision.eligible}"

@@ -39,6 +39,15 @@ def render_status(target: str, state: TargetState, history_count: int) -> str:
         lines.append(f"suspended:     since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else ""))
     if state.source and not state.source.ok:
         lines.append(f"source:        failing since {state.source.since}: {state.source.error}")
+    if state.verified:  # what the targets promoting from this one may take
+        v = state.verified[0]
+        notes = [
+            "rehearsed" if v.rehearsed else "rehearsal failed" if v.rehearsed is False else "",
+            f"published as {v.published}" if v.published else "",
+            f"withdrawn: {v.withdrawn}" if v.withdrawn else "",
+        ]
+        shown = ", ".join(n for n in notes if n)
+        lines.append(f"verified:      {v.sha} since {v.at}" + (f" ({shown})" if shown else ""))
     lines.extend(_promotion_lines(target, state))
     lines.append("history (newest first):")
     for record in state.history[: max(0, history_count)]:

@@ -244,3 +244,36 @@ def test_an_approval_given_while_a_pass_runs_is_kept_by_its_write(client: Cluste
     assert after.approval is not None and after.approval.approved_by == "alice"
     assert after.source is not None and after.source.last_fetch == "2026-01-01T00:00:01Z"
     assert [(r.operation, r.requested_by) for r in after.history] == [("approve", "alice")]
+
+
+def test_a_commit_withdrawn_upstream_no_longer_awaits_approval(
+    manual: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = manual
+    first = remote.commit_and_push("example")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    assert production.reconciler.reconcile().outcome == "awaiting-approval"
+    approve(production.client, PRODUCTION, first, "alice")
+    assert production.reconciler.reconcile().outcome == "applied"
+    edit(
+        remote,
+        "40-workloads/trainer.yaml",
+        lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=["--epochs=20"]),
+    )
+    second = remote.commit_and_push("trainer: 20 epochs")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    assert "(rehearsed" not in render_status("staging", staging.state(), 1)
+    assert f"verified:      {second} since " in render_status("staging", staging.state(), 1)
+    assert production.reconciler.reconcile().outcome == "awaiting-approval"
+
+    ask = Ask("rollback", first, False, "bob", "staging", "dra-gitops", "dra-gitops-staging")
+    hand_to_controller(staging.client, ask, 0, lambda _: None)
+    assert staging.reconciler.reconcile().outcome == "rolled-back"
+    assert f"withdrawn: rolled back to {first[:12]} by bob" not in render_status(
+        "staging", staging.state(), 1
+    )
+    assert production.reconciler.reconcile().outcome == "unchanged"
+    state = production.state()
+    assert state.approval is None and state.last_good == first
+    with pytest.raises(UserError, match="no commit awaits approval"):
+        approve(production.client, PRODUCTION, second, "alice")

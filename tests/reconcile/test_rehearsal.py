@@ -19,6 +19,7 @@ from reconciler.checklist.items import build_checklist
 from reconciler.loop.approval import approve
 from reconciler.loop.gates import Gates
 from reconciler.loop.operations import TargetRef
+from reconciler.loop.statusview import render_status
 
 
 @pytest.fixture
@@ -71,6 +72,9 @@ def test_staging_rehearses_the_rollback_and_production_takes_only_rehearsed_comm
     for step in steps:
         assert step["at"] and step["seconds"] > 0 and "claim(s) allocated" in step["verified"]
     assert [(v.sha, v.rehearsed) for v in state.verified] == [(second, True), (first, True)]
+    assert f"verified:      {second} since {state.verified[0].at} (rehearsed)" in render_status(
+        "staging", state, 1
+    )
     reasons = [e["reason"] for e in staging.client.list_kind("", "Event", "dra-gitops")]
     assert reasons.count("RollbackRehearsed") == 2
 
