@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import GitRemote
+from helpers import GitRemote, wait_for
 from pass_support import edit
 from promotion_support import Stage, two_stages
 
 from reconciler.checklist.common import CHECKED
 from reconciler.checklist.gather import gather_facts
 from reconciler.checklist.items import build_checklist
+from reconciler.cluster.client import ClusterClient
 from reconciler.loop.approval import approve
 from reconciler.loop.gates import Gates
 from reconciler.loop.operations import TargetRef
@@ -109,3 +110,85 @@ def test_production_refuses_what_staging_did_not_rehearse(remote: GitRemote, tmp
         assert view.not_eligible == [
             {"sha": sha, "why": "its rollback was not rehearsed upstream (requireRehearsal)"}
         ]
+
+
+def hog_free_devices(client: ClusterClient) -> None:
+    """Someone else's pods take the two free devices (one each: the two may be on different nodes)."""
+    claims = client.resource_for("resource.k8s.io/v1", "ResourceClaim")
+    for index in range(2):
+        name = f"hog-{index}"
+        request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+        client.apply(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"devices": {"requests": [request]}},
+            }
+        )
+        client.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+                    "containers": [
+                        {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                },
+            }
+        )
+    for index in range(2):
+        wait_for(
+            lambda n=f"hog-{index}": ((client.get(claims, "default", n) or {}).get("status") or {}).get(
+                "allocation"
+            ),
+            60,
+            f"hog-{index} allocated",
+        )
+
+
+def test_a_rollback_that_no_longer_fits_fails_the_rehearsal_and_production_refuses_the_commit(
+    stages: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = stages
+    first = remote.commit_and_push("example: two trainers and a notebook, 3 of the 4 devices")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    edit(remote, "40-workloads/trainer.yaml", lambda d: d["spec"].update(replicas=1))
+    second = remote.commit_and_push("one trainer")
+    quiet = staging.reconciler.progress
+
+    def progress(message: str) -> None:
+        quiet(message)
+        if "rehearsing the rollback" in message:
+            # Between the verification and the rehearsal, the devices the first commit needs are taken.
+            hog_free_devices(staging.client)
+
+    staging.reconciler.progress = progress
+    result = staging.reconciler.reconcile()
+    assert (result.outcome, result.sha) == ("applied", second), result.message
+    state = staging.state()
+    assert state.last_good == second and state.in_progress is None
+    rehearsal = state.history[0].rehearsal
+    assert rehearsal is not None and rehearsal["ok"] is False
+    assert [(s["step"], s["sha"], s["outcome"]) for s in rehearsal["steps"]] == [
+        ("rollback", first, "verify-failed"),
+        ("re-apply", second, "applied"),
+    ]
+    assert "cannot allocate all claims" in rehearsal["steps"][0]["message"]
+    assert [(v.sha, v.rehearsed) for v in state.verified][0] == (second, False)
+    trainer = staging.client.get(staging.client.resource_for("apps/v1", "Deployment"), "ml-team", "trainer")
+    assert trainer is not None and trainer["spec"]["replicas"] == 1
+    events = staging.client.list_kind("", "Event", "dra-gitops")
+    assert any(e["reason"] == "RollbackRehearsalFailed" and second[:12] in e["message"] for e in events)
+    item = build_checklist(gather_facts(staging.client, "staging", "dra-gitops")).item("rollback-target")
+    assert item.status != CHECKED and any("the rollback rehearsal FAILED" in e for e in item.evidence)
+
+    # Production (requireRehearsal) takes the first commit, never the second.
+    result = production.reconciler.reconcile()
+    assert (result.outcome, result.sha) == ("awaiting-approval", first)
+    view = production.state().promotion
+    assert view is not None and view.not_eligible == [
+        {"sha": second, "why": "its rollback rehearsal failed upstream"}
+    ]
