@@ -124,7 +124,7 @@ def test_soak_lets_an_older_commit_through_while_the_newer_one_soaks() -> None:
         VerifiedCommit(sha="c1", at=at(40), until=at(30)),
     ]
     decision = decide(verified, Gates(upstream="s", soak=600), None, None, NOW)
-    assert (decision.deliver, decision.waiting) == ("c2", "soak")
+    assert (decision.deliver, decision.waiting, decision.soaking) == ("c2", "soak", "c3")
     assert decision.soak_until == NOW + timedelta(minutes=8)
     assert decision.seconds_to_soak(NOW) == 480
     assert decision.not_eligible == [("c3", "soaking upstream until 2026-01-01T12:08:00Z (soak 0:10:00)")]

@@ -59,7 +59,8 @@ class Decision:
     eligible: str | None = None  # the newest commit every gate but approval lets through
     deliver: str | None = None  # what to deliver now (the eligible commit, approved where needed)
     waiting: str | None = None  # WAIT_APPROVAL | WAIT_SOAK
-    soak_until: datetime | None = None  # when the soaking commit becomes eligible
+    soaking: str | None = None  # the newest commit that soaks upstream
+    soak_until: datetime | None = None  # when it becomes eligible
     not_eligible: list[tuple[str, str]] = field(default_factory=list)  # newer commits, and why not
 
     def seconds_to_soak(self, now: datetime) -> float | None:
@@ -133,6 +134,6 @@ def _why_not(
         )
     ends = since + timedelta(seconds=gates.soak)
     if decision.soak_until is None:
-        decision.soak_until = ends
+        decision.soaking, decision.soak_until = candidate.sha, ends
         decision.waiting = WAIT_SOAK
     return f"soaking upstream until {format_time(ends)} (soak {_duration(gates.soak)})"

@@ -40,7 +40,7 @@ class PromotionSteps(RollbackSteps):
     promoted_from: VerifiedCommit | None = None
     _publish_error: str | None = None  # the last failure to publish, reported once
 
-    def promoted_head(self, state: TargetState, head: SourceHead) -> SourceHead | PassResult:
+    def promoted_head(self, state: TargetState) -> SourceHead | PassResult:
         """The commit the pass delivers, or the pass's result when nothing is to be delivered now."""
         gates = self.options.gates
         self.wake_after = None
@@ -79,8 +79,10 @@ class PromotionSteps(RollbackSteps):
             why = f"{short_sha(decision.eligible)} awaits approval: dra-gitops approve --target {self.options.target} {decision.eligible}"
             return self._stay(state, Outcome.AWAITING_APPROVAL, why, decision.eligible)
         if decision.waiting == WAIT_SOAK:
-            soaking = decision.not_eligible[0] if decision.not_eligible else ("", "")
-            return self._stay(state, Outcome.SOAKING, f"{short_sha(soaking[0])}: {soaking[1]}", soaking[0])
+            why = dict(decision.not_eligible).get(decision.soaking or "", "")
+            return self._stay(
+                state, Outcome.SOAKING, f"{short_sha(decision.soaking)}: {why}", decision.soaking
+            )
         return self._stay(state, Outcome.UNCHANGED, "", None)
 
     def _await_approval(self, state: TargetState, decision: Decision, upstream: str) -> None:

@@ -81,13 +81,13 @@ class Reconciler(PromotionSteps, RehearsalSteps):
         if head is None:
             return PassResult(self.options.target, Outcome.SOURCE_ERROR, None, message=fetch_error)
         if self.options.gates.promoted:  # only what the upstream verified, through the gates
-            gated = self.promoted_head(state, head)
+            gated = self.promoted_head(state)
             if isinstance(gated, PassResult):
                 return self._waiting(state, gated)
             head = gated
         sha = head.sha
         if sha == state.last_good and state.retry != sha:
-            published = self.publish_verified(state)  # only when the last attempt failed
+            published = self.publish_verified(state)  # a push that failed before goes again
             if published is not None and "sha" in published:
                 self.store.save_during_pass(state)
             return self._steady(state, sha)

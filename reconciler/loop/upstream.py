@@ -16,10 +16,10 @@ from reconciler.source.remote import GitSource
 
 
 def state_reader(client: ClusterClient, name: str, namespace: str) -> UpstreamReader:
-    store = StateStore(client, name, namespace)
+    """Read at each pass; nothing is asked of that cluster before (it may be unreachable for a while)."""
 
     def read() -> list[VerifiedCommit]:
-        return store.load().verified
+        return StateStore(client, name, namespace).load().verified
 
     return read
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from controller_support import free_port
 from helpers import GitRemote, wait_for
 from pass_support import edit
 from promotion_support import Stage, production_source, two_stages
@@ -20,7 +21,7 @@ from reconciler.loop.operations import TargetRef
 from reconciler.loop.records import Approval, PromotionView, SourceHealth
 from reconciler.loop.state import StateStore, TargetState
 from reconciler.loop.statusview import render_status
-from reconciler.loop.upstream import ref_reader
+from reconciler.loop.upstream import ref_reader, state_reader
 
 PRODUCTION = TargetRef("production")
 
@@ -274,3 +275,23 @@ def test_a_commit_withdrawn_upstream_no_longer_awaits_approval(
     assert state.approval is None and state.last_good == first
     with pytest.raises(UserError, match="no commit awaits approval"):
         approve(production.client, PRODUCTION, second, "alice")
+
+
+def test_an_unreachable_upstream_cluster_keeps_production_on_its_last_good_commit(
+    automatic: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = automatic
+    good = remote.commit_and_push("example")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    assert production.reconciler.reconcile().outcome == "applied"
+    # Staging's cluster cannot be reached (nothing listens there): production says so and stays.
+    with ClusterClient.for_url(f"http://127.0.0.1:{free_port()}", timeout=2.0, retries=0) as gone:
+        production.reconciler.upstream = state_reader(gone, "staging", "dra-gitops")
+        result = production.reconciler.reconcile()
+    assert (result.outcome, result.sha) == ("unchanged", good)
+    assert result.message.startswith("cannot read the upstream staging: ")
+    view = production.state().promotion
+    assert view is not None and view.error == result.message
+    assert "upstream:    cannot read the upstream staging" in render_status(
+        "production", production.state(), 1
+    )
