@@ -136,12 +136,18 @@ class PromotionSteps(RollbackSteps):
     def publish_verified(self, state: TargetState) -> dict[str, Any] | None:
         """`publishVerified`: push the newest verified commit as `refs/dra-gitops/<target>/verified`
         (fast-forward only) for controllers on other clusters; again on later passes until it went
-        through. A failure is recorded and leaves the pass as it was."""
+        through. A failure is recorded and leaves the pass as it was. A commit whose rollback rehearsal
+        failed is not published."""
         newest = state.verified[0] if state.verified else None
         if not self.options.gates.publish_verified or newest is None or newest.published:
             return None
         if newest.sha != state.last_good or newest.withdrawn:
             return None
+        if newest.rehearsed is False:  # a ref says nothing of rehearsals: publish only what passed one
+            return {
+                "ref": VERIFIED_REF.format(target=self.options.target),
+                "error": "its rollback rehearsal failed",
+            }
         ref = VERIFIED_REF.format(target=self.options.target)
         try:
             self.source.publish(newest.sha, ref)

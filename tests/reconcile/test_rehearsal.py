@@ -22,13 +22,15 @@ from reconciler.loop.gates import Gates
 from reconciler.loop.operations import TargetRef
 from reconciler.loop.statusview import render_status
 
+REF = "refs/dra-gitops/staging/verified"
+
 
 @pytest.fixture
 def stages(remote: GitRemote, tmp_path: Path) -> Iterator[tuple[Stage, Stage]]:
     yield from two_stages(
         remote,
         tmp_path / "cache",
-        Gates(rehearse_rollback=True),
+        Gates(rehearse_rollback=True, publish_verified=True),
         Gates(upstream="staging", approval="manual", require_rehearsal=True),
     )
 
@@ -73,8 +75,10 @@ def test_staging_rehearses_the_rollback_and_production_takes_only_rehearsed_comm
     for step in steps:
         assert step["at"] and step["seconds"] > 0 and "claim(s) allocated" in step["verified"]
     assert [(v.sha, v.rehearsed) for v in state.verified] == [(second, True), (first, True)]
-    assert f"verified:      {second} since {state.verified[0].at} (rehearsed)" in render_status(
-        "staging", state, 1
+    assert record.published == {"ref": REF, "sha": second}
+    assert (
+        f"verified:      {second} since {state.verified[0].at} (rehearsed, published as {REF})"
+        in render_status("staging", state, 1)
     )
     reasons = [e["reason"] for e in staging.client.list_kind("", "Event", "dra-gitops")]
     assert reasons.count("RollbackRehearsed") == 2
@@ -178,6 +182,9 @@ def test_a_rollback_that_no_longer_fits_fails_the_rehearsal_and_production_refus
     ]
     assert "cannot allocate all claims" in rehearsal["steps"][0]["message"]
     assert [(v.sha, v.rehearsed) for v in state.verified][0] == (second, False)
+    # Not published: the ref stays on the last commit whose rehearsal passed.
+    assert state.history[0].published == {"ref": REF, "error": "its rollback rehearsal failed"}
+    assert remote.git("rev-parse", REF, cwd=remote.bare) == first
     trainer = staging.client.get(staging.client.resource_for("apps/v1", "Deployment"), "ml-team", "trainer")
     assert trainer is not None and trainer["spec"]["replicas"] == 1
     events = staging.client.list_kind("", "Event", "dra-gitops")
