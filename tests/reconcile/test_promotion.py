@@ -219,6 +219,8 @@ def test_a_published_ref_soaks_from_when_production_first_saw_it(
     view = production.state().promotion
     assert view is not None and view.first_seen is not None and good in view.first_seen
     assert view.soak_until is not None and view.soak_until >= view.first_seen[good]
+    with pytest.raises(UserError, match=f"{good[:12]} is not eligible: soaking upstream until "):
+        approve(production.client, PRODUCTION, good, "alice")
     result = wait_for(
         lambda: (r := production.reconciler.reconcile()).outcome == "applied" and r,
         60,
