@@ -183,3 +183,19 @@ def test_approve_refuses_a_target_its_config_file_does_not_have(tmp_path: Path) 
     done = CliRunner().invoke(cli, ["approve", "--config", str(config), "--target", "prod", "0123456789ab"])
     assert done.exit_code == 1, done.output
     assert f"{config}: unknown target 'prod' (targets: staging, production, edge)" in done.output
+
+
+def test_a_downstream_never_goes_back_to_a_commit_it_had() -> None:
+    upstream = [
+        VerifiedCommit(sha="c3", at=at(1)),
+        VerifiedCommit(sha="c2", at=at(5)),
+        VerifiedCommit(sha="c1", at=at(9)),
+    ]
+    # Rolled back here from c2 to c1 by a person: c2 is not taken again; c3, when verified upstream, is.
+    had = note_verified(
+        withdraw(note_verified([], "c2", at(4)), "c2", "rolled back to c1 by bob"), "c1", at(2)
+    )
+    decision = decide(upstream[1:], Gates(upstream="s"), "c1", None, NOW, had=had)
+    assert decision.eligible is None
+    assert decision.not_eligible == [("c2", "rolled back here: rolled back to c1 by bob")]
+    assert decide(upstream, Gates(upstream="s"), "c1", None, NOW, had=had).deliver == "c3"

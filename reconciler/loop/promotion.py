@@ -81,17 +81,24 @@ def decide(
     approval: Approval | None,
     now: datetime,
     first_seen: dict[str, str] | None = None,
+    had: list[VerifiedCommit] | None = None,
 ) -> Decision:
     """What a promoted target may deliver, from its upstream's verified commits (newest first).
 
-    Commits no newer than the target's own last good are not looked at: a downstream never moves back on
-    its own. `first_seen` dates a commit the upstream gave no time for (a published ref) by when this
-    target first saw it.
+    Commits no newer than the target's own last good are not looked at, nor any the target `had` (its own
+    verified commits: one it moved past, or a person rolled back): a downstream never moves back on its
+    own. `first_seen` dates a commit the upstream gave no time for (a published ref) by when this target
+    first saw it.
     """
     decision = Decision()
+    own = {entry.sha: entry for entry in had or []}
     for candidate in candidates:
         sha = candidate.sha
         if sha == last_good:
+            break
+        if sha in own:
+            if own[sha].withdrawn:
+                decision.not_eligible.append((sha, f"rolled back here: {own[sha].withdrawn}"))
             break
         why = _why_not(candidate, gates, now, first_seen or {}, decision)
         if why is None:

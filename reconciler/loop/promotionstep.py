@@ -60,7 +60,7 @@ class PromotionSteps(RollbackSteps):
         if gates.upstream_ref:  # a ref says no time: count from when this target first saw the commit
             first_seen = {c.sha: first_seen.get(c.sha) or now_iso() for c in candidates}
             view.first_seen = first_seen or None
-        decision = decide(candidates, gates, state.last_good, state.approval, now, first_seen)
+        decision = decide(candidates, gates, state.last_good, state.approval, now, first_seen, state.verified)
         view.eligible = decision.eligible
         view.waiting = decision.waiting
         view.soak_until = format_time(decision.soak_until) if decision.soak_until else None

@@ -232,6 +232,8 @@ class RequestedDelivery:
         verb = request.verb
         if delivery.outcome == Outcome.APPLIED:
             held = head if head and head != sha else None
+            if self.r.options.gates.promoted:  # its gate holds it: it never takes a commit it had again
+                held = None
             if verb == "rollback":  # what a person rolled back goes no further down a promotion chain
                 why = f"rolled back to {_short(sha)} by {request.by}"
                 state.verified = withdraw(state.verified, state.last_good, why)

@@ -297,3 +297,43 @@ def test_an_unreachable_upstream_cluster_keeps_production_on_its_last_good_commi
     assert "upstream:    cannot read the upstream staging" in render_status(
         "production", production.state(), 1
     )
+
+
+def test_a_person_rolls_production_back_and_it_stays_until_staging_verifies_a_newer_commit(
+    automatic: tuple[Stage, Stage], remote: GitRemote
+) -> None:
+    staging, production = automatic
+    first = remote.commit_and_push("example")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    assert production.reconciler.reconcile().outcome == "applied"
+
+    def epochs(n: int) -> None:
+        edit(
+            remote,
+            "40-workloads/trainer.yaml",
+            lambda d: d["spec"]["template"]["spec"]["containers"][0].update(args=[f"--epochs={n}"]),
+        )
+
+    epochs(20)
+    second = remote.commit_and_push("trainer: 20 epochs")
+    assert staging.reconciler.reconcile().outcome == "applied"
+    assert production.reconciler.reconcile().sha == second
+    epochs(30)
+    third = remote.commit_and_push("trainer: 30 epochs")  # the branch's head while production rolls back
+
+    ask = Ask("rollback", first, False, "carol", "production", "dra-gitops", "dra-gitops-production")
+    hand_to_controller(production.client, ask, 0, lambda _: None)
+    assert production.reconciler.reconcile().outcome == "rolled-back"
+    state = production.state()
+    assert state.last_good == first and state.hold is None
+    # Staging still has the second commit as its last good: production does not take it again.
+    stayed = production.reconciler.reconcile()
+    assert (stayed.outcome, stayed.sha) == ("unchanged", first)
+    view = production.state().promotion
+    assert view is not None and view.not_eligible == [
+        {"sha": second, "why": f"rolled back here: rolled back to {first[:12]} by carol"}
+    ]
+    # A newer commit verified in staging goes on as usual.
+    assert staging.reconciler.reconcile().sha == third
+    moved = production.reconciler.reconcile()
+    assert (moved.outcome, moved.sha) == ("applied", third), moved.message
