@@ -183,6 +183,9 @@ def test_approve_refuses_a_target_its_config_file_does_not_have(tmp_path: Path) 
     done = CliRunner().invoke(cli, ["approve", "--config", str(config), "--target", "prod", "0123456789ab"])
     assert done.exit_code == 1, done.output
     assert f"{config}: unknown target 'prod' (targets: staging, production, edge)" in done.output
+    done = CliRunner().invoke(cli, ["approve", "--config", str(config), "--target", "edge", "0123456789ab"])
+    assert done.exit_code == 1, done.output
+    assert f"{config}:12: target 'edge' does not ask for approval (`approval: manual`)" in done.output
 
 
 def test_a_downstream_never_goes_back_to_a_commit_it_had() -> None:

@@ -366,6 +366,11 @@ def approve_command(
         if not found:
             names = ", ".join(t.name for t in targets)
             raise UserError(f"unknown target {target_name!r} (targets: {names})", where=str(config_file))
+        if found[0].gates.approval != "manual":
+            raise UserError(
+                f"target {target_name!r} does not ask for approval (`approval: manual`): nothing to approve",
+                where=found[0].origin,
+            )
         namespace = found[0].state_namespace
     with connect(kubeconfig, kube_context) as client:
         by = requester(client)
