@@ -33,6 +33,10 @@ class Outcome(StrEnum):
     ABORTED = "aborted"  # `dra-gitops abort`: stopped at a stage boundary and rolled back
     DRIFTED = "drifted"  # drift found and left alone (`selfHeal: false`)
     INVALID = "invalid"  # the revision could not be read: a manifest that does not parse, a file too big
+    # Promotion gates (`loop/promotion.py`): the eligible commit waits; the last good one stays.
+    AWAITING_APPROVAL = "awaiting-approval"  # `approval: manual`: until `dra-gitops approve`
+    SOAKING = "soaking"  # `soak`: until the upstream has held it long enough
+    APPROVED = "approved"  # `dra-gitops approve` (a history record)
 
     @property
     def exit_code(self) -> int:
@@ -55,6 +59,9 @@ EXIT_CODES: dict[Outcome, int] = {
     Outcome.ROLLED_BACK: 1,  # the commit failed, although the cluster is back on the last good one
     Outcome.UNVERIFIED: 1,
     Outcome.INVALID: 1,
+    Outcome.AWAITING_APPROVAL: 0,  # a gate doing its job
+    Outcome.SOAKING: 0,
+    Outcome.APPROVED: 0,
     Outcome.INTERRUPTED: 1,
     Outcome.SOURCE_ERROR: 4,
     Outcome.ROLLBACK_FAILED: 5,

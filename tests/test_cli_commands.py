@@ -8,6 +8,7 @@ import sys
 COMMANDS = [
     "abort",
     "apply",
+    "approve",
     "check",
     "checklist",
     "demo",

@@ -19,7 +19,7 @@ from reconciler.checklist.common import (
     short,
     status_of,
 )
-from reconciler.checklist.facts import ChecklistFacts, DriverFact
+from reconciler.checklist.facts import ChecklistFacts, DriverFact, StateFact
 from reconciler.loop.records import HistoryRecord
 from reconciler.outcome import Outcome
 
@@ -291,6 +291,9 @@ def rollback_target_item(f: ChecklistFacts) -> Built:
         )
     elif attempted is not None and attempted.rolled_back:
         details.append(f"{short(attempted.sha)} ({attempted.outcome}) was rolled back to it")
+    rehearsal_failed, rehearsal = _rehearsal_lines(state)
+    failed = failed or rehearsal_failed
+    details.extend(rehearsal)
     if state.hold:
         details.append(
             f"holding: {short(state.hold)} stays unapplied until a newer commit or `dra-gitops retry`"
@@ -301,3 +304,33 @@ def rollback_target_item(f: ChecklistFacts) -> Built:
             f"{p.operation} of {short(p.sha)} in progress at stage {p.stage or '-'} since {p.since}"
         )
     return make_item("rollback-target", title, status_of(failed), summary, details)
+
+
+def _rehearsal_lines(state: StateFact) -> tuple[bool, list[str]]:
+    """Whether the rollback plan of the last good commit was tested: rehearsed here (`rehearseRollback`,
+    each step verified) or upstream before it was promoted here (`requireRehearsal`). (failed, lines)."""
+    record = next(
+        (
+            r
+            for r in state.history
+            if r.sha == state.last_good and r.operation == "apply" and r.outcome == Outcome.APPLIED
+        ),
+        None,
+    )
+    if record is None:
+        return False, []
+    lines = []
+    rehearsal = record.rehearsal or {}
+    steps = rehearsal.get("steps") or []
+    if steps:
+        done = "; ".join(
+            f"{s.get('step')} to {short(s.get('sha'))} {s.get('outcome')} in {s.get('seconds')}s "
+            f"({s.get('verified') or s.get('message')})"
+            for s in steps
+        )
+        verdict = "rollback rehearsed" if rehearsal.get("ok") else "the rollback rehearsal FAILED"
+        lines.append(f"{verdict} at {steps[-1].get('at')}: {done}")
+    promoted = record.promoted or {}
+    if promoted.get("rehearsed"):
+        lines.append(f"its rollback was rehearsed in {promoted.get('from')} before it was promoted here")
+    return bool(steps) and not rehearsal.get("ok"), lines

@@ -1,4 +1,5 @@
-"""Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`, `abort`, `diff`.
+"""Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`, `abort`, `diff`,
+`approve`.
 
 Parse, call, print, return an exit code; the work is in `loop/operations.py` (what they write) and
 `loop/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
@@ -322,3 +323,58 @@ def diff_command(**kwargs: Any) -> int:
     if not result.ok:
         return 1
     return 3 if result.changes_pending else 0
+
+
+@click.command("approve")
+@click.argument("sha")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The `run --config` file: the target is looked up there (its state namespace).",
+)
+@target_options
+@kube_options
+@verbosity_options
+@handle_errors
+def approve_command(
+    sha: str,
+    config_file: Path | None,
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Approve the commit a target with `approval: manual` awaits (recorded with who and when).
+
+    Only the commit its controller recorded as awaiting approval is accepted (`status` shows it); any
+    other, or an unknown target, is refused with the reason (exit 1). The controller is asked for a pass
+    at once, which delivers the commit.
+    """
+    from reconciler.cluster.whoami import requester
+    from reconciler.errors import UserError
+    from reconciler.loop.approval import approve
+    from reconciler.loop.operations import TargetRef
+    from reconciler.loop.targetfile import load_targets
+
+    namespace = state_namespace
+    if config_file is not None:
+        targets = load_targets(config_file.read_text(), str(config_file))
+        found = [t for t in targets if t.name == target_name]
+        if not found:
+            names = ", ".join(t.name for t in targets)
+            raise UserError(f"unknown target {target_name!r} (targets: {names})", where=str(config_file))
+        if found[0].gates.approval != "manual":
+            raise UserError(
+                f"target {target_name!r} does not ask for approval (`approval: manual`): nothing to approve",
+                where=found[0].origin,
+            )
+        namespace = found[0].state_namespace
+    with connect(kubeconfig, kube_context) as client:
+        by = requester(client)
+        approval = approve(client, TargetRef(target_name, namespace), sha, by)
+    progress_printer(quiet)(f"{target_name}: {approval.sha} approved by {by}; a pass was asked for")
+    click.echo(f"{target_name}: {approval.sha} approved by {by} at {approval.approved_at}")
+    return 0

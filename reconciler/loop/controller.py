@@ -27,10 +27,12 @@ from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget
 from reconciler.loop.keep import KeptRevision
 from reconciler.loop.metrics import PASS_ERROR, Metrics
+from reconciler.loop.promotionstep import UpstreamReader
 from reconciler.loop.reconcile import Reconciler
 from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
 from reconciler.loop.revisions import GitRevisions
 from reconciler.loop.targets import Target
+from reconciler.loop.upstream import ref_reader, state_reader
 from reconciler.notify.notifier import Notifier, TargetReports
 from reconciler.notify.sender import RetryPolicy
 from reconciler.outcome import Outcome
@@ -120,12 +122,14 @@ class _Worker:
                 git_revert_branch=target.git_revert_branch,
                 identity=controller.options.identity,
                 self_heal=target.self_heal,
+                gates=target.gates,
             ),
             controller.options.check,
             progress=lambda message: log.info("%s", message, extra={"target": target.name}),
             should_stop=self.should_stop,
             on_deliver=lambda sha: controller.notifier.started(target.name, sha),
         )
+        self.reconciler.upstream = controller.upstream_reader(target, self.source.source)
 
     def should_stop(self) -> str | None:
         if self.controller.stopping.is_set():
@@ -141,7 +145,10 @@ class _Worker:
                 self.run_pass()
             self.decided.set()
             controller.update_readiness()
-            self.wake.wait(jittered(self.target.poll_interval))
+            wait = jittered(self.target.poll_interval)
+            if self.reconciler.wake_after is not None:  # a soak ends before the next poll
+                wait = min(wait, self.reconciler.wake_after + 0.5)
+            self.wake.wait(wait)
             self.wake.clear()
 
     def run_pass(self) -> PassResult | None:
@@ -213,6 +220,16 @@ class Controller:
         # Called with (target, result) after every pass, on the worker's thread (the demo follows passes).
         self.pass_listeners: list[Callable[[str, PassResult], None]] = []
 
+    def upstream_reader(self, target: Target, source: GitSource) -> UpstreamReader | None:
+        """Where a promoted target reads its upstream's verified commits (`loop/upstream.py`)."""
+        gates = target.gates
+        if gates.upstream_ref:
+            return ref_reader(source, gates.upstream_ref)
+        upstream = next((t for t in self.targets if t.name == gates.upstream), None)
+        if upstream is None:
+            return None
+        return state_reader(self.client, upstream.name, upstream.state_namespace)
+
     # ---- triggers -----------------------------------------------------------------------------------
 
     def trigger(self, names: set[str] | None, reason: str) -> None:
@@ -258,6 +275,10 @@ class Controller:
         self.metrics.record_violations(result.violations)
         if result.outcome == Outcome.APPLIED:
             self.metrics.set_last_applied(target, time.time())
+            # The targets promoting from it look now, not at their next poll.
+            downstream = {t.name for t in self.targets if t.gates.upstream == target}
+            if downstream:
+                self.trigger(downstream, f"{target} verified {(result.sha or '')[:12]}")
         if result.outcome in (Outcome.ROLLED_BACK, Outcome.ROLLBACK_FAILED):
             self.metrics.record_rollback(target, "ok" if result.outcome == Outcome.ROLLED_BACK else "failed")
         if result.outcome == Outcome.DRIFT_CORRECTED and result.drift is not None:

@@ -20,10 +20,11 @@ from reconciler.delivery.pipeline import deliver_drift
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.passbase import Progress, short_sha
+from reconciler.loop.promotionstep import PromotionSteps
 from reconciler.loop.reconcile_types import Cancelled, PassResult, SourceHead
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.rehearsal import RehearsalSteps
 from reconciler.loop.requested import run_pending
-from reconciler.loop.rollback import RollbackSteps
 from reconciler.loop.sourcehealth import observe_fetch
 from reconciler.loop.state import RECORD_ITEMS, TargetState, now_iso
 from reconciler.outcome import Outcome
@@ -33,7 +34,7 @@ __all__ = ["Progress", "Reconciler"]
 log = logging.getLogger("dra_gitops.reconcile")
 
 
-class Reconciler(RollbackSteps):
+class Reconciler(PromotionSteps, RehearsalSteps):
     """Reconciles one target; one instance per target, called by one thread at a time."""
 
     # ---- the pass ---------------------------------------------------------------------------------
@@ -79,8 +80,16 @@ class Reconciler(RollbackSteps):
             return requested
         if head is None:
             return PassResult(self.options.target, Outcome.SOURCE_ERROR, None, message=fetch_error)
+        if self.options.gates.promoted:  # only what the upstream verified, through the gates
+            gated = self.promoted_head(state)
+            if isinstance(gated, PassResult):
+                return self._waiting(state, gated)
+            head = gated
         sha = head.sha
         if sha == state.last_good and state.retry != sha:
+            published = self.publish_verified(state)  # a push that failed before goes again
+            if published is not None and "sha" in published:
+                self.store.save_during_pass(state)
             return self._steady(state, sha)
         if state.failed(sha):
             held = self._steady(state, state.last_good) if state.last_good else None
@@ -104,6 +113,16 @@ class Reconciler(RollbackSteps):
             return self._apply(state, sha, head)
         except Cancelled as exc:
             return PassResult(self.options.target, Outcome.INTERRUPTED, sha, message=str(exc))
+
+    def _waiting(self, state: TargetState, result: PassResult) -> PassResult:
+        """A promoted target with nothing to deliver now stays on its last good commit, drift corrected."""
+        if state.last_good is None:
+            return result
+        steady = self._steady(state, state.last_good)
+        result.drift, result.records, result.delivery = steady.drift, steady.records, steady.delivery
+        if steady.outcome != Outcome.UNCHANGED and result.outcome == Outcome.UNCHANGED:
+            result.outcome, result.message = steady.outcome, steady.message
+        return result
 
     def _note_source(self, state: TargetState, error: str | None) -> None:
         """Record the source's health when it changed, with an Event when it turned bad or recovered."""
@@ -154,12 +173,21 @@ class Reconciler(RollbackSteps):
             # Refused before the first write (an object the API server forbids us, one it rejects).
             return self._refuse(state, sha, Outcome.DRY_RUN_FAILED, str(exc), "DryRunFailed")
         record = evidence_record(delivery, sha, "apply")
+        self.note_promotion(state, sha, record)
         if head.forced:
             record.force_push = {"previous": head.previous}
         state.retry = None
         violations = count_violations(delivery)
         if delivery.outcome == Outcome.APPLIED:
+            rehearsed: bool | None = None
+            if self.options.gates.rehearse_rollback:
+                done = self.rehearse(state, sha, desired, delivery, record, violations)
+                if isinstance(done, PassResult):  # the re-apply failed: rolled back
+                    return done
+                rehearsed = done
+            self.note_verified(state, sha, now_iso() if rehearsed is not None else record.at, rehearsed)
             state.last_good = sha
+            record.published = self.publish_verified(state)
             self.keep_last_good(sha)
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.APPLIED, at=record.at)
             state.inventory = sorted(f"{m.api_version} {m.ref}" for m in desired.manifests.manifests)

@@ -13,6 +13,7 @@ from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
+from reconciler.loop.gates import Gates
 from reconciler.loop.records import HistoryRecord
 from reconciler.outcome import Outcome
 
@@ -42,6 +43,10 @@ class RevisionSource(Protocol):
 
     def revert(self, sha: str, branch: str) -> str: ...
 
+    def publish(self, sha: str, ref: str) -> None:
+        """Point `ref` of the repository at `sha`, fast-forward only (`publishVerified`)."""
+        ...
+
 
 @dataclass
 class ReconcileOptions:
@@ -53,6 +58,7 @@ class ReconcileOptions:
     git_revert_branch: str | None = None
     identity: str = ""
     self_heal: bool = True  # false: drift is reported (status, an Event), not corrected
+    gates: Gates = field(default_factory=Gates)  # promotion from an upstream, rehearsal (`loop/gates.py`)
 
     @property
     def target(self) -> str:

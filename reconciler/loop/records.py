@@ -199,6 +199,14 @@ class HistoryRecord(_Record):
     rolled_back_to: str | None = None  # a failed apply: the revision it was rolled back to
     rollback: Outcome | str | None = None  # ... and how that rollback's delivery ended
     revert: dict[str, Any] | None = None  # {"branch", "sha" | "error"}: the revert commit pushed
+    # Promotion (`loop/promotion.py`, `loop/rehearsal.py`): who approved the commit, its rollback rehearsal
+    # ({"ok", "steps": [{"step", "sha", "outcome", "at", "seconds", "message"}]}), the ref published.
+    approval: dict[str, Any] | None = None
+    rehearsal: dict[str, Any] | None = None
+    published: dict[str, Any] | None = None  # {"ref", "sha" | "error"}
+    promoted: dict[str, Any] | None = (
+        None  # {"from", "verifiedAt", "rehearsed"}: what the upstream said of it
+    )
 
     def _writes_null(self, key: str) -> bool:
         if key == "rolledBackTo":
@@ -265,3 +273,61 @@ class SourceHealth(_Record):
     ok: bool = True
     error: str | None = None
     since: str = ""  # the first fetch of the current run of successes or failures
+
+
+# ---- promotion between targets (`loop/promotion.py`) -------------------------------------------------------
+
+
+@dataclass(kw_only=True)
+class VerifiedCommit(_Record):
+    """One entry of `verified`, newest first: a commit this target applied and verified, what the targets
+    that promote from it may take."""
+
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        **{name: _text for name in ("sha", "at", "until", "withdrawn", "published")},
+        "rehearsed": bool,
+    }
+
+    sha: str = ""
+    at: str = ""  # verified at (with rehearseRollback: once the rehearsal ended); "" not known (a ref)
+    until: str | None = None  # no longer the last good since (a newer commit, a rollback); None: still is
+    rehearsed: bool | None = None  # its rollback rehearsal: passed, failed, or not run
+    withdrawn: str | None = None  # why it must not be promoted (a person rolled it back)
+    published: str | None = None  # `publishVerified`: the ref it was pushed to
+
+
+@dataclass(kw_only=True)
+class Approval(_Record):
+    """`approval`: the commit a target with `approval: manual` waits for, and who approved it."""
+
+    KEYS: ClassVar[dict[str, str]] = {"approved_by": "approvedBy", "approved_at": "approvedAt"}
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        name: _text for name in ("sha", "since", "approved_by", "approved_at")
+    }
+
+    sha: str = ""
+    since: str = ""  # awaiting approval since
+    approved_by: str | None = None
+    approved_at: str | None = None
+
+
+@dataclass(kw_only=True)
+class PromotionView(_Record):
+    """`promotion`: what the last pass of a promoted target decided, for `status` and `approve`."""
+
+    KEYS: ClassVar[dict[str, str]] = {
+        "soak_until": "soakUntil",
+        "not_eligible": "notEligible",
+        "first_seen": "firstSeen",
+    }
+    READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
+        **{name: _text for name in ("upstream", "eligible", "waiting", "soak_until", "error")},
+    }
+
+    upstream: str = ""  # the upstream target, or the ref followed
+    eligible: str | None = None  # the newest commit every gate but approval lets through
+    waiting: str | None = None  # approval | soak: what the eligible (or a newer) commit waits for
+    soak_until: str | None = None
+    not_eligible: list[dict[str, str]] | None = None  # {"sha", "why"}: newer commits, and why not
+    first_seen: dict[str, str] | None = None  # a followed ref: sha -> when this target first saw it
+    error: str | None = None  # the upstream could not be read

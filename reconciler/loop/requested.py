@@ -34,6 +34,7 @@ from reconciler.delivery.pipeline import DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.evidence import count_violations, evidence_record
+from reconciler.loop.promotion import note_verified, withdraw
 from reconciler.loop.reconcile_types import PassResult
 from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress, RevisionRequest
 from reconciler.loop.state import StateConflict, TargetState, now_iso
@@ -231,6 +232,12 @@ class RequestedDelivery:
         verb = request.verb
         if delivery.outcome == Outcome.APPLIED:
             held = head if head and head != sha else None
+            if self.r.options.gates.promoted:  # its gate holds it: it never takes a commit it had again
+                held = None
+            if verb == "rollback":  # what a person rolled back goes no further down a promotion chain
+                why = f"rolled back to {_short(sha)} by {request.by}"
+                state.verified = withdraw(state.verified, state.last_good, why)
+            state.verified = note_verified(state.verified, sha, record.at)
             state.last_good, state.hold, state.in_progress = sha, held, None
             self.r.keep_last_good(sha)
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.APPLIED, at=record.at)

@@ -73,5 +73,8 @@ class GitRevisions:
     def revert(self, sha: str, branch: str) -> str:
         return self.source.revert(sha, branch, reason="dra-gitops rolled it back: it failed verification")
 
+    def publish(self, sha: str, ref: str) -> None:
+        self.source.publish(sha, ref)
+
     def close(self) -> None:
         self.source.close()

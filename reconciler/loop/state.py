@@ -23,12 +23,15 @@ from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.errors import DraGitopsError
 from reconciler.loop.records import (
     AbortRequest,
+    Approval,
     AttemptRecord,
     HistoryRecord,
     InProgress,
+    PromotionView,
     RevisionRequest,
     SourceHealth,
     Suspension,
+    VerifiedCommit,
     next_history_id,
 )
 
@@ -67,6 +70,11 @@ class TargetState:
     suspended: Suspension | None = None  # `dra-gitops suspend`: no pass applies or corrects anything
     abort: AbortRequest | None = None  # `dra-gitops abort`: the running pass stops and rolls back
     source: SourceHealth | None = None  # the last fetch of the remote
+    # Promotion (`loop/promotion.py`): the commits this target verified (newest first, bounded), what its
+    # own gates decided last, the commit awaiting (or given) approval.
+    verified: list[VerifiedCommit] = field(default_factory=list)
+    promotion: PromotionView | None = None
+    approval: Approval | None = None
     resource_version: str | None = None
     # The data as last read or written: tells a write by someone else from a parent-metadata update.
     seen_data: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -114,6 +122,12 @@ class TargetState:
             data["abort"] = _dump(self.abort.to_json())
         if self.source:
             data["source"] = _dump(self.source.to_json())
+        if self.verified:
+            data["verified"] = json.dumps([v.to_json() for v in self.verified], indent=1)
+        if self.promotion:
+            data["promotion"] = _dump(self.promotion.to_json())
+        if self.approval:
+            data["approval"] = _dump(self.approval.to_json())
         return data
 
     @classmethod
@@ -134,6 +148,9 @@ class TargetState:
             suspended=Suspension.from_json(_load(data.get("suspended"))),
             abort=AbortRequest.from_json(_load(data.get("abort"))),
             source=SourceHealth.from_json(_load(data.get("source"))),
+            verified=[v for v in map(VerifiedCommit.from_json, _load(data.get("verified")) or []) if v],
+            promotion=PromotionView.from_json(_load(data.get("promotion"))),
+            approval=Approval.from_json(_load(data.get("approval"))),
             resource_version=resource_version,
             seen_data=dict(data),
         )
@@ -157,11 +174,19 @@ class TargetState:
             out["abort"] = self.abort.to_json()
         if self.source:
             out["source"] = self.source.to_json()
+        if self.verified:
+            out["verified"] = [v.to_json() for v in self.verified]
+        if self.promotion:
+            out["promotion"] = self.promotion.to_json()
+        if self.approval:
+            out["approval"] = self.approval.to_json()
         return out
 
 
 # What the operator verbs write while a pass may run (`loop/operations.py`, `loop/handoff.py`, retry).
-OPERATOR_KEYS = frozenset({"suspended", "retry", "request", "hold", "abort"})
+OPERATOR_KEYS = frozenset({"suspended", "retry", "request", "hold", "abort", "approval"})
+# The history records those verbs add (`approve` records who approved what).
+OPERATOR_RECORDS = frozenset({"suspend", "resume", "approve"})
 
 
 def _merge_operator_writes(ours: TargetState, live: TargetState) -> bool:
@@ -173,7 +198,7 @@ def _merge_operator_writes(ours: TargetState, live: TargetState) -> bool:
             return False
     seen_ids = {r.id for r in TargetState.from_data(seen).history}
     added = [r for r in live.history if r.id not in seen_ids]
-    if any(r.operation not in ("suspend", "resume") for r in added):
+    if any(r.operation not in OPERATOR_RECORDS for r in added):
         return False
     for key in OPERATOR_KEYS:  # the verb's writes win; what the pass changed of the others stays
         if seen.get(key) != live.seen_data.get(key):

@@ -39,10 +39,44 @@ def render_status(target: str, state: TargetState, history_count: int) -> str:
         lines.append(f"suspended:     since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else ""))
     if state.source and not state.source.ok:
         lines.append(f"source:        failing since {state.source.since}: {state.source.error}")
+    if state.verified:  # what the targets promoting from this one may take
+        v = state.verified[0]
+        notes = [
+            "rehearsed" if v.rehearsed else "rehearsal failed" if v.rehearsed is False else "",
+            f"published as {v.published}" if v.published else "",
+            f"withdrawn: {v.withdrawn}" if v.withdrawn else "",
+        ]
+        shown = ", ".join(n for n in notes if n)
+        lines.append(f"verified:      {v.sha} since {v.at}" + (f" ({shown})" if shown else ""))
+    lines.extend(_promotion_lines(target, state))
     lines.append("history (newest first):")
     for record in state.history[: max(0, history_count)]:
         lines.extend(_record_lines(record))
     return "\n".join(lines) + "\n"
+
+
+def _promotion_lines(target: str, state: TargetState) -> list[str]:
+    """A promoted target: what it may take from upstream, what waits, and why newer commits may not."""
+    view = state.promotion
+    if view is None:
+        return []
+    lines = [f"promotes from: {view.upstream}"]
+    if view.error:
+        lines.append(f"  upstream:    {view.error}")
+    lines.append(f"  eligible:    {view.eligible or '(nothing newer than the last good commit)'}")
+    approval = state.approval
+    if approval is not None and approval.approved_by:
+        lines.append(f"  approved:    {approval.sha} by {approval.approved_by} at {approval.approved_at}")
+    elif approval is not None:
+        lines.append(
+            f"  awaiting:    approval of {approval.sha} since {approval.since}: "
+            f"dra-gitops approve --target {target} {approval.sha[:12]}"
+        )
+    if view.waiting == "soak" and view.soak_until:
+        lines.append(f"  soaking:     a newer commit is eligible at {view.soak_until}")
+    for entry in view.not_eligible or []:
+        lines.append(f"  not eligible {str(entry.get('sha'))[:12]}: {entry.get('why')}")
+    return lines
 
 
 def _record_lines(record: HistoryRecord) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from reconciler.errors import UserError
+from reconciler.loop.gates import check_chain
 from reconciler.loop.targets import (
     CONFIG_KEYS,
     WEBHOOK_KEYS,
@@ -47,6 +48,7 @@ def load_targets(text: str, path: str) -> list[Target]:
                 f"target {target.name!r} is defined twice (first at {first.origin})", where=target.origin
             )
     _check_notification_targets(targets)
+    check_chain(targets)
     return targets
 
 
@@ -141,6 +143,9 @@ class _Document:
                 fields[key] = (commit_status_from(self.located(value_node)), line)
             elif key == "notifications":
                 fields[key] = (notifications_from(self.located(value_node)), line)
+            elif key == "promoteFrom" and isinstance(value_node, yaml.MappingNode):
+                ref = {k: self.scalar(v) for k, (v, _) in self.mapping(value_node, ("ref",)).items()}
+                fields[key] = (ref, line)
             else:
                 fields[key] = (self.scalar(value_node), line)
         return fields

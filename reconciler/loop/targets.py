@@ -16,6 +16,7 @@ from typing import Any
 
 from reconciler.errors import UserError
 from reconciler.loop.durations import parse_duration
+from reconciler.loop.gates import GATE_KEYS, Gates, build_gates
 from reconciler.notify.config import CommitStatusConfig, NotificationConfig, resolve_repository
 
 DEFAULT_STATE_NAMESPACE = "dra-gitops"
@@ -69,6 +70,8 @@ class Target:
     # Argo CD's switches: delete what Git no longer has; put back what drifted from the last good revision.
     prune: bool = True
     self_heal: bool = True
+    # Promotion from an upstream target, soak, approval, rollback rehearsal (`loop/gates.py`).
+    gates: Gates = Gates()
     # Where the target was defined (`path:line` or "flags"), for messages about it.
     origin: str = field(default="flags", compare=False)
     # Outcomes reported back (`reconciler/notify/`): commit statuses on the forge, notifications.
@@ -105,7 +108,7 @@ _FLAG_OF = {
 # Keys only a config file gives (no flag), each parsed from its nested YAML by `targetfile.py`.
 _NOTIFY_KEYS = ("commitStatus", "notifications")
 # The keys a target may have in a config file.
-CONFIG_KEYS = tuple(_FLAG_OF) + _NOTIFY_KEYS
+CONFIG_KEYS = (*_FLAG_OF, *_NOTIFY_KEYS, *GATE_KEYS)
 WEBHOOK_KEYS = ("githubSecretFile", "gitlabTokenFile", "genericTokenFile")
 
 
@@ -222,6 +225,7 @@ def build_target(fields: Mapping[str, Any], where_of: Callable[[str], str], orig
         webhooks=fields.get("webhooks") or WebhookAuth(),
         prune=_flag(fields, "prune", where_of),
         self_heal=_flag(fields, "selfHeal", where_of),
+        gates=build_gates(fields, where_of),
         origin=origin,
         commit_status=resolve_repository(fields["commitStatus"], repo)
         if fields.get("commitStatus")
@@ -283,7 +287,7 @@ def target_from_flags(
         "gitRevertBranch": git_revert_branch,
         "webhooks": WebhookAuth(github_secret=github, gitlab_token=token, generic_token=token),
     }
-    return build_target(fields, lambda key: _FLAG_OF[key], "flags")
+    return build_target(fields, lambda key: _FLAG_OF.get(key, key), "flags")
 
 
 def _flag_secret(value: str | None, file: str | None, flag: str) -> Secret | None:

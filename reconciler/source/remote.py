@@ -28,6 +28,7 @@ from reconciler.errors import EnvironmentProblem, UserError
 from reconciler.model.loader import DEFAULT_LIMITS, Limits
 from reconciler.source.git import TreeFiles, read_tree
 from reconciler.source.gitcmd import GitCredentials, GitFailed, GitRunner
+from reconciler.source.publish import fetch_ref, publish_ref
 from reconciler.source.revert import revert_commit
 from reconciler.source.signatures import SignatureCheck, SignaturePolicy, SignatureVerifier
 from reconciler.source.tags import newest_tag
@@ -407,3 +408,17 @@ class GitSource:
             return revert_commit(
                 self._runner, repo, sha, branch, fallback_base=followed[1], author=author, reason=reason
             )
+
+    # -- refs published for other controllers (`source/publish.py`) -------------------------------------
+
+    def fetch_ref(self, ref: str) -> str | None:
+        """The commit `ref` points at on the remote, its objects fetched into the cache; None when absent."""
+        with self._exclusive():
+            repo = self._repo_or_raise()
+            return fetch_ref(self._runner, Path(repo.git_dir), ref)
+
+    def publish(self, sha: str, ref: str) -> None:
+        """Push `sha` (in the cache) to the remote as `ref`, fast-forward only."""
+        with self._exclusive():
+            repo = self._repo_or_raise()
+            publish_ref(self._runner, Path(repo.git_dir), sha, ref)

@@ -700,3 +700,28 @@ def test_a_record_without_a_readable_time_falls_back_to_the_default_window() -> 
 def test_an_unknown_item_id_is_a_key_error() -> None:
     with pytest.raises(KeyError):
         build_checklist(good_facts()).item("nothing")
+
+
+def test_a_failed_rollback_rehearsal_leaves_the_rollback_target_not_checked() -> None:
+    steps = [
+        {"step": "rollback", "sha": BAD, "outcome": "verify-failed", "at": "2026-03-01T11:59:20Z", "seconds": 6.0,
+         "verified": "", "message": "pod ml-team/t-3: FailedScheduling 'cannot allocate all claims'"},
+        {"step": "re-apply", "sha": GOOD, "outcome": "applied", "at": "2026-03-01T11:59:30Z", "seconds": 3.0,
+         "verified": "3 claim(s) allocated", "message": "verified"},
+    ]  # fmt: skip
+    state = good_state(history=(apply_record(GOOD, rehearsal={"ok": False, "steps": steps}),))
+    checklist = build_checklist(good_facts(state=state))
+    assert status(checklist, "rollback-target") == NOT_CHECKED
+    assert (
+        "the rollback rehearsal FAILED at 2026-03-01T11:59:30Z: rollback to bbbbbbbbbbbb verify-failed in 6.0s "
+        "(pod ml-team/t-3: FailedScheduling 'cannot allocate all claims'); re-apply to aaaaaaaaaaaa applied in "
+        "3.0s (3 claim(s) allocated)"
+    ) in evidence(checklist, "rollback-target")
+    promoted = good_state(
+        history=(apply_record(GOOD, promoted={"from": "staging", "verifiedAt": "x", "rehearsed": True}),)
+    )
+    checklist = build_checklist(good_facts(state=promoted))
+    assert status(checklist, "rollback-target") == CHECKED
+    assert "its rollback was rehearsed in staging before it was promoted here" in evidence(
+        checklist, "rollback-target"
+    )
