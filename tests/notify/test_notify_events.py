@@ -16,6 +16,10 @@ SILENT = {
     Outcome.SUSPENDED,
     Outcome.RESUMED,
     Outcome.DRIFTED,
+    # A downstream waiting out its soak says nothing each pass; an approval is a record of the verb, and
+    # the pass it asks for reports the delivery (started, then applied or failed).
+    Outcome.SOAKING,
+    Outcome.APPROVED,
 }
 
 
