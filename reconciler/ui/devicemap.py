@@ -150,10 +150,3 @@ def device_map_page(cells: Sequence[DeviceCell], chosen: DeviceFilter, warnings:
         parts.append(tag("section", tag("h2", "Warnings"), tag("ul", join(tag("li", w) for w in warnings))))
     return page("Device map", join(parts), current="devices")
 
-
-def device_totals_json(cells: Sequence[DeviceCell]) -> Mapping[str, Mapping[str, int]]:
-    """{driver: {devices, allocated, free}} (what the map's totals table shows)."""
-    return {
-        d: {"devices": t.devices, "allocated": t.allocated, "free": t.free}
-        for d, t in totals_by_driver(cells).items()
-    }

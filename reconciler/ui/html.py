@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html as _html
 from collections.abc import Iterable, Mapping
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 
 class Html(str):
@@ -52,11 +52,6 @@ def link(href: str, *children: object, **attributes: object) -> Html:
 def path(*segments: str) -> str:
     """An absolute URL path of segments, each percent-encoded (a name with `/` or `?` stays one segment)."""
     return "/" + "/".join(quote(s, safe="") for s in segments)
-
-
-def with_query(base: str, params: Mapping[str, str]) -> str:
-    kept = {k: v for k, v in params.items() if v}
-    return f"{base}?{urlencode(kept)}" if kept else base
 
 
 def short(sha: str | None, width: int = 12) -> str:

@@ -19,7 +19,13 @@ from reconciler.ui.app import Dashboard
 from reconciler.ui.server import DashboardServer
 
 
-def get(port: int, path: str, method: str = "GET", headers: dict[str, str] | None = None, body: bytes | None = None) -> tuple[int, dict[str, str], str]:
+def get(
+    port: int,
+    path: str,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> tuple[int, dict[str, str], str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         conn.request(method, path, body=body, headers=headers or {})
@@ -90,7 +96,9 @@ def test_commit_page_and_report_match_check_markdown(world: World, served: int) 
     code, headers, markdown = get(served, f"/targets/{TARGET}/commits/{denied}/report?format=markdown")
     assert code == 200 and headers["content-type"].startswith("text/markdown")
     repo = world.cache_dir / TARGET
-    done = CliRunner().invoke(cli, ["check", "--repo", str(repo), "--base", good, "--head", denied, "-o", "markdown", "-q"])
+    done = CliRunner().invoke(
+        cli, ["check", "--repo", str(repo), "--base", good, "--head", denied, "-o", "markdown", "-q"]
+    )
     assert done.exit_code == 1, done.output
     assert markdown == done.stdout
     # The HTML page holds the same findings as the Markdown.
@@ -112,10 +120,15 @@ def test_device_map_totals_add_up_to_inventory(world: World, served: int) -> Non
     assert code == 200
     rows = re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td></tr>", page)
     shown = {driver: (int(d), int(a), int(f)) for driver, d, a, f in rows}
-    expected = {k: (v["devices"], v["allocated"], v["free"]) for k, v in inventory["drivers"].items() if v["devices"]}
+    expected = {
+        k: (v["devices"], v["allocated"], v["free"]) for k, v in inventory["drivers"].items() if v["devices"]
+    }
     assert shown == expected
     totals = inventory["totals"]
-    assert re.search(rf"<strong>Total</strong></td><td>{totals['devices']}</td><td>{totals['allocated']}</td><td>{totals['free']}</td>", page)
+    assert re.search(
+        rf"<strong>Total</strong></td><td>{totals['devices']}</td><td>{totals['allocated']}</td><td>{totals['free']}</td>",
+        page,
+    )
     assert page.count('data-state="allocated"') == totals["allocated"]
     assert page.count('class="tile ') - 4 == totals["devices"]  # the legend has one tile per state
     # The holder of each allocated device, and the hostile annotation shown as text.
@@ -194,7 +207,7 @@ def test_ui_server_serves_the_same_pages(world: World) -> None:
     port = server.start()
     try:
         code, headers, page = get(port, "/")
-        assert code == 200 and "nosniff" == headers["x-content-type-options"]
+        assert code == 200 and headers["x-content-type-options"] == "nosniff"
         assert TARGET in page
         assert get(port, "/", method="POST", body=b"{}")[0] == 405
     finally:

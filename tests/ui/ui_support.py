@@ -36,7 +36,7 @@ from reconciler.ui.build import build_dashboard
 
 # What would run if a page let markup through: each sets window.pwned and the title.
 HOSTILE_SCRIPT = "<script>window.pwned=1;document.title='pwned'</script>"
-HOSTILE_IMG = '<img src=x onerror="window.pwned=2;document.title=\'pwned\'">'
+HOSTILE_IMG = "<img src=x onerror=\"window.pwned=2;document.title='pwned'\">"
 HOSTILE_MESSAGE = f"driver v0.4.0 {HOSTILE_SCRIPT} straight to main"
 HOSTILE_ANNOTATION = f"team notes {HOSTILE_IMG}"
 ANNOTATION_KEY = "example.com/notes"
@@ -82,13 +82,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             cache_dir = root / "cache"
             with ClusterClient.for_url(sim.url) as client:
                 source = GitSource(remote.url, cache_dir / TARGET, branch="main")
-                options = ReconcileOptions(DeliverOptions(target=TARGET, grace=5.0, stage_timeout=60, verify_timeout=60))
+                options = ReconcileOptions(
+                    DeliverOptions(target=TARGET, grace=5.0, stage_timeout=60, verify_timeout=60)
+                )
                 revisions = GitRevisions(source, kept=KeptRevision(client, TARGET))
                 reconciler = Reconciler(client, revisions, options, CheckOptions())
                 shas = {"good": remote.commit_and_push("example stack with notes on the shared claim")}
                 assert reconciler.reconcile().outcome == "applied"
                 original = "registry.example.com/gpu-example-driver:v0.3.0"
-                edit(remote, "10-driver/kubelet-plugin.yaml", _driver_image("registry.example.com/gpu-example-driver:v0.4.0"))
+                edit(
+                    remote,
+                    "10-driver/kubelet-plugin.yaml",
+                    _driver_image("registry.example.com/gpu-example-driver:v0.4.0"),
+                )
                 shas["denied"] = remote.commit_and_push(HOSTILE_MESSAGE)
                 assert reconciler.reconcile().outcome == "denied"
                 edit(remote, "10-driver/kubelet-plugin.yaml", _driver_image(original))
@@ -99,7 +105,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 result = reconciler.reconcile()
                 assert result.outcome == "rolled-back", result.message
                 revisions.close()
-                target = target_from_flags(repo=remote.url, name=TARGET, branch="main", path=".", state_namespace="dra-gitops", grace=5.0)
+                target = target_from_flags(
+                    repo=remote.url,
+                    name=TARGET,
+                    branch="main",
+                    path=".",
+                    state_namespace="dra-gitops",
+                    grace=5.0,
+                )
                 dashboard = build_dashboard(client, targets=[target], cache_dir=cache_dir)
                 yield World(sim, client, remote, kubeconfig, cache_dir, shas, dashboard)
         finally:
