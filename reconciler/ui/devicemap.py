@@ -5,7 +5,7 @@ by driver, node and namespace (a GET form, so it works without JavaScript); tota
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from itertools import groupby
 
 from reconciler.ui.devices import DeviceCell, DeviceFilter, Totals, totals_by_driver
@@ -149,4 +149,3 @@ def device_map_page(cells: Sequence[DeviceCell], chosen: DeviceFilter, warnings:
     if warnings:
         parts.append(tag("section", tag("h2", "Warnings"), tag("ul", join(tag("li", w) for w in warnings))))
     return page("Device map", join(parts), current="devices")
-
