@@ -144,7 +144,7 @@ def target_cache_dir(value: Path | None) -> Path:
     help="HOST:PORT for /healthz, /readyz, /metrics, /hooks/{github,gitlab,generic} and the dashboard at /.",
 )
 @click.option(
-    "--dashboard-token-file",
+    "--ui-token-file",
     type=click.Path(dir_okay=False),
     help="File holding a bearer token the dashboard at / then needs (probes, metrics and hooks keep theirs).",
 )
@@ -237,7 +237,7 @@ def run_command(**kwargs: Any) -> int:
         client,
         targets=targets,
         cache_dir=options.cache_dir,
-        token=read_token(kwargs["dashboard_token_file"]),
+        token=read_token(kwargs["ui_token_file"]),
         check=options.check,
     )
     controller = Controller(client, targets, options)

@@ -1,4 +1,5 @@
-"""The controller's HTTP endpoints: probes, `/metrics` and the Git webhooks that trigger a pass.
+"""The controller's HTTP endpoints: probes, `/metrics`, the Git webhooks that trigger a pass, and the
+dashboard's pages (`reconciler/ui/`, handed in as `pages`: this module only routes to them).
 
 Standard library only (`ThreadingHTTPServer` in a background thread). What a webhook must prove and what it
 triggers is :mod:`reconciler.loop.webhooks`; here are routing, statuses and bodies. Bodies are limited
@@ -106,7 +107,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class ControllerServer:
-    """`/healthz`, `/readyz`, `/metrics` and `POST /hooks/{github,gitlab,generic}` on one port."""
+    """`/healthz`, `/readyz`, `/metrics`, `POST /hooks/{github,gitlab,generic}` and the dashboard on one port."""
 
     def __init__(
         self,

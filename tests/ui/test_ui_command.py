@@ -93,3 +93,38 @@ def test_ui_refuses_an_empty_token_file_naming_it(world: World, tmp_path: Path) 
 def test_ui_listens_on_this_machine_only_by_default() -> None:
     done = CliRunner().invoke(cli, ["ui", "--help"])
     assert done.exit_code == 0 and "127.0.0.1:8090" in done.output
+
+
+def test_the_dra_reader_role_is_enough(world: World) -> None:
+    """Every page's reads, made with a dra-reader token (the sim's RBAC deciding), are allowed."""
+    import yaml
+
+    from reconciler.cluster.client import ClusterClient, Forbidden
+    from reconciler.ui.app import Dashboard
+    from reconciler.ui.gather import ClusterData
+
+    root = Path(__file__).resolve().parents[2]
+    for path in (
+        root / "deploy" / "namespace" / "namespace.yaml",
+        root / "deploy" / "reader" / "rbac-reader.yaml",
+    ):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                world.client.apply(doc)
+    answer = world.client.request(
+        "POST", "/api/v1/namespaces/dra-gitops/serviceaccounts/dra-reader/token", body={"spec": {}}
+    )
+    with ClusterClient.for_url(world.cluster.url, token=answer["status"]["token"]) as reader:
+        with pytest.raises(Forbidden):  # the token is really held to the role: no Secrets
+            reader.list_kind("", "Secret", "dra-gitops")
+        dashboard = Dashboard(ClusterData(reader, state_namespace="dra-gitops"))
+        for path in (
+            "/",
+            f"/targets/{TARGET}/history",
+            f"/targets/{TARGET}/commits/{world.shas['bad']}",
+            "/devices",
+            "/api/version",
+        ):
+            got = dashboard("GET", path, {})
+            assert got.status == 200, (path, got.body[:300])
+        assert world.shas["bad"][:12] in dashboard("GET", "/", {}).body.decode()
