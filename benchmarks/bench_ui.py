@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ class StaticData:
     def targets(self) -> list[TargetView]:
         return [self.view]
 
-    def target(self, name: str) -> TargetView | None:
+    def target(self, name: str, shas: Sequence[str] = ()) -> TargetView | None:
         return self.view if name == self.view.name else None
 
     def report(self, view: TargetView, sha: str) -> CommitReport:

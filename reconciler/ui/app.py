@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from importlib import resources
@@ -59,7 +60,7 @@ class Data(Protocol):
     """Where the pages' data comes from (`gather.ClusterData`, or plain data in tests and benchmarks)."""
 
     def targets(self) -> list[TargetView]: ...
-    def target(self, name: str) -> TargetView | None: ...
+    def target(self, name: str, shas: Sequence[str] = ()) -> TargetView | None: ...
     def report(self, view: TargetView, sha: str) -> CommitReport: ...
     def version(self) -> str: ...
     def devices(self) -> DeviceSource: ...
@@ -171,7 +172,7 @@ class Dashboard:
         return _html(404, page("Not found", note("No such page."), refresh=False))
 
     def _target(self, name: str, rest: list[str], query: dict[str, str]) -> Answer:
-        view = self.data.target(name)
+        view = self.data.target(name, rest[1:2] if rest[:1] == ["commits"] else ())
         if view is None:
             return _html(404, page("Not found", note(f"No target {name!r}."), refresh=False))
         if not rest:

@@ -55,7 +55,7 @@ class ClusterData:
             return self.wanted
         return [(name, self.state_namespace) for name in cluster_targets(self.client, self.state_namespace)]
 
-    def _view(self, name: str, namespace: str, commits: bool) -> TargetView:
+    def _view(self, name: str, namespace: str, commits: bool, extra: Sequence[str] = ()) -> TargetView:
         try:
             state = StateStore(self.client, name, namespace).load()
         except DraGitopsError as exc:
@@ -64,6 +64,7 @@ class ClusterData:
         view = TargetView(name, namespace, status)
         if commits and self.git is not None:
             shas = [status.get("lastGood"), (status.get("lastAttempted") or {}).get("sha")]
+            shas += [(status.get("inProgress") or {}).get("sha"), *extra]
             shas += [r.get("sha") for r in status.get("history") or []]
             view.commits = self.git.commits(name, [s for s in shas if s])
         return view
@@ -71,10 +72,11 @@ class ClusterData:
     def targets(self) -> list[TargetView]:
         return [self._view(name, namespace, commits=True) for name, namespace in self._names()]
 
-    def target(self, name: str) -> TargetView | None:
+    def target(self, name: str, shas: Sequence[str] = ()) -> TargetView | None:
+        """One target; `shas`: commits the page names besides those of the state (a commit's own page)."""
         for known, namespace in self._names():
             if known == name:
-                return self._view(known, namespace, commits=True)
+                return self._view(known, namespace, commits=True, extra=shas)
         return None
 
     def report(self, view: TargetView, sha: str) -> CommitReport:

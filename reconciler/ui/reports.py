@@ -74,25 +74,31 @@ class GitReports:
         self._reports = _Bounded(REPORTS_KEPT)
         self._commits = _Bounded(COMMITS_KEPT)
         self._fetched: dict[str, float] = {}
-        self._lock = threading.Lock()  # one check at a time: the policy engine is not cheap
+        self._open: dict[str, Any] = {}  # target -> its open repository
+        # One reader at a time: a repository object is not thread-safe, and the policy engine is not cheap.
+        self._lock = threading.RLock()
 
     def _repo(self, target: str, sha: str) -> Any:
-        """The target's repository holding `sha` (fetched once if it lacks it), or None."""
+        """The target's repository holding `sha` (fetched once if it lacks it), or None. One repository
+        object per target is kept open (each holds git helper processes), reopened when it lacks a commit:
+        the cache may have been fetched or cloned afresh since."""
         cache = self.caches.get(target)
         if cache is None:
             return None
-        for attempt in (0, 1):
+        for attempt in (0, 1, 2):
             try:
-                repo = git_source.open_repo(cache.repo)
+                repo = self._open.get(target)
+                if repo is None or attempt:
+                    if repo is not None:
+                        repo.close()
+                    repo = self._open[target] = git_source.open_repo(cache.repo)
                 # Reading the commit proves it is there (resolving a full sha alone does not).
                 git_source.commit_info(git_source.resolve(repo, sha))
                 return repo
             except (DraGitopsError, ValueError):
-                if (
-                    attempt
-                    or cache.fetch is None
-                    or time.monotonic() - self._fetched.get(target, -1e9) < FETCH_EVERY
-                ):
+                if attempt != 1:
+                    continue
+                if cache.fetch is None or time.monotonic() - self._fetched.get(target, -1e9) < FETCH_EVERY:
                     return None
                 self._fetched[target] = time.monotonic()
                 try:
@@ -104,6 +110,10 @@ class GitReports:
 
     def commits(self, target: str, shas: Sequence[str]) -> dict[str, dict[str, str]]:
         """sha -> {subject, author, message} of those the cache holds."""
+        with self._lock:
+            return self._commits_of(target, shas)
+
+    def _commits_of(self, target: str, shas: Sequence[str]) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         repo = None
         for sha in dict.fromkeys(s for s in shas if s):
