@@ -254,6 +254,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:  # noqa: N802
         self._not_allowed()
 
+    def do_OPTIONS(self) -> None:  # noqa: N802
+        pages = self.server.endpoints.pages
+        if pages is not None and pages.handles(urlsplit(self.path).path):
+            self._not_allowed()  # the dashboard: GET and HEAD only
+        else:
+            self.send_error(501)  # as before the dashboard
+
     def do_HEAD(self) -> None:  # noqa: N802
         pages = self.server.endpoints.pages
         if pages is not None and pages.handles(urlsplit(self.path).path):

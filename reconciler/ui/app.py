@@ -8,6 +8,7 @@ page needs `Authorization: Bearer <token>`, or the cookie a browser gets by open
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
@@ -110,6 +111,12 @@ class Dashboard:
     def __init__(self, data: Data, token: str | None = None) -> None:
         self.data = data
         self.token = token
+        # The browser's cookie holds a value derived from the token, never the token itself.
+        self._cookie = (
+            hmac.new(token.encode(), b"dra-gitops dashboard cookie", hashlib.sha256).hexdigest()
+            if token
+            else ""
+        )
 
     def handles(self, path_only: str) -> bool:
         return handles(path_only)
@@ -129,23 +136,28 @@ class Dashboard:
             return _html(
                 503, page("Unavailable", note(f"The cluster could not be read: {exc}", "bad"), refresh=False)
             )
+        except Exception:  # noqa: BLE001 - a page's bug must not take the server's thread with it
+            log.exception("dashboard %s failed", parts.path)
+            return _html(
+                500, page("Error", note("The page failed; the server's log says why.", "bad"), refresh=False)
+            )
 
     def _authorize(self, path_only: str, query: dict[str, str], headers: Headers) -> Answer | None:
         if self.token is None or path_only.startswith("/static/"):
             return None
-        given = ""
         auth = headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
-            given = auth.removeprefix("Bearer ").strip()
+            if _same(auth.removeprefix("Bearer ").strip(), self.token):
+                return None
         elif "token" in query:
-            if hmac.compare_digest(query["token"].encode(), self.token.encode()):
+            if _same(query["token"], self.token):
                 rest = urlencode({k: v for k, v in query.items() if k != "token"})
-                set_cookie = f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
-                location = path_only + (f"?{rest}" if rest else "")
+                # Back to the same page of this server (never `//host` or `/\host`: another site).
+                local = path_only if path_only.startswith("/") and path_only[1:2] not in ("/", "\\") else "/"
+                set_cookie = f"{TOKEN_COOKIE}={self._cookie}; Path=/; HttpOnly; SameSite=Strict"
+                location = local + (f"?{rest}" if rest else "")
                 return _text(303, "see other\n", Location=location, **{"Set-Cookie": set_cookie})
-        else:
-            given = _cookie(headers.get("Cookie") or "")
-        if given and hmac.compare_digest(given.encode(), self.token.encode()):
+        elif _same(_cookie(headers.get("Cookie") or ""), self._cookie):
             return None
         return _text(
             401,
@@ -193,6 +205,10 @@ class Dashboard:
                     return Answer(200, report.markdown.encode(), "text/markdown; charset=utf-8")
                 return _html(200, report_page(report))
         return _html(404, page("Not found", note("No such page."), refresh=False))
+
+
+def _same(given: str, expected: str) -> bool:
+    return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
 
 
 def _cookie(header: str) -> str:

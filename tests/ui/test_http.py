@@ -159,7 +159,7 @@ def test_headers_methods_and_the_controllers_own_routes(served: int) -> None:
         assert headers["x-content-type-options"] == "nosniff"
     code, headers, body = get(served, "/", method="HEAD")
     assert code == 200 and body == "" and int(headers["content-length"]) > 0
-    for method in ("POST", "PUT", "DELETE", "PATCH"):
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
         code, headers, _ = get(served, "/", method=method, body=b"x")
         assert code == 405 and headers["allow"] == "GET, HEAD", method
     assert get(served, "/healthz")[0] == 200
@@ -191,8 +191,14 @@ def test_token_guards_the_pages_but_not_the_probes(world: World, tmp_path: Path)
         code, headers, _ = get(port, "/devices?token=s3cret-token&node=x")
         assert code == 303 and headers["location"] == "/devices?node=x"
         cookie = headers["set-cookie"].split(";")[0]
-        assert "HttpOnly" in headers["set-cookie"]
+        assert "HttpOnly" in headers["set-cookie"] and "SameSite=Strict" in headers["set-cookie"]
+        assert "s3cret-token" not in cookie  # the browser keeps a value derived from it
+        # The way back is always this server: a path that a browser would read as another host is not.
+        for sneaky in ("/\\evil.example.com", "//evil.example.com"):
+            answer = dashboard("GET", f"{sneaky}?token=s3cret-token", {})
+            assert answer.status == 303 and answer.headers["Location"] == "/", sneaky
         assert get(port, "/", headers={"Cookie": cookie})[0] == 200
+        assert get(port, "/", headers={"Cookie": "dra_gitops_ui=s3cret-token"})[0] == 401
         assert get(port, "/healthz")[0] == 200 and get(port, "/metrics")[0] == 200
         assert get(port, "/static/dashboard.js")[0] == 200
     finally:
