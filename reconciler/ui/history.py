@@ -28,7 +28,7 @@ def findings_table(decisions: Sequence[Mapping[str, Any]], omitted: int = 0) -> 
         [
             tag(
                 "span",
-                "⛔ deny" if f.get("severity") == "deny" else "⚠ warn",
+                "✖ deny" if f.get("severity") == "deny" else "⚠ warn",
                 class_=f"sev {f.get('severity')}",
             ),
             tag("code", _where(f)),

@@ -79,7 +79,7 @@ def _result_html(result: CheckResult, options: RenderOptions) -> Html:
                     [
                         tag(
                             "span",
-                            "⛔ deny" if f.severity == "deny" else "⚠ warn",
+                            "✖ deny" if f.severity == "deny" else "⚠ warn",
                             class_=f"sev {f.severity}",
                         ),
                         tag("code", f.where),

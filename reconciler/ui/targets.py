@@ -52,7 +52,7 @@ def _in_progress(status: Mapping[str, Any]) -> Html:
         return esc("nothing")
     return join(
         [
-            tag("span", "⟳ ", aria_hidden="true"),
+            tag("span", "↻ ", aria_hidden="true"),
             p.get("operation") or "?",
             " ",
             tag("code", short(p.get("sha"))),
@@ -65,9 +65,9 @@ def _flags(status: Mapping[str, Any]) -> Html:
     parts: list[Html] = []
     if status.get("suspended"):
         s = status["suspended"]
-        parts.append(tag("span", f"⏸ suspended since {s.get('at')} by {s.get('by')}", class_="flag warn"))
+        parts.append(tag("span", f"‖ suspended since {s.get('at')} by {s.get('by')}", class_="flag warn"))
     if status.get("hold"):
-        parts.append(tag("span", f"⏸ holding {short(status['hold'])}", class_="flag warn"))
+        parts.append(tag("span", f"‖ holding {short(status['hold'])}", class_="flag warn"))
     if status.get("retry"):
         parts.append(tag("span", f"↻ retry {short(status['retry'])}", class_="flag"))
     if status.get("request"):
