@@ -21,7 +21,7 @@ from reconciler.errors import DraGitopsError
 from reconciler.loop.operations import cluster_targets
 from reconciler.loop.state import StateStore
 from reconciler.model.dra import DRA_GROUP
-from reconciler.ui.devices import DeviceCell, totals_by_driver
+from reconciler.ui.devices import DeviceCell, build_device_cells, totals_by_driver
 from reconciler.ui.report import CommitReport
 from reconciler.ui.reports import GitReports
 from reconciler.ui.targets import TargetView
@@ -97,8 +97,6 @@ class ClusterData:
     def devices(self) -> DeviceData:
         """Every device and its holder; the inventory's warnings, and one more if the totals ever differed
         from the inventory's (they are counted from the same reading of the same objects)."""
-        from reconciler.ui.devices import build_device_cells
-
         objects = _read_dra_objects(self.client)
         inventory = build_inventory(**objects)
         cells = build_device_cells(
