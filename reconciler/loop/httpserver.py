@@ -348,7 +348,9 @@ class _Handler(BaseHTTPRequestHandler):
         # Probes are polled; webhooks get a line of their own (`_log_hook`) with what they did.
         level = (
             logging.DEBUG
-            if path in ("/healthz", "/readyz", "/metrics") or path in HOOK_PATHS
+            if path in ("/healthz", "/readyz", "/metrics")
+            or path in HOOK_PATHS
+            or path.startswith(("/api/", "/static/"))  # the dashboard's polls and files
             else logging.INFO
         )
         log.log(level, "%s %s -> %s", getattr(self, "command", "?"), path, code)

@@ -3,6 +3,7 @@ and, when a target's status carries them, what is eligible or awaiting approval 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,7 @@ from reconciler.ui.layout import badge, note, page, table
 
 # Keys of a target's status JSON that the promotion gates write (shown when present, in this order).
 PROMOTION_KEYS = ("eligible", "awaitingApproval", "approval", "promotion")
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass
@@ -87,23 +89,26 @@ def _flags(status: Mapping[str, Any]) -> Html:
     return join(parts, " ") if parts else esc("—")
 
 
-def _promotion(status: Mapping[str, Any]) -> Html:
-    """What the promotion gates wrote, as they wrote it (shas as code, anything else as text)."""
+def _promotion(target: TargetView) -> Html:
+    """What the promotion gates wrote, as they wrote it (a sha as a link to its commit, the rest as text)."""
     items = []
     for key in PROMOTION_KEYS:
-        if status.get(key) in (None, "", [], {}):
+        if target.status.get(key) in (None, "", [], {}):
             continue
-        items.append(tag("li", tag("span", key, class_="key"), ": ", _value(status[key])))
+        items.append(tag("li", tag("span", key, class_="key"), ": ", _value(target, target.status[key])))
     return tag("ul", join(items), class_="plain") if items else esc("—")
 
 
-def _value(value: Any) -> Html:
+def _value(target: TargetView, value: Any) -> Html:
     if isinstance(value, Mapping):
         return join(
-            (Html(tag("span", k, class_="key") + esc("=") + _value(v)) for k, v in value.items()), ", "
+            (Html(tag("span", k, class_="key") + esc("=") + _value(target, v)) for k, v in value.items()),
+            ", ",
         )
     if isinstance(value, list | tuple):
-        return join((_value(v) for v in value), ", ")
+        return join((_value(target, v) for v in value), ", ")
+    if isinstance(value, str) and _SHA.fullmatch(value):
+        return commit_link(target.name, value, target.commits)
     return esc(value)
 
 
@@ -132,7 +137,7 @@ def targets_page(targets: Sequence[TargetView]) -> Html:
             _flags(t.status),
         ]
         if promotion:
-            row.append(_promotion(t.status))
+            row.append(_promotion(t))
         rows.append(row)
     if not targets:
         return page(

@@ -232,7 +232,9 @@ def test_targets_page_promotion_column_only_when_the_status_carries_it() -> None
     )
     page = targets_page([plain, gated])
     assert "Eligible / awaiting approval" in page
-    assert "c" * 40 in page and "awaitingApproval" in page and "d" * 40 in page
+    assert "awaitingApproval" in page and "since" in page
+    assert f'href="/targets/staging/commits/{"c" * 40}"' in page  # a sha links to its commit
+    assert f'href="/targets/staging/commits/{"d" * 40}"' in page
     failed = TargetView(
         "x", "ns", {"lastAttempted": {"sha": "e" * 40, "outcome": "verify-failed", "rolledBack": False}}
     )
