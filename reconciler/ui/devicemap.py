@@ -130,7 +130,7 @@ def device_map_page(cells: Sequence[DeviceCell], chosen: DeviceFilter, warnings:
         ["Driver", "Devices", "Allocated", "Free"],
         [[d, t.devices, t.allocated, t.free] for d, t in all_totals.items()]
         + [[tag("strong", "Total"), devices, allocated, devices - allocated]],
-        caption="Totals (as `dra-gitops inventory` counts them)",
+        caption=join(["Totals (as ", tag("code", "dra-gitops inventory"), " counts them)"]),
         id="totals",
     )
     states = tag(

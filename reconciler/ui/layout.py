@@ -88,7 +88,7 @@ def page(title: str, body: Html, *, current: str = "", refresh: bool = True) -> 
     )
 
 
-def table(header: list[str], rows: list[list[object]], caption: str = "", **attributes: object) -> Html:
+def table(header: list[str], rows: list[list[object]], caption: object = "", **attributes: object) -> Html:
     """A table with a header row; each cell escaped unless it is `Html`."""
     head = tag("thead", tag("tr", join(tag("th", h, scope="col") for h in header)))
     body = tag("tbody", join(tag("tr", join(tag("td", cell) for cell in row)) for row in rows))
