@@ -203,7 +203,7 @@ class Dashboard:
                     if report.result is None:
                         return _text(404, f"{report.unavailable}\n")
                     return Answer(200, report.markdown.encode(), "text/markdown; charset=utf-8")
-                return _html(200, report_page(report))
+                return _html(200, report_page(report, found[0] if found else None))
         return _html(404, page("Not found", note("No such page."), refresh=False))
 
 

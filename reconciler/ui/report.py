@@ -7,7 +7,9 @@ check could not run, its errors). The Markdown itself is one link away (`?format
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from reconciler.policy.report_common import (
     TOOL_NAME,
@@ -18,6 +20,7 @@ from reconciler.policy.report_common import (
     verdict,
 )
 from reconciler.policy.result import CheckResult
+from reconciler.ui.history import findings_table
 from reconciler.ui.html import Html, join, link, path, short, tag
 from reconciler.ui.layout import note, page, table
 
@@ -116,7 +119,9 @@ def _result_html(result: CheckResult, options: RenderOptions) -> Html:
     return join(parts)
 
 
-def report_page(report: CommitReport) -> Html:
+def report_page(report: CommitReport, recorded: Mapping[str, Any] | None = None) -> Html:
+    """The report; `recorded`: the newest history record of the commit, whose findings are shown when the
+    report itself cannot be produced."""
     options = RenderOptions()
     back = link(path("targets", report.target, "commits", report.sha), f"commit {short(report.sha)}")
     intro = tag(
@@ -130,9 +135,12 @@ def report_page(report: CommitReport) -> Html:
         " reports it.",
     )
     if report.result is None:
-        body = join(
-            [intro, note(f"The report of this commit cannot be produced: {report.unavailable}", "bad")]
-        )
+        parts = [intro, note(f"The report of this commit cannot be produced: {report.unavailable}", "bad")]
+        decisions = recorded.get("decisions") if recorded else None
+        if recorded and decisions is not None:
+            parts.append(tag("h2", "What its pass recorded"))
+            parts.append(findings_table(decisions, int(recorded.get("decisionsOmitted") or 0)))
+        body = join(parts)
     else:
         markdown = link(
             path("targets", report.target, "commits", report.sha, "report") + "?format=markdown",

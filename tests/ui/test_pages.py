@@ -291,4 +291,18 @@ def test_report_page_has_the_markdown_reports_parts() -> None:
     assert "&lt;b&gt;changed&lt;/b&gt;" in page and "10-driver/d.yaml:4" in page
     assert "?format=markdown" in page
     missing = report_page(CommitReport("t", "a" * 40, unavailable="no Git cache"))
-    assert "cannot be produced: no Git cache" in missing
+    assert "cannot be produced: no Git cache" in missing and "What its pass recorded" not in missing
+    recorded = record(
+        decisions=[
+            {
+                "rule": "driver-canary",
+                "severity": "deny",
+                "ref": "DaemonSet/ns/d",
+                "msg": "m",
+                "path": "d.yaml",
+                "line": 4,
+            }
+        ]
+    )
+    fallback = report_page(CommitReport("t", "a" * 40, unavailable="no Git cache"), recorded)
+    assert "What its pass recorded" in fallback and "d.yaml:4" in fallback
