@@ -28,6 +28,7 @@ COMMANDS = [
     "status",
     "suspend",
     "sync",
+    "ui",
     "watch",
 ]
 # `None` in sys.modules makes every `import reconciler.sim...` fail, as in an install without the sim.

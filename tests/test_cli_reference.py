@@ -27,5 +27,6 @@ def test_every_command_is_documented() -> None:
         "checklist",
         "policy test",
         "sim serve",
+        "ui",
     ):
         assert f"## `dra-gitops {command}`" in text

@@ -16,7 +16,7 @@ import sys
 import click
 
 from reconciler import __version__
-from reconciler.cli import checklist, deliver, demo, inspect, loop, operate, revisions, sim
+from reconciler.cli import checklist, dashboard, deliver, demo, inspect, loop, operate, revisions, sim
 from reconciler.errors import UserError
 
 
@@ -77,6 +77,7 @@ cli.add_command(operate.approve_command)
 cli.add_command(checklist.checklist_command)
 cli.add_command(demo.demo_command)
 cli.add_command(sim.sim)
+cli.add_command(dashboard.ui_command)
 
 
 def main() -> None:

@@ -141,7 +141,12 @@ def target_cache_dir(value: Path | None) -> Path:
     "--listen",
     default="0.0.0.0:8080",
     show_default=True,
-    help="HOST:PORT for /healthz, /readyz, /metrics and /hooks/{github,gitlab,generic}.",
+    help="HOST:PORT for /healthz, /readyz, /metrics, /hooks/{github,gitlab,generic} and the dashboard at /.",
+)
+@click.option(
+    "--ui-token-file",
+    type=click.Path(dir_okay=False),
+    help="File holding a bearer token the dashboard at / then needs (probes, metrics and hooks keep theirs).",
 )
 @click.option("--webhook-secret", help="GitHub webhook secret (HMAC-SHA256 of X-Hub-Signature-256).")
 @click.option(
@@ -199,6 +204,8 @@ def run_command(**kwargs: Any) -> int:
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
+    from reconciler.ui.app import read_token
+    from reconciler.ui.build import build_dashboard
 
     configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -225,6 +232,14 @@ def run_command(**kwargs: Any) -> int:
         check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
     )
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
+    # The dashboard reads the workers' Git caches; they fetch, it does not.
+    options.dashboard = build_dashboard(
+        client,
+        targets=targets,
+        cache_dir=options.cache_dir,
+        token=read_token(kwargs["ui_token_file"]),
+        check=options.check,
+    )
     controller = Controller(client, targets, options)
     if kwargs["once"]:
         return _run_once(controller)

@@ -140,6 +140,7 @@ class DemoWorld:
         from reconciler.delivery.check import CheckOptions
         from reconciler.loop.controller import Controller, ControllerOptions
         from reconciler.loop.targets import Secret, Target, WebhookAuth
+        from reconciler.ui.build import build_dashboard
 
         assert self.repo is not None
         self.client = ClusterClient.from_kubeconfig(str(self.kubeconfig))
@@ -160,6 +161,9 @@ class DemoWorld:
             verify_timeout=self.options.step_timeout,
             shutdown_timeout=10.0,
             check=CheckOptions(),
+        )
+        options.dashboard = build_dashboard(
+            self.client, targets=[target], cache_dir=options.cache_dir, check=options.check
         )
         self.controller = Controller(self.client, [target], options)
         self.controller.pass_listeners.append(lambda _target, result: self.passes.put(result))
@@ -337,6 +341,7 @@ def _keep_running(world: DemoWorld, narrator: Narrator, wait_forever: Any, optio
         f"  cd {world.repo.work}   # edit, commit, `git push origin HEAD:main`",
         f"The reconciler polls every {options.poll_interval:.0f} s; its webhook is "
         f"http://127.0.0.1:{world.port}/hooks/generic, metrics on /metrics.",
+        f"Dashboard: http://127.0.0.1:{world.port}/",
         "Ctrl-C stops everything"
         + (" and removes the demo's files." if options.workdir is None else f"; {world.root} stays."),
     ]

@@ -24,7 +24,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.loop.durations import jittered
-from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget
+from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget, Pages
 from reconciler.loop.keep import KeptRevision
 from reconciler.loop.metrics import PASS_ERROR, Metrics
 from reconciler.loop.promotionstep import UpstreamReader
@@ -60,6 +60,8 @@ class ControllerOptions:
     notify_retry: RetryPolicy = field(default_factory=RetryPolicy)
     # On exit, how long what is queued may still take to go out (a forge that is down must not hold it).
     notify_drain: float = 5.0
+    # The dashboard served at `/` of the HTTP port (built by the command: `reconciler/ui/`), or none.
+    dashboard: Pages | None = None
 
 
 def default_identity() -> str:
@@ -215,6 +217,7 @@ class Controller:
             max_body=options.max_body,
             alive=lambda: not self.stopping.is_set(),
             readiness=self.unready_reason,
+            pages=options.dashboard,
         )
         self.last_results: dict[str, PassResult] = {}
         # Called with (target, result) after every pass, on the worker's thread (the demo follows passes).

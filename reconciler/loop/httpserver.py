@@ -1,4 +1,5 @@
-"""The controller's HTTP endpoints: probes, `/metrics` and the Git webhooks that trigger a pass.
+"""The controller's HTTP endpoints: probes, `/metrics`, the Git webhooks that trigger a pass, and the
+dashboard's pages (`reconciler/ui/`, handed in as `pages`: this module only routes to them).
 
 Standard library only (`ThreadingHTTPServer` in a background thread). What a webhook must prove and what it
 triggers is :mod:`reconciler.loop.webhooks`; here are routing, statuses and bodies. Bodies are limited
@@ -14,7 +15,7 @@ import socket
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from reconciler.errors import UserError
@@ -30,7 +31,15 @@ from reconciler.loop.webhooks import (
     read_secret,
 )
 
-__all__ = ["ControllerServer", "HookTarget", "normalize_repo_url", "parse_listen", "read_secret"]
+__all__ = [
+    "ControllerServer",
+    "PageAnswer",
+    "Pages",
+    "HookTarget",
+    "normalize_repo_url",
+    "parse_listen",
+    "read_secret",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,21 @@ def parse_listen(value: str, where: str = "--listen") -> tuple[str, int]:
     return host, int(port_text)
 
 
+class PageAnswer(Protocol):
+    status: int
+    body: bytes
+
+    def all_headers(self) -> dict[str, str]: ...
+
+
+class Pages(Protocol):
+    """The dashboard (`reconciler/ui/app.py`): the paths it answers, and its answer to a GET or HEAD."""
+
+    def handles(self, path: str) -> bool: ...
+
+    def __call__(self, method: str, target: str, headers: Any) -> PageAnswer: ...
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -83,7 +107,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class ControllerServer:
-    """`/healthz`, `/readyz`, `/metrics` and `POST /hooks/{github,gitlab,generic}` on one port."""
+    """`/healthz`, `/readyz`, `/metrics`, `POST /hooks/{github,gitlab,generic}` and the dashboard on one port."""
 
     def __init__(
         self,
@@ -96,6 +120,7 @@ class ControllerServer:
         max_body: int = DEFAULT_MAX_BODY,
         alive: Callable[[], bool] | None = None,
         readiness: Callable[[], str | None] | None = None,
+        pages: Pages | None = None,
     ) -> None:
         self.metrics = metrics
         self.webhooks = Webhooks(trigger, hook_targets)
@@ -106,6 +131,8 @@ class ControllerServer:
         self.alive = alive
         # Once ready: why the controller cannot reconcile some target now (None when it can).
         self.readiness = readiness
+        # The dashboard at `/` (its token, if any, is its own: probes, metrics and hooks keep theirs).
+        self.pages = pages
         self._ready = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -173,6 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, body, content_type)
         elif path.startswith("/hooks/"):
             self._send(405, b"method not allowed\n", allow="POST")
+        elif endpoints.pages is not None and endpoints.pages.handles(path):
+            self._page(endpoints.pages)
         else:
             self._send(404, b"not found\n")
 
@@ -182,6 +211,9 @@ class _Handler(BaseHTTPRequestHandler):
         provider = path.removeprefix("/hooks/") if path.startswith("/hooks/") else ""
         if path in ("/healthz", "/readyz", "/metrics"):
             self._send(405, b"method not allowed\n", allow="GET")
+            return
+        if endpoints.pages is not None and endpoints.pages.handles(path):
+            self._not_allowed()
             return
         if provider not in PROVIDERS or not endpoints.webhooks.enabled(provider):
             # Unknown, or no target has a secret for it: the hook does not exist.
@@ -222,14 +254,38 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:  # noqa: N802
         self._not_allowed()
 
+    def do_OPTIONS(self) -> None:  # noqa: N802
+        pages = self.server.endpoints.pages
+        if pages is not None and pages.handles(urlsplit(self.path).path):
+            self._not_allowed()  # the dashboard: GET and HEAD only
+        else:
+            self.send_error(501)  # as before the dashboard
+
     def do_HEAD(self) -> None:  # noqa: N802
-        self._not_allowed()
+        pages = self.server.endpoints.pages
+        if pages is not None and pages.handles(urlsplit(self.path).path):
+            self._page(pages)
+        else:
+            self._not_allowed()
 
     def _not_allowed(self) -> None:
         self._drain_or_close()
         path = urlsplit(self.path).path
+        pages = self.server.endpoints.pages
         allow = "POST" if path.startswith("/hooks/") else "GET"
+        if pages is not None and pages.handles(path):
+            allow = "GET, HEAD"
         self._send(405, b"method not allowed\n", allow=allow)
+
+    def _page(self, pages: Pages) -> None:
+        answer = pages(self.command, self.path, self.headers)
+        self.send_response(answer.status)
+        for name, value in answer.all_headers().items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(answer.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(answer.body)
 
     # ---- bodies -----------------------------------------------------------------------------------------
 
@@ -292,7 +348,9 @@ class _Handler(BaseHTTPRequestHandler):
         # Probes are polled; webhooks get a line of their own (`_log_hook`) with what they did.
         level = (
             logging.DEBUG
-            if path in ("/healthz", "/readyz", "/metrics") or path in HOOK_PATHS
+            if path in ("/healthz", "/readyz", "/metrics")
+            or path in HOOK_PATHS
+            or path.startswith(("/api/", "/static/"))  # the dashboard's polls and files
             else logging.INFO
         )
         log.log(level, "%s %s -> %s", getattr(self, "command", "?"), path, code)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,14 @@ def test_keep_leaves_a_cluster_to_explore_until_stopped(tmp_path: Path) -> None:
         )
         assert status.returncode == 0, status.stderr
         assert "last attempt:" in status.stdout and " applied" in status.stdout
+        # The dashboard of the demo's controller, at the URL it printed: the story's history is there.
+        url = next(
+            line.split("Dashboard: ", 1)[1] for line in text.splitlines() if "Dashboard: " in line
+        ).strip()
+        with urllib.request.urlopen(url.rstrip("/") + "/targets/default/history", timeout=60) as answer:
+            page = answer.read().decode()
+        assert answer.status == 200 and page.count("data-record=") >= 7
+        assert "rolled back" in page.lower() and "denied" in page
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

@@ -1,0 +1,281 @@
+"""Dashboard figures (issue 21): server-side rendering and the controller's memory with the dashboard open.
+
+    python benchmarks/bench_ui.py [--repeat 20] [--objects 1000] [--strict]
+
+(a) Rendering on the server, through the dashboard's routing (`reconciler/ui/app.py`) from data in
+    memory: a target's history page with 100 entries (findings and verification chains in each), and the
+    device map with 1,000 devices on 50 nodes (600 allocated). Best and median of --repeat.
+    Target: < 100 ms each.
+(b) Memory: RSS of a `dra-gitops run` process managing --objects objects after its first pass, while a
+    reader keeps the dashboard open (every page fetched again and again, as the page's script polls).
+    Target: < 150 MB.
+`--strict` exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_reconcile import many_objects, sim_serve  # noqa: E402
+from helpers import GitRemote  # noqa: E402
+
+from reconciler.cluster.client import ClusterClient  # noqa: E402
+from reconciler.ui.app import Dashboard  # noqa: E402
+from reconciler.ui.devices import DeviceCell, build_device_cells  # noqa: E402
+from reconciler.ui.report import CommitReport  # noqa: E402
+from reconciler.ui.targets import TargetView  # noqa: E402
+
+TARGET_MS = 100.0
+TARGET_MB = 150.0
+
+
+class _Devices:
+    def __init__(self, cells: list[DeviceCell]) -> None:
+        self.cells = cells
+        self.warnings: list[str] = []
+
+
+class StaticData:
+    """The dashboard's data held in memory: what the pages render, without the cluster's reading time."""
+
+    def __init__(self, view: TargetView, cells: list[DeviceCell]) -> None:
+        self.view = view
+        self.cells = cells
+
+    def targets(self) -> list[TargetView]:
+        return [self.view]
+
+    def target(self, name: str, shas: Sequence[str] = ()) -> TargetView | None:
+        return self.view if name == self.view.name else None
+
+    def report(self, view: TargetView, sha: str) -> CommitReport:
+        return CommitReport(view.name, sha, unavailable="not in this benchmark")
+
+    def version(self) -> str:
+        return "1"
+
+    def devices(self) -> _Devices:
+        return _Devices(self.cells)
+
+
+def history(entries: int) -> TargetView:
+    records: list[dict[str, Any]] = []
+    for i in range(entries):
+        sha = f"{i:040x}"
+        records.append(
+            {
+                "id": entries - i,
+                "sha": sha,
+                "operation": "apply",
+                "outcome": ("applied", "denied", "verify-failed")[i % 3],
+                "at": "2026-01-01T00:00:00Z",
+                "diff": {"summary": "1 to create, 2 to update, 0 to delete, 40 unchanged"},
+                "decisions": [
+                    {
+                        "rule": "capacity",
+                        "severity": "warn",
+                        "ref": f"Deployment/ml/t{j}",
+                        "msg": "tight <fit>",
+                        "path": f"w/t{j}.yaml",
+                        "line": 3,
+                    }
+                    for j in range(5)
+                ],
+                "devices": [
+                    {
+                        "claim": f"ml/claim-{i}-{j}",
+                        "pod": f"ml/pod-{i}-{j}",
+                        "devices": [f"gpu.example.com/node-{j}/gpu-0"],
+                        "node": f"node-{j}",
+                    }
+                    for j in range(8)
+                ],
+                "timings": {"check": 0.1, "dry_run": 0.2, "apply": 0.3, "verify": 1.0},
+                "message": "verification failed: pod ml/t <x>" if i % 3 == 2 else None,
+            }
+        )
+    status = {
+        "lastGood": records[0]["sha"],
+        "lastAttempted": {"sha": records[0]["sha"], "outcome": "applied"},
+        "history": records,
+    }
+    commits = {
+        r["sha"]: {"subject": f"change {r['id']} <b>", "author": "Dev <dev@example.com>"} for r in records
+    }
+    return TargetView("bench", "dra-gitops", status, commits)
+
+
+def devices(count: int, nodes: int = 50, allocated: int = 600) -> list[DeviceCell]:
+    per_node = count // nodes
+    slices = [
+        {
+            "metadata": {"name": f"node-{n}"},
+            "spec": {"driver": "gpu.example.com", "nodeName": f"node-{n}", "pool": {"name": f"node-{n}", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{d}"} for d in range(per_node)]},
+        }
+        for n in range(nodes)
+    ]  # fmt: skip
+    claims = []
+    for i in range(allocated):
+        n, d = divmod(i, per_node)
+        claims.append(
+            {
+                "metadata": {
+                    "namespace": f"team-{i % 7}",
+                    "name": f"claim-{i}",
+                    "annotations": {"example.com/notes": "<i>x</i>"},
+                },
+                "status": {
+                    "allocation": {
+                        "devices": {
+                            "results": [
+                                {"driver": "gpu.example.com", "pool": f"node-{n}", "device": f"gpu-{d}"}
+                            ]
+                        }
+                    },
+                    "reservedFor": [{"resource": "pods", "name": f"pod-{i}"}],
+                },
+            }
+        )
+    nodes_ = [
+        {
+            "metadata": {"name": f"node-{n}"},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if n % 10 else "False"}]},
+        }
+        for n in range(nodes)
+    ]
+    return build_device_cells(slices, claims, nodes_)
+
+
+def bench_render(repeat: int) -> dict[str, tuple[float, float, int]]:
+    """path -> (best ms, median ms, bytes)."""
+    cells = devices(1000)
+    assert len(cells) == 1000
+    dashboard = Dashboard(StaticData(history(100), cells))
+    figures = {}
+    for path in ("/targets/bench/history", "/devices", "/devices?namespace=team-3", "/"):
+        times = []
+        size = 0
+        for _ in range(repeat):
+            started = time.perf_counter()
+            answer = dashboard("GET", path, {})
+            times.append((time.perf_counter() - started) * 1000)
+            assert answer.status == 200, (path, answer.status)
+            size = len(answer.body)
+        figures[path] = (min(times), statistics.median(times), size)
+    return figures
+
+
+def _get(port: int, path: str) -> int:
+    """The status of a GET (a report page that could not be produced counts as 404)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        body = answer.read()
+        return 404 if b"cannot be produced" in body else answer.status
+    finally:
+        conn.close()
+
+
+def bench_memory(tmp: Path, objects: int, rounds: int = 20) -> tuple[float, dict[str, int]]:
+    """RSS of `run` managing `objects` objects after a reader fetched every page `rounds` times."""
+    with sim_serve(tmp, "--no-control-plane") as kubeconfig:
+        remote = GitRemote(tmp / "mem")
+        many_objects(remote, objects)
+        sha = remote.commit_and_push("many objects")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        command = [
+            sys.executable, "-m", "reconciler", "run", "--repo", remote.url, "--kubeconfig", str(kubeconfig),
+            "--poll-interval", "1s", "--listen", f"127.0.0.1:{port}", "--cache-dir", str(tmp / "memcache"), "-q",
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        try:
+            client = ClusterClient.from_kubeconfig(str(kubeconfig), None)
+            resource = client.resource_for("v1", "ConfigMap")
+            for _ in range(1200):
+                state = client.get(resource, "dra-gitops", "dra-gitops-default")
+                if state and (state.get("data") or {}).get("lastGood"):
+                    break
+                time.sleep(0.1)
+            client.close()
+            statuses: dict[str, int] = {}
+            pages = [
+                "/",
+                "/targets/default/history",
+                f"/targets/default/commits/{sha}",
+                "/devices",
+                "/api/version",
+            ]
+            for _ in range(rounds):
+                for path in pages:
+                    statuses[path] = _get(port, path)
+            # The commit's report (a policy check of the commit, kept in the report cache) once.
+            statuses["report"] = _get(port, f"/targets/default/commits/{sha}/report")
+            for path in pages:
+                statuses[path] = _get(port, path)
+            rss_kb = 0
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss_kb = int(line.split()[1])
+            return rss_kb / 1024, statuses
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--strict", action="store_true")
+    args = parser.parse_args()
+    missed = []
+    for path, (best, median, size) in bench_render(args.repeat).items():
+        print(
+            f"render {path}: best {best:.1f} ms, median {median:.1f} ms, {size / 1024:.0f} KiB (target < {TARGET_MS:.0f} ms)"
+        )
+        if path != "/" and median >= TARGET_MS:
+            missed.append(f"render {path}")
+    with tempfile.TemporaryDirectory() as name:
+        rss, statuses = bench_memory(Path(name), args.objects)
+    print(
+        f"`run` RSS with {args.objects} managed objects and the dashboard open: {rss:.0f} MB (target < {TARGET_MB:.0f} MB); answers {statuses}"
+    )
+    if rss >= TARGET_MB:
+        missed.append("memory")
+    if any(code != 200 for code in statuses.values()):
+        missed.append("dashboard answers")
+    if missed:
+        print(f"targets missed: {', '.join(missed)}")
+    return 1 if missed and args.strict else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

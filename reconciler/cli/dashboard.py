@@ -1,0 +1,110 @@
+"""`dra-gitops ui`: the web dashboard from a laptop or a CI job (read-only: the `dra-reader` role is enough).
+
+Parse, call, print, return an exit code; the pages are `reconciler/ui/`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from reconciler.cli.options import connect, handle_errors, kube_options, progress_printer, verbosity_options
+
+
+@click.command("ui")
+@kube_options
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="The `run --config` file: its targets, their state namespaces and Git sources (commit subjects, "
+    "authors and policy reports). Default: every target whose state is in --state-namespace.",
+)
+@click.option(
+    "--state-namespace",
+    default="dra-gitops",
+    show_default=True,
+    help="Namespace of the state ConfigMaps (with --config: each target's own).",
+)
+@click.option(
+    "--listen",
+    default="127.0.0.1:8090",
+    show_default=True,
+    help="HOST:PORT to serve on (only this machine unless told otherwise).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    help="File holding a bearer token every page then needs (a browser opens a page once with ?token=).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the targets' Git clones are kept, with --config (default: a temporary directory).",
+)
+@verbosity_options
+@handle_errors
+def ui_command(
+    kubeconfig: str | None,
+    kube_context: str | None,
+    config_file: Path | None,
+    state_namespace: str,
+    listen: str,
+    token_file: str | None,
+    cache_dir: Path | None,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Serve the dashboard: targets, each target's history, commits' policy reports and the device map.
+
+    GET only, every value escaped, no Secret read. Stops on Ctrl-C or SIGTERM (exit 0).
+    """
+    from reconciler.cli.logsetup import configure_logging
+    from reconciler.cli.loop import target_cache_dir
+    from reconciler.loop.httpserver import parse_listen
+    from reconciler.loop.targetfile import load_targets
+    from reconciler.ui.app import read_token
+    from reconciler.ui.build import build_dashboard
+    from reconciler.ui.server import DashboardServer
+
+    configure_logging(verbose, quiet, "plain")
+    host, port = parse_listen(listen)
+    token = read_token(token_file)
+    targets = load_targets(config_file.read_text(), str(config_file)) if config_file is not None else None
+    with connect(kubeconfig, kube_context) as client:
+        dashboard = build_dashboard(
+            client,
+            targets=targets,
+            state_namespace=state_namespace,
+            cache_dir=target_cache_dir(cache_dir) if targets is not None else None,
+            fetch=True,
+            token=token,
+        )
+        server = DashboardServer(dashboard, host, port)
+        bound = server.start()
+        shown = f"[{host}]" if ":" in host else host
+        click.echo(f"http://{shown}:{bound}/")
+        progress_printer(quiet)(f"dashboard of {client.host} on http://{shown}:{bound}/ (Ctrl-C stops)")
+        try:
+            _wait_for_signal()
+        finally:
+            server.stop()
+    return 0
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass

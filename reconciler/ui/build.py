@@ -1,0 +1,42 @@
+"""The dashboard of a set of targets: their states from the cluster, their commits from Git caches.
+
+`run` passes its own cache directory (its workers keep each target's bare clone there and fetch it); `ui`
+passes one of its own and fetches it when a page names a commit it lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from reconciler.cluster.client import ClusterClient
+from reconciler.delivery.check import CheckOptions
+from reconciler.loop.controller import git_source_for
+from reconciler.loop.targets import Target
+from reconciler.ui.app import Dashboard
+from reconciler.ui.gather import ClusterData
+from reconciler.ui.reports import GitCache, GitReports
+
+
+def build_dashboard(
+    client: ClusterClient,
+    *,
+    targets: Sequence[Target] | None = None,
+    state_namespace: str = "dra-gitops",
+    cache_dir: Path | None = None,
+    fetch: bool = False,
+    token: str | None = None,
+    check: CheckOptions | None = None,
+) -> Dashboard:
+    """`targets` None: every target whose state is in `state_namespace` (commits then stay unknown)."""
+    git = None
+    if targets is not None and cache_dir is not None:
+        caches = {}
+        for target in targets:
+            source = git_source_for(target, cache_dir)
+            caches[target.name] = GitCache(
+                repo=source.cache_dir, subdir=source.path, fetch=source.fetch if fetch else None
+            )
+        git = GitReports(caches, check)
+    wanted = [(t.name, t.state_namespace) for t in targets] if targets is not None else None
+    return Dashboard(ClusterData(client, targets=wanted, state_namespace=state_namespace, git=git), token)

@@ -1,0 +1,132 @@
+"""The cluster edge of the dashboard: the targets' states (`loop/state.py`, what `status -o json` prints)
+and the device data (the objects `inventory` reads, counted by the same code).
+
+Read-only: GET and LIST of ConfigMaps in the state namespaces, Nodes, driver workloads and pods,
+DeviceClasses, ResourceSlices, ResourceClaims and DeviceTaintRules, all within the `dra-reader` role.
+Secrets are never read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
+from reconciler.cluster.inventory import build_inventory
+from reconciler.cluster.objects import require_dra
+from reconciler.errors import DraGitopsError
+from reconciler.loop.operations import cluster_targets
+from reconciler.loop.state import StateStore
+from reconciler.model.dra import DRA_GROUP
+from reconciler.ui.devices import DeviceCell, build_device_cells, totals_by_driver
+from reconciler.ui.report import CommitReport
+from reconciler.ui.reports import GitReports
+from reconciler.ui.targets import TargetView
+
+
+@dataclass
+class DeviceData:
+    cells: list[DeviceCell]
+    warnings: list[str]
+
+
+class ClusterData:
+    """What the pages show, read when a page is asked for (nothing is held between requests but the
+    Git caches of `GitReports`)."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        *,
+        targets: Sequence[tuple[str, str]] | None = None,
+        state_namespace: str = "dra-gitops",
+        git: GitReports | None = None,
+    ) -> None:
+        self.client = client
+        self.wanted = list(targets) if targets is not None else None
+        self.state_namespace = state_namespace
+        self.git = git
+
+    def _names(self) -> list[tuple[str, str]]:
+        if self.wanted is not None:
+            return self.wanted
+        return [(name, self.state_namespace) for name in cluster_targets(self.client, self.state_namespace)]
+
+    def _view(self, name: str, namespace: str, commits: bool, extra: Sequence[str] = ()) -> TargetView:
+        try:
+            state = StateStore(self.client, name, namespace).load()
+        except DraGitopsError as exc:
+            return TargetView(name, namespace, {}, error=str(exc))
+        status = state.to_json()
+        view = TargetView(name, namespace, status)
+        if commits and self.git is not None:
+            shas = [status.get("lastGood"), (status.get("lastAttempted") or {}).get("sha")]
+            shas += [(status.get("inProgress") or {}).get("sha"), *extra]
+            shas += [r.get("sha") for r in status.get("history") or []]
+            view.commits = self.git.commits(name, [s for s in shas if s])
+        return view
+
+    def targets(self) -> list[TargetView]:
+        return [self._view(name, namespace, commits=True) for name, namespace in self._names()]
+
+    def target(self, name: str, shas: Sequence[str] = ()) -> TargetView | None:
+        """One target; `shas`: commits the page names besides those of the state (a commit's own page)."""
+        for known, namespace in self._names():
+            if known == name:
+                return self._view(known, namespace, commits=True, extra=shas)
+        return None
+
+    def report(self, view: TargetView, sha: str) -> CommitReport:
+        if self.git is None:
+            return CommitReport(view.name, sha, unavailable="this dashboard has no Git source for the target")
+        return self.git.report(view.name, sha, view.status.get("history") or [])
+
+    def version(self) -> str:
+        """A fingerprint of every target's state (resourceVersions): it changes when anything is recorded."""
+        parts = []
+        for name, namespace in self._names():
+            live = self.client.get(
+                self.client.resource_for("v1", "ConfigMap"), namespace, f"dra-gitops-{name}"
+            )
+            parts.append(f"{namespace}/{name}={((live or {}).get('metadata') or {}).get('resourceVersion')}")
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+    def devices(self) -> DeviceData:
+        """Every device and its holder; the inventory's warnings, and one more if the totals ever differed
+        from the inventory's (they are counted from the same reading of the same objects)."""
+        objects = _read_dra_objects(self.client)
+        inventory = build_inventory(**objects)
+        cells = build_device_cells(
+            objects["slices"], objects["claims"], objects["nodes"], objects["taint_rules"]
+        )
+        warnings = list(inventory.warnings)
+        ours = {d: (t.devices, t.allocated) for d, t in totals_by_driver(cells).items()}
+        theirs = {
+            d: (s.devices, s.allocated) for d, s in inventory.drivers.items() if s.devices or s.allocated
+        }
+        if ours != theirs:
+            warnings.append(f"the device map counts {ours} but the inventory counts {theirs}")
+        return DeviceData(cells, warnings)
+
+
+def _read_dra_objects(client: ClusterClient) -> dict[str, Any]:
+    """What `collect_inventory` reads, as `build_inventory`'s arguments."""
+    server_version = client.server_version()
+    served = client.served_versions(DRA_GROUP)
+    require_dra(served, server_version)
+    workloads = list_driver_workloads(client)
+    return {
+        "server_version": server_version,
+        "served": served,
+        "preferred": client.groups()[DRA_GROUP].preferred,
+        "nodes": client.list_kind("", "Node"),
+        "workloads": workloads,
+        "pods": list_driver_pods(client, workloads),
+        "classes": client.list_kind(DRA_GROUP, "DeviceClass") + client.list_kind(DRA_GROUP, "ResourceClass"),
+        "slices": client.list_kind(DRA_GROUP, "ResourceSlice"),
+        "claims": client.list_kind(DRA_GROUP, "ResourceClaim"),
+        "taint_rules": client.list_kind(DRA_GROUP, "DeviceTaintRule"),
+    }

@@ -1,0 +1,96 @@
+"""`dra-gitops ui`'s HTTP server: the dashboard alone, standard library only (`ThreadingHTTPServer` in a
+background thread). Logs carry method, path and status, never a header, a query string or a token."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from reconciler.ui.app import Answer, Dashboard
+
+log = logging.getLogger(__name__)
+SOCKET_TIMEOUT = 10.0
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], dashboard: Dashboard) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.dashboard = dashboard
+        super().__init__(address, _Handler)
+
+
+def send_answer(handler: BaseHTTPRequestHandler, answer: Answer) -> None:
+    """Write an answer (no body for HEAD); shared with the controller's server."""
+    handler.send_response(answer.status)
+    for name, value in answer.all_headers().items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(answer.body)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(answer.body)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    timeout = SOCKET_TIMEOUT
+    server_version = "dra-gitops"
+    sys_version = ""
+
+    def _answer(self) -> None:
+        if self.headers.get("Content-Length", "0").strip() not in ("", "0") or self.headers.get(
+            "Transfer-Encoding"
+        ):
+            self.close_connection = True  # a body we do not read must not be taken for the next request
+        send_answer(self, self.server.dashboard(self.command, self.path, self.headers))
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _answer  # noqa: N815
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        path = urlsplit(self.path).path if hasattr(self, "path") else "?"
+        log.log(
+            logging.DEBUG if path.startswith(("/static/", "/api/")) else logging.INFO,
+            "%s %s -> %s",
+            getattr(self, "command", "?"),
+            path,
+            code,
+        )
+
+    def log_error(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        log.debug("bad HTTP request from %s", self.client_address[0])
+
+
+class DashboardServer:
+    def __init__(self, dashboard: Dashboard, host: str = "127.0.0.1", port: int = 8090) -> None:
+        self.dashboard = dashboard
+        self.host = host
+        self.port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> int:
+        self._server = _Server((self.host, self.port), self.dashboard)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="dra-gitops-ui", daemon=True
+        )
+        self._thread.start()
+        return self.port
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
