@@ -23,6 +23,7 @@ from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError, EnvironmentProblem
+from reconciler.loop.clusters import TargetClusters, check_clusters, probe
 from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget
 from reconciler.loop.keep import KeptRevision
@@ -36,6 +37,8 @@ from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
 
 log = logging.getLogger("dra_gitops.controller")
 Progress = Callable[[str], None]
+# How soon a target whose own cluster could not be reached is tried again (at most its poll interval).
+UNREACHABLE_RETRY = 10.0
 
 
 @dataclass
@@ -52,6 +55,10 @@ class ControllerOptions:
     shutdown_timeout: float = 25.0
     max_body: int = DEFAULT_MAX_BODY
     check: CheckOptions = field(default_factory=CheckOptions)
+    # The controller's own kubeconfig (a target's `context` alone picks one of its contexts) and the
+    # request deadline of the clients of the targets' own clusters.
+    kubeconfig: str | None = None
+    request_timeout: float = 30.0
 
 
 def default_identity() -> str:
@@ -95,12 +102,16 @@ class _Worker:
         # Why the last pass could not reconcile the target (an environment problem), None when it could.
         self.problem: str | None = None
         self.thread = threading.Thread(target=self.loop, name=f"target-{target.name}", daemon=True)
+        # The target's cluster: its state, kept copy, Events and objects (its Lease is the controller's).
+        self.client = controller.clusters.client(target)
+        # Whether its own cluster answered and holds its state namespace (the controller's: checked at start).
+        self.reached = target.cluster is None
         self.source = GitRevisions(
             git_source_for(target, controller.options.cache_dir),
-            kept=KeptRevision(controller.client, target.name, target.state_namespace),
+            kept=KeptRevision(self.client, target.name, target.state_namespace),
         )
         self.reconciler = Reconciler(
-            controller.client,
+            self.client,
             self.source,
             ReconcileOptions(
                 DeliverOptions(
@@ -134,19 +145,31 @@ class _Worker:
                 self.run_pass()
             self.decided.set()
             controller.update_readiness()
-            self.wake.wait(jittered(self.target.poll_interval))
+            interval = self.target.poll_interval
+            self.wake.wait(jittered(interval if self.reached else min(interval, UNREACHABLE_RETRY)))
             self.wake.clear()
 
     def run_pass(self) -> PassResult | None:
         """One pass, observed by the controller; None when it raised (logged and counted as an error)."""
         controller = self.controller
         reason, self.reason = self.reason, "poll"
+        if not self.reached:
+            why = controller.reach(self.target, self.client)
+            if why is not None:
+                if why != self.problem:
+                    log.error("cannot reconcile: %s", why, extra={"target": self.target.name})
+                self.problem = why
+                controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
+                return None
+            self.reached = True
         try:
             result = self.reconciler.reconcile()
         except DraGitopsError as exc:
             log.error("pass failed: %s", exc, extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
             self.problem = f"the last pass failed: {exc}" if isinstance(exc, EnvironmentProblem) else None
+            # Its own cluster may be gone: the next pass asks it a bounded question first.
+            self.reached = self.target.cluster is None or not isinstance(exc, EnvironmentProblem)
             return None
         except Exception as exc:  # a bug must not kill the worker: log it and try again next time
             log.exception("pass crashed", extra={"target": self.target.name})
@@ -166,6 +189,10 @@ class Controller:
         self.client = client
         self.targets = list(targets)
         self.options = options
+        check_clusters(self.targets, options.kubeconfig)
+        self.clusters = TargetClusters(
+            client, self.targets, options.kubeconfig, timeout=options.request_timeout
+        )
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
         self.metrics = Metrics()
@@ -264,9 +291,9 @@ class Controller:
             listener(target, result)
 
     def _claim_metrics(self, target: str) -> None:
-        """Pending claims and allocated devices by driver, from one LIST of claims."""
+        """Pending claims and allocated devices by driver, from one LIST of claims in the target's cluster."""
         try:
-            claims = self.client.list_kind("resource.k8s.io", "ResourceClaim")
+            claims = self.workers[target].client.list_kind("resource.k8s.io", "ResourceClaim")
         except DraGitopsError:
             return
         pending = 0
@@ -285,38 +312,63 @@ class Controller:
     # ---- lifecycle ----------------------------------------------------------------------------------
 
     def ensure_namespaces(self, only: set[str] | None = None) -> bool:
-        """The state namespaces hold the Leases and the state: create those missing (the deployment
-        normally has; one deleted while we run is created again when its Lease cannot be written). True
-        when every one exists now; else each problem is logged once and kept for readiness."""
-        resource = self.client.resource_for("v1", "Namespace")
+        """The state namespaces hold the Leases (in this cluster) and the state (of the targets without a
+        cluster of their own): create those missing (the deployment normally has; one deleted while we
+        run is created again when its Lease cannot be written). True when every one exists now; else each
+        problem is logged once and kept for readiness. A target's own cluster is seen to by its worker
+        (`reach`), so a cluster that cannot be reached delays its own targets only."""
         users: dict[str, list[str]] = {}
         for target in self.targets:
             if only is None or target.state_namespace in only:
                 users.setdefault(target.state_namespace, []).append(target.name)
         ok = True
+        home = {t.name for t in self.targets if t.cluster is None}
         for namespace, names in sorted(users.items()):
-            problem = self._ensure_namespace(resource, namespace)
+            problem = self._ensure_namespace(
+                self.client,
+                namespace,
+                f"created namespace {namespace} (it holds the targets' Leases and state)",
+            )
             if problem is None:
                 self.namespace_problems.pop(namespace, None)
                 continue
             ok = False
+            held = "the Lease and state" if set(names) <= home else "the Leases"
             message = (
-                f"namespace {namespace} must exist (it holds the Lease and state of "
-                f"{', '.join(sorted(names))}): {problem}"
+                f"namespace {namespace} must exist (it holds {held} of {', '.join(sorted(names))}): {problem}"
             )
             if self.namespace_problems.get(namespace) != message:
                 log.error("%s", message)
             self.namespace_problems[namespace] = message
         return ok
 
-    def _ensure_namespace(self, resource: Any, namespace: str) -> str | None:
+    def reach(self, target: Target, client: ClusterClient) -> str | None:
+        """A target's own cluster answers (a bounded question) and holds its state namespace (created
+        when missing): None, else why not (`/readyz` names the target)."""
+        try:
+            probe(target, client)
+        except EnvironmentProblem as exc:
+            return str(exc)
+        namespace = target.state_namespace
+        problem = self._ensure_namespace(
+            client,
+            namespace,
+            f"created namespace {namespace} in the cluster of target {target.name} (its state)",
+        )
+        if problem is None:
+            return None
+        return f"namespace {target.state_namespace} must exist in its cluster (it holds its state): {problem}"
+
+    @staticmethod
+    def _ensure_namespace(client: ClusterClient, namespace: str, created: str) -> str | None:
         """None when the namespace exists (created now if it was missing), else why it does not."""
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         try:
-            live = self.client.get(resource, None, namespace)
+            resource = client.resource_for("v1", "Namespace")
+            live = client.get(resource, None, namespace)
             if live is None:
-                self.client.create(resource, body)
-                log.info("created namespace %s (it holds the targets' Leases and state)", namespace)
+                client.create(resource, body)
+                log.info("%s", created)
                 return None
         except DraGitopsError as exc:
             return f"cannot create it: {exc}"
@@ -371,6 +423,7 @@ class Controller:
     def close(self) -> None:
         for worker in self.workers.values():
             worker.source.close()
+        self.clusters.close()
 
     def status(self) -> dict[str, Any]:
         return {

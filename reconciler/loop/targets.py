@@ -49,6 +49,25 @@ class WebhookAuth:
 
 
 @dataclass(frozen=True)
+class ClusterRef:
+    """The cluster a target's state and objects live in, when not the controller's own: a kubeconfig file
+    (a mounted Secret) and/or one of its contexts (`loop/clusters.py` checks both and connects)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    # `path:line` of each key (the target's own line when it came from `defaults`), for messages.
+    kubeconfig_where: str = field(default="", compare=False)
+    context_where: str = field(default="", compare=False)
+
+    def describe(self) -> str:
+        parts = [
+            f"kubeconfig {self.kubeconfig}" if self.kubeconfig else "",
+            f"context {self.context}" if self.context else "",
+        ]
+        return ", ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     repo: str
@@ -68,6 +87,8 @@ class Target:
     # Argo CD's switches: delete what Git no longer has; put back what drifted from the last good revision.
     prune: bool = True
     self_heal: bool = True
+    # Its own cluster (state, ApplySet, Events, objects); None: the controller's. Its Lease stays home.
+    cluster: ClusterRef | None = None
     # Where the target was defined (`path:line` or "flags"), for messages about it.
     origin: str = field(default="flags", compare=False)
 
@@ -97,6 +118,8 @@ _FLAG_OF = {
     "webhooks": "--webhook-secret",
     "prune": "--no-prune",
     "selfHeal": "--no-self-heal",
+    "kubeconfig": "kubeconfig",
+    "context": "context",
 }
 # The keys a target may have in a config file.
 CONFIG_KEYS = tuple(_FLAG_OF)
@@ -216,8 +239,18 @@ def build_target(fields: Mapping[str, Any], where_of: Callable[[str], str], orig
         webhooks=fields.get("webhooks") or WebhookAuth(),
         prune=_flag(fields, "prune", where_of),
         self_heal=_flag(fields, "selfHeal", where_of),
+        cluster=_cluster(fields, where_of),
         origin=origin,
     )
+
+
+def _cluster(fields: Mapping[str, Any], where_of: Callable[[str], str]) -> ClusterRef | None:
+    """The target's own cluster from `kubeconfig` and `context` (the files are checked when connecting)."""
+    kubeconfig = _optional_string(fields, "kubeconfig", where_of)
+    context = _optional_string(fields, "context", where_of)
+    if kubeconfig is None and context is None:
+        return None
+    return ClusterRef(kubeconfig, context, where_of("kubeconfig"), where_of("context"))
 
 
 def _flag(fields: Mapping[str, Any], key: str, where_of: Callable[[str], str]) -> bool:
