@@ -127,15 +127,16 @@ class TargetClusters:
             client.close()
 
 
-def probe(target: Target, client: ClusterClient) -> None:
-    """Ask a target's own cluster one bounded question (its version); EnvironmentProblem naming the
-    target's cluster when it does not answer."""
+def unreachable(target: Target, client: ClusterClient) -> str | None:
+    """Why a target's cluster does not answer one bounded question (its version), naming the cluster;
+    None when it answers."""
     try:
         client.bounded(timeout=PROBE_TIMEOUT, retries=1).server_version()
     except EnvironmentProblem as exc:
         ref = target.cluster
         where = ref.describe() if ref is not None else "the controller's cluster"
-        raise EnvironmentProblem(f"its cluster ({where}) cannot be reached: {exc}") from exc
+        return f"its cluster ({where}) cannot be reached: {exc}"
+    return None
 
 
 class TargetConnection:

@@ -23,7 +23,7 @@ from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError, EnvironmentProblem
-from reconciler.loop.clusters import TargetClusters, check_clusters, probe
+from reconciler.loop.clusters import TargetClusters, check_clusters, unreachable
 from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget
 from reconciler.loop.keep import KeptRevision
@@ -167,9 +167,13 @@ class _Worker:
         except DraGitopsError as exc:
             log.error("pass failed: %s", exc, extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
-            self.problem = f"the last pass failed: {exc}" if isinstance(exc, EnvironmentProblem) else None
-            # Its own cluster may be gone: the next pass asks it a bounded question first.
-            self.reached = self.target.cluster is None or not isinstance(exc, EnvironmentProblem)
+            problem = f"the last pass failed: {exc}" if isinstance(exc, EnvironmentProblem) else None
+            if problem and self.target.cluster is not None:
+                # Its own cluster may be gone: say so (readiness names the target), and ask it a bounded
+                # question before the next pass rather than wait out a pass's request deadlines.
+                self.reached = False
+                problem = unreachable(self.target, self.client) or problem
+            self.problem = problem
             return None
         except Exception as exc:  # a bug must not kill the worker: log it and try again next time
             log.exception("pass crashed", extra={"target": self.target.name})
@@ -345,10 +349,9 @@ class Controller:
     def reach(self, target: Target, client: ClusterClient) -> str | None:
         """A target's own cluster answers (a bounded question) and holds its state namespace (created
         when missing): None, else why not (`/readyz` names the target)."""
-        try:
-            probe(target, client)
-        except EnvironmentProblem as exc:
-            return str(exc)
+        down = unreachable(target, client)
+        if down is not None:
+            return down
         namespace = target.state_namespace
         problem = self._ensure_namespace(
             client,
