@@ -168,11 +168,12 @@ class _Worker:
             log.error("pass failed: %s", exc, extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
             problem = f"the last pass failed: {exc}" if isinstance(exc, EnvironmentProblem) else None
-            if problem and self.target.cluster is not None:
-                # Its own cluster may be gone: say so (readiness names the target), and ask it a bounded
-                # question before the next pass rather than wait out a pass's request deadlines.
+            if self.target.cluster is not None:
+                # Its own cluster may be gone, or its state namespace: the next pass asks a bounded question
+                # and sees to the namespace first (the Lease rounds do that for the controller's cluster).
                 self.reached = False
-                problem = unreachable(self.target, self.client) or problem
+                if problem:  # say which cluster (readiness names the target)
+                    problem = unreachable(self.target, self.client) or problem
             self.problem = problem
             return None
         except Exception as exc:  # a bug must not kill the worker: log it and try again next time
