@@ -105,6 +105,12 @@ def label_namespaces(remote: GitRemote, value: str) -> str:
     return remote.commit_and_push(f"revision {value}")
 
 
+def namespace_labels(cluster: Cluster) -> dict[str, str]:
+    live = cluster.client.get(cluster.client.resource_for("v1", "Namespace"), None, "gpu-system")
+    assert live is not None
+    return dict(live["metadata"].get("labels") or {})
+
+
 def lease_holders(client: ClusterClient) -> dict[str, str]:
     resource = client.resource_for("coordination.k8s.io/v1", "Lease")
     return {
@@ -155,6 +161,7 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
     remote = manifests_remote(tmp_path / "git")
     first = remote.commit_and_push("example")
     config = example_config(tmp_path, remote.url)
+    verb_on_staging = ["--config", str(config), "--target", "staging", "--kubeconfig", str(home_kubeconfig)]
     run = Running(
         [
             "--config",
@@ -214,69 +221,50 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
         assert "target production: its cluster (kubeconfig " in body
         assert "context production) cannot be reached" in body
         assert "staging" not in body
-        labels = staging.client.get(staging.client.resource_for("v1", "Namespace"), None, "gpu-system")
-        assert labels is not None and labels["metadata"]["labels"]["example.com/revision"] == "two"
+        assert namespace_labels(staging)["example.com/revision"] == "two"
         errors = [
             line
             for line in run.text("/metrics").splitlines()
             if line.startswith("dra_gitops_passes_total{") and 'target="production"' in line
         ]
         assert any('outcome="error"' in line for line in errors), errors
+
+        # Handed to the controller: the request goes into staging's state, the wake-up onto its Lease at home.
+        rolled = cli("rollback", *verb_on_staging, "--via", "controller", "--timeout", "3m", "-o", "json")
+        assert rolled.returncode == 0, rolled.stderr + rolled.stdout
+        assert json.loads(rolled.stdout)["sha"] == first
+        state = staging.state("staging")
+        assert (state.last_good, state.hold) == (first, second)  # the head it left is held
+        assert "example.com/revision" not in namespace_labels(staging)
     finally:
         assert run.stop() == 0, run.log.read_text()[-3000:]
 
     # The verbs with --config reach the target's cluster; without, --kubeconfig's (the Leases only).
-    shown = cli(
-        "status",
-        "--config",
-        str(config),
-        "--target",
-        "staging",
-        "--kubeconfig",
-        str(home_kubeconfig),
-        "-o",
-        "json",
-    )
+    shown = cli("status", *verb_on_staging, "-o", "json")
     assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["lastGood"] == second
+    assert json.loads(shown.stdout)["lastGood"] == first
     elsewhere = cli("status", "--target", "staging", "--kubeconfig", str(home_kubeconfig), "-o", "json")
     assert json.loads(elsewhere.stdout)["lastGood"] is None
 
-    rolled = cli(
-        "rollback",
-        "--config",
-        str(config),
-        "--target",
-        "staging",
-        "--kubeconfig",
-        str(home_kubeconfig),
+    # From here, holding the target's Lease in the controller's cluster and delivering into staging's.
+    synced = cli(
+        "sync",
+        *verb_on_staging,
+        "--revision",
+        second,
         "--via",
         "local",
         "--cache-dir",
-        str(tmp_path / "cli-cache"),
+        str(tmp_path / "cli"),
         "-o",
         "json",
     )
-    assert rolled.returncode == 0, rolled.stderr + rolled.stdout
-    assert json.loads(rolled.stdout)["sha"] == first
-    state = staging.state("staging")
-    assert (state.last_good, state.hold) == (first, second)  # the head it left is held
-    labels = staging.client.get(staging.client.resource_for("v1", "Namespace"), None, "gpu-system")
-    assert labels is not None and "example.com/revision" not in labels["metadata"]["labels"]
-    # It held the target's Lease in the controller's cluster for the delivery (released since).
+    assert synced.returncode == 0, synced.stderr + synced.stdout
+    assert staging.state("staging").last_good == second
+    assert namespace_labels(staging)["example.com/revision"] == "two"
     assert set(lease_holders(home_client)) == {"dra-gitops-staging", "dra-gitops-production"}
-    history = cli(
-        "history",
-        "--config",
-        str(config),
-        "--target",
-        "staging",
-        "--kubeconfig",
-        str(home_kubeconfig),
-        "-o",
-        "json",
-    )
-    assert [r["operation"] for r in json.loads(history.stdout)][:1] == ["rollback"]
+    history = cli("history", *verb_on_staging, "-o", "json")
+    assert [r["operation"] for r in json.loads(history.stdout)][:2] == ["sync", "rollback"]
 
 
 def test_a_cluster_nothing_listens_on_never_holds_up_the_others(
@@ -301,8 +289,11 @@ def test_a_cluster_nothing_listens_on_never_holds_up_the_others(
         request_timeout=10,
     )
     controller = Controller(home_client, targets, options)
+    namespaces = staging.client.resource_for("v1", "Namespace")
+    assert staging.client.get(namespaces, None, NAMESPACE) is None
     controller.start()
     try:
+        # Its state namespace created in its cluster, by its worker; the Leases' in the controller's.
         wait_for(lambda: staging.state("staging").last_good == sha, 180, "staging reconciled")
         reason = wait_for(lambda: controller.server.ready and controller.unready_reason(), 60, "readiness")
         assert reason.startswith("target production: its cluster (kubeconfig ")
@@ -314,5 +305,16 @@ def test_a_cluster_nothing_listens_on_never_holds_up_the_others(
             "dra-gitops-staging": "replica-a",
             "dra-gitops-production": "replica-a",
         }
+
+        # Its state namespace deleted in its cluster: the next pass puts it back there, state and all.
+        staging.client.delete(namespaces, None, NAMESPACE)
+        wait_for(lambda: staging.client.get(namespaces, None, NAMESPACE) is None, 60, "the namespace gone")
+
+        def recorded_again() -> bool:
+            controller.trigger({"staging"}, "the test")
+            return staging.state("staging").last_good == sha
+
+        wait_for(recorded_again, 120, "staging's state recorded again", interval=1.0)
+        assert staging.client.get(namespaces, None, NAMESPACE) is not None
     finally:
         controller.stop()
