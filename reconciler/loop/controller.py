@@ -297,8 +297,9 @@ class Controller:
 
     def _claim_metrics(self, target: str) -> None:
         """Pending claims and allocated devices by driver, from one LIST of claims in the target's cluster."""
+        client = self.workers[target].client
         try:
-            claims = self.workers[target].client.list_kind("resource.k8s.io", "ResourceClaim")
+            claims = client.list_kind("resource.k8s.io", "ResourceClaim")
         except DraGitopsError:
             return
         pending = 0
@@ -312,7 +313,7 @@ class Controller:
                 driver = str(device.get("driver") or "")
                 by_driver[driver] = by_driver.get(driver, 0) + 1
         self.metrics.set_pending_claims(target, pending)
-        self.metrics.set_allocated_devices(by_driver)
+        self.metrics.set_cluster_devices(client.host, by_driver)
 
     # ---- lifecycle ----------------------------------------------------------------------------------
 

@@ -209,6 +209,15 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
         )
         assert home_client.list_kind("resource.k8s.io", "DeviceClass") == []
         assert 'dra_gitops_pending_claims{target="staging"} 0.0' in run.text("/metrics")
+        # The claim metrics read each target's cluster: the devices allocated in both, added up.
+        allocated = sum(
+            len(claim["status"]["allocation"]["devices"]["results"])
+            for cluster in (staging, production)
+            for claim in cluster.client.list_kind("resource.k8s.io", "ResourceClaim")
+        )
+        assert allocated > 0
+        line = f'dra_gitops_allocated_devices{{driver="gpu.example.com"}} {allocated:.1f}'
+        wait_for(lambda: line in run.text("/metrics"), 30, line)
 
         production.stop()
         second = label_namespaces(remote, "two")
