@@ -170,3 +170,17 @@ def test_a_verb_given_the_config_refuses_a_missing_kubeconfig(tmp_path: Path) ->
         assert f"error: {path}:4: kubeconfig '{tmp_path}/gone' does not exist" in result.output, args
     result = CliRunner().invoke(cli, ["get", "--config", str(path)])
     assert f"error: {path}:4: kubeconfig '{tmp_path}/gone' does not exist" in result.output
+
+
+def test_a_context_naming_no_cluster_is_a_config_error_at_its_line(tmp_path: Path) -> None:
+    file = tmp_path / "kc"
+    broken = {"name": "broken", "context": {"cluster": "nowhere", "user": "me"}}
+    file.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "contexts": [broken]}))
+    path, targets = config(
+        tmp_path, f"targets:\n  - name: a\n    repo: /r\n    kubeconfig: {file}\n    context: broken\n"
+    )
+    check_clusters(targets, None)  # the names are right; the client library finds the rest wrong
+    with pytest.raises(UserError) as caught, connect_target(targets, "a", "dra-gitops", None, None):
+        pass
+    assert str(caught.value).startswith(f"{path}:5: cannot load cluster configuration: ")
+    assert "nowhere" in str(caught.value)

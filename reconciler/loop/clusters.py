@@ -114,8 +114,7 @@ class TargetClusters:
                 continue
             client = self._built.get(ref)
             if client is None:
-                kubeconfig = ref.kubeconfig or controller_kubeconfig
-                client = ClusterClient.from_kubeconfig(kubeconfig, ref.context, in_cluster=False, **limits)
+                client = client_for(ref, controller_kubeconfig, **limits)
                 self._built[ref] = client
             self._of[target.name] = client
 
@@ -125,6 +124,18 @@ class TargetClusters:
     def close(self) -> None:
         for client in self._built.values():
             client.close()
+
+
+def client_for(ref: ClusterRef, controller_kubeconfig: str | None, **limits: Any) -> ClusterClient:
+    """A client of a target's own cluster (nothing sent yet); a kubeconfig the client library cannot use
+    (a context naming no cluster or user, a bad certificate) is a config error at the key."""
+    try:
+        return ClusterClient.from_kubeconfig(
+            ref.kubeconfig or controller_kubeconfig, ref.context, in_cluster=False, **limits
+        )
+    except EnvironmentProblem as exc:
+        where = ref.context_where if ref.context else ref.kubeconfig_where
+        raise UserError(exc.detail, where=where) from exc
 
 
 def unreachable(target: Target, client: ClusterClient) -> str | None:
@@ -204,9 +215,7 @@ def connect_target(
         return
     check_clusters([target], kubeconfig)
     ref = target.cluster
-    state = ClusterClient.from_kubeconfig(
-        ref.kubeconfig or kubeconfig, ref.context, in_cluster=False, **limits
-    )
+    state = client_for(ref, kubeconfig, **limits)
     connection = TargetConnection(target.name, target.state_namespace, state, home)
     try:
         yield connection
