@@ -184,3 +184,15 @@ def test_a_context_naming_no_cluster_is_a_config_error_at_its_line(tmp_path: Pat
         pass
     assert str(caught.value).startswith(f"{path}:5: cannot load cluster configuration: ")
     assert "nowhere" in str(caught.value)
+
+
+def test_run_refuses_a_missing_kubeconfig_before_connecting_anywhere(tmp_path: Path) -> None:
+    path, _ = config(
+        tmp_path,
+        f"targets:\n  - name: a\n    repo: /r\n  - name: b\n    repo: /r\n    kubeconfig: {tmp_path}/gone\n",
+    )
+    result = CliRunner().invoke(
+        cli, ["run", "--config", str(path), "--kubeconfig", str(tmp_path / "no-home"), "--once"]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"error: {path}:6: kubeconfig '{tmp_path}/gone' does not exist or is not a file" in result.output

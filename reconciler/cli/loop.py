@@ -198,6 +198,7 @@ def run_command(**kwargs: Any) -> int:
     rollback failed and the cluster needs a human).
     """
     from reconciler.cli.logsetup import configure_logging
+    from reconciler.loop.clusters import check_clusters
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
@@ -212,6 +213,7 @@ def run_command(**kwargs: Any) -> int:
         "webhook_token_file": kwargs["webhook_token_file"],
     }
     targets = targets_of(kwargs, extra)
+    check_clusters(targets, kwargs["kubeconfig"])  # the targets' own kubeconfigs, before connecting
     host, port = parse_listen(kwargs["listen"])
     options = ControllerOptions(
         cache_dir=target_cache_dir(kwargs["cache_dir"]),
