@@ -274,6 +274,9 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
     assert set(lease_holders(home_client)) == {"dra-gitops-staging", "dra-gitops-production"}
     history = cli("history", *verb_on_staging, "-o", "json")
     assert [r["operation"] for r in json.loads(history.stdout)][:2] == ["sync", "rollback"]
+    checklist = cli("checklist", *verb_on_staging, "-o", "json")
+    assert f"reading the checklist of target staging from {staging.sim.url}" in checklist.stderr
+    assert second in checklist.stdout  # the last attempt it judges is staging's
 
 
 def test_a_cluster_nothing_listens_on_never_holds_up_the_others(
