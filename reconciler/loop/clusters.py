@@ -11,7 +11,7 @@ its own targets only.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,6 @@ class TargetClusters:
         controller_kubeconfig: str | None = None,
         **limits: Any,
     ) -> None:
-        self.own = own
         self._built: dict[ClusterRef, ClusterClient] = {}
         self._of: dict[str, ClusterClient] = {}
         for target in targets:
@@ -154,11 +153,13 @@ class TargetConnection:
     """What an operator verb talks to for one target: the target's cluster for its state and objects,
     the controller's (--kubeconfig) for its Lease, connected only when a verb needs the Lease."""
 
-    def __init__(self, name: str, namespace: str, state: ClusterClient | None, home: Any) -> None:
+    def __init__(
+        self, name: str, namespace: str, state: ClusterClient | None, home: Callable[[], ClusterClient]
+    ) -> None:
         self.name = name
         self.namespace = namespace
-        self._state = state
-        self._home = home  # () -> the controller's cluster's client
+        self._state = state  # None: the target lives in the controller's cluster
+        self._home = home
         self._lease: ClusterClient | None = None
 
     @property
