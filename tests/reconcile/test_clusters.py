@@ -245,6 +245,15 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
         state = staging.state("staging")
         assert (state.last_good, state.hold) == (first, second)  # the head it left is held
         assert "example.com/revision" not in namespace_labels(staging)
+
+        # The Lease that wakes the controller is found in its cluster (exit 4 were it looked in staging's).
+        woken = cli("reconcile", *verb_on_staging, "--no-wait")
+        assert woken.returncode == 0, woken.stderr
+        assert cli("suspend", *verb_on_staging, "--reason", "freeze").returncode == 0
+        suspended = staging.state("staging").suspended
+        assert suspended is not None and suspended.reason == "freeze"
+        assert cli("resume", *verb_on_staging).returncode == 0
+        assert staging.state("staging").suspended is None
     finally:
         assert run.stop() == 0, run.log.read_text()[-3000:]
 
@@ -273,7 +282,8 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
     assert namespace_labels(staging)["example.com/revision"] == "two"
     assert set(lease_holders(home_client)) == {"dra-gitops-staging", "dra-gitops-production"}
     history = cli("history", *verb_on_staging, "-o", "json")
-    assert [r["operation"] for r in json.loads(history.stdout)][:2] == ["sync", "rollback"]
+    operations = [r["operation"] for r in json.loads(history.stdout)]
+    assert operations[:4] == ["sync", "resume", "suspend", "rollback"]
     checklist = cli("checklist", *verb_on_staging, "-o", "json")
     assert f"reading the checklist of target staging from {staging.sim.url}" in checklist.stderr
     assert second in checklist.stdout  # the last attempt it judges is staging's
