@@ -219,6 +219,14 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
         line = f'dra_gitops_allocated_devices{{driver="gpu.example.com"}} {allocated:.1f}'
         wait_for(lambda: line in run.text("/metrics"), 30, line)
 
+        # `get` reads each target's state in its own cluster.
+        table = cli("get", "--config", str(config), "--kubeconfig", str(home_kubeconfig), "-o", "json")
+        assert table.returncode == 0, table.stderr
+        assert [(r["target"], r["lastGood"]) for r in json.loads(table.stdout)] == [
+            ("staging", first),
+            ("production", first),
+        ]
+
         production.stop()
         second = label_namespaces(remote, "two")
         wait_for(lambda: staging.state("staging").last_good == second, 120, "staging on the second commit")
@@ -284,6 +292,12 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
     history = cli("history", *verb_on_staging, "-o", "json")
     operations = [r["operation"] for r in json.loads(history.stdout)]
     assert operations[:4] == ["sync", "resume", "suspend", "rollback"]
+    # staging's objects are those of the revision (it would be all to create in the controller's cluster).
+    diff = cli(
+        "diff", *verb_on_staging, "--revision", second, "--cache-dir", str(tmp_path / "cli"), "--no-diff"
+    )
+    assert diff.returncode == 0, diff.stderr + diff.stdout
+    assert f"staging: {second[:12]} against {staging.sim.url}" in diff.stderr
     checklist = cli("checklist", *verb_on_staging, "-o", "json")
     assert f"reading the checklist of target staging from {staging.sim.url}" in checklist.stderr
     assert second in checklist.stdout  # the last attempt it judges is staging's
