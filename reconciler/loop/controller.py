@@ -146,7 +146,9 @@ class _Worker:
             self.decided.set()
             controller.update_readiness()
             interval = self.target.poll_interval
-            self.wake.wait(jittered(interval if self.reached else min(interval, UNREACHABLE_RETRY)))
+            if not self.reached and self.problem:  # its own cluster did not answer: try again soon
+                interval = min(interval, UNREACHABLE_RETRY)
+            self.wake.wait(jittered(interval))
             self.wake.clear()
 
     def run_pass(self) -> PassResult | None:

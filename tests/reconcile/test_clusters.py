@@ -336,6 +336,15 @@ def test_a_cluster_nothing_listens_on_never_holds_up_the_others(
         assert "cannot be reached" in reason
         assert "staging" not in reason
         assert controller.workers["production"].passes == 0
+        # Tried again soon (its poll interval is an hour), each try counted as a failed pass.
+        registry = controller.metrics.registry
+        labels = {"target": "production", "outcome": "error"}
+        wait_for(
+            lambda: (registry.get_sample_value("dra_gitops_passes_total", labels) or 0) >= 2,
+            120,
+            "production tried again",
+            interval=0.5,
+        )
         # Both Leases taken in the controller's cluster: the dead cluster does not keep its Lease from it.
         assert lease_holders(home_client) == {
             "dra-gitops-staging": "replica-a",
