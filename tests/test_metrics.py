@@ -47,7 +47,7 @@ def test_state_counters_and_gauges() -> None:
     metrics.record_drift_corrections("prod", 3)
     metrics.record_drift_corrections("prod", 0)
     metrics.set_pending_claims("prod", 4)
-    metrics.set_allocated_devices({"gpu.example.com": 6, "nic.example.com": 2})
+    metrics.set_cluster_devices("https://a", {"gpu.example.com": 6, "nic.example.com": 2})
     metrics.record_webhook("github", "accepted")
     metrics.record_webhook("github", "unauthorized")
     metrics.record_webhook("github", "unauthorized")
@@ -73,11 +73,21 @@ def test_state_counters_and_gauges() -> None:
 
 def test_allocated_devices_is_the_whole_picture() -> None:
     metrics = Metrics()
-    metrics.set_allocated_devices({"gpu.example.com": 6, "nic.example.com": 2})
-    metrics.set_allocated_devices({"gpu.example.com": 1})
+    metrics.set_cluster_devices("https://a", {"gpu.example.com": 6, "nic.example.com": 2})
+    metrics.set_cluster_devices("https://a", {"gpu.example.com": 1})
     found = samples(metrics)
     assert found[("dra_gitops_allocated_devices", (("driver", "gpu.example.com"),))] == 1
     assert ("dra_gitops_allocated_devices", (("driver", "nic.example.com"),)) not in found
+
+
+def test_allocated_devices_add_up_the_clusters_each_counted_once() -> None:
+    metrics = Metrics()
+    metrics.set_cluster_devices("https://staging", {"gpu.example.com": 3})
+    metrics.set_cluster_devices("https://production", {"gpu.example.com": 4, "nic.example.com": 1})
+    metrics.set_cluster_devices("https://staging", {"gpu.example.com": 2})  # a later look at staging
+    found = samples(metrics)
+    assert found[("dra_gitops_allocated_devices", (("driver", "gpu.example.com"),))] == 6
+    assert found[("dra_gitops_allocated_devices", (("driver", "nic.example.com"),))] == 1
 
 
 def test_losing_a_lease_drops_the_targets_current_state_but_keeps_counters() -> None:

@@ -182,7 +182,7 @@ def test_approve_refuses_a_target_its_config_file_does_not_have(tmp_path: Path) 
     config.write_text(CHAIN)
     done = CliRunner().invoke(cli, ["approve", "--config", str(config), "--target", "prod", "0123456789ab"])
     assert done.exit_code == 1, done.output
-    assert f"{config}: unknown target 'prod' (targets: staging, production, edge)" in done.output
+    assert f"{config}: no target 'prod' (its targets: staging, production, edge)" in done.output
     done = CliRunner().invoke(cli, ["approve", "--config", str(config), "--target", "edge", "0123456789ab"])
     assert done.exit_code == 1, done.output
     assert f"{config}:12: target 'edge' does not ask for approval (`approval: manual`)" in done.output

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from reconciler.cli.options import connect, handle_errors, kube_options, progress_printer, verbosity_options
+from reconciler.cli.options import (
+    config_option,
+    connect_target,
+    handle_errors,
+    kube_options,
+    progress_printer,
+    verbosity_options,
+)
 
 
 @click.command("checklist")
+@config_option
 @kube_options
 @click.option(
     "--target",
@@ -34,6 +44,7 @@ from reconciler.cli.options import connect, handle_errors, kube_options, progres
 @verbosity_options
 @handle_errors
 def checklist_command(
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     target: str,
@@ -61,9 +72,11 @@ def checklist_command(
     from reconciler.checklist.items import build_checklist
     from reconciler.checklist.render import render
 
-    with connect(kubeconfig, kube_context) as client:
-        progress_printer(quiet)(f"reading the checklist of target {target} from {client.host}")
-        facts = gather_facts(client, target, state_namespace)
+    # With --config, the target's own cluster: its state and what it runs live there.
+    with connect_target(config_file, target, state_namespace, kubeconfig, kube_context) as connection:
+        client = connection.state
+        progress_printer(quiet)(f"reading the checklist of target {connection.name} from {client.host}")
+        facts = gather_facts(client, connection.name, connection.namespace)
     checklist = build_checklist(facts)
     click.echo(render(checklist, output), nl=False)
     return checklist.exit_code

@@ -22,7 +22,9 @@ from reconciler.cli.options import (
     DURATION,
     F,
     check_options,
+    config_option,
     connect,
+    connect_target,
     handle_errors,
     kube_options,
     output_option,
@@ -201,6 +203,7 @@ def run_command(**kwargs: Any) -> int:
     rollback failed and the cluster needs a human).
     """
     from reconciler.cli.logsetup import configure_logging
+    from reconciler.loop.clusters import check_clusters
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
@@ -217,6 +220,7 @@ def run_command(**kwargs: Any) -> int:
         "webhook_token_file": kwargs["webhook_token_file"],
     }
     targets = targets_of(kwargs, extra)
+    check_clusters(targets, kwargs["kubeconfig"])  # the targets' own kubeconfigs, before connecting
     host, port = parse_listen(kwargs["listen"])
     options = ControllerOptions(
         cache_dir=target_cache_dir(kwargs["cache_dir"]),
@@ -230,6 +234,8 @@ def run_command(**kwargs: Any) -> int:
         verify_timeout=kwargs["verify_timeout"],
         max_body=kwargs["webhook_max_body_mib"] * 1024 * 1024,
         check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
+        kubeconfig=kwargs["kubeconfig"],
+        request_timeout=kwargs["request_timeout"],
     )
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
     # The dashboard reads the workers' Git caches; they fetch, it does not.
@@ -280,6 +286,7 @@ def _run_once(controller: Any) -> int:
 
 @click.command("status")
 @target_options
+@config_option
 @kube_options
 @output_option(("text", "json"))
 @click.option(
@@ -290,6 +297,7 @@ def _run_once(controller: Any) -> int:
 def status_command(
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     output: str,
@@ -304,8 +312,9 @@ def status_command(
     from reconciler.loop.state import StateStore
     from reconciler.outcome import worst_exit_code
 
-    with connect(kubeconfig, kube_context) as client:
-        state = StateStore(client, target_name, state_namespace).load()
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
+        state = StateStore(target.state, target.name, target.namespace).load()
+        target_name = target.name
     if output == "json":
         data = state.to_json()
         data["history"] = data["history"][: max(0, history_count)] if history_count >= 0 else data["history"]
@@ -320,6 +329,7 @@ def status_command(
 
 @click.command("retry")
 @target_options
+@config_option
 @kube_options
 @click.option("--sha", help="The sha to try again (default: the last attempted one).")
 @verbosity_options
@@ -327,6 +337,7 @@ def status_command(
 def retry_command(
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     sha: str | None,
@@ -344,19 +355,19 @@ def retry_command(
     def mark(state: Any) -> None:
         wanted = sha or state.hold or (state.last_attempted.sha if state.last_attempted else None)
         if not wanted:
-            raise UserError(
-                "nothing was attempted yet: nothing to retry",
-                where=f"ConfigMap/{state_namespace}/dra-gitops-{target_name}",
-            )
+            raise UserError("nothing was attempted yet: nothing to retry", where=store.ref)
         state.retry = wanted
         if state.hold == wanted:
             state.hold = None
         chosen[:] = [wanted]
 
-    with connect(kubeconfig, kube_context) as client:
-        StateStore(client, target_name, state_namespace).update(mark)
-        # At once, not at the next poll: the controller holding the Lease is asked for a pass.
-        woke = request_pass(client, TargetRef(target_name, state_namespace), f"retry of {chosen[0][:12]}")
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
+        target_name = target.name
+        store = StateStore(target.state, target.name, target.namespace)
+        store.update(mark)
+        # At once, not at the next poll: the controller holding the Lease (in its cluster) is asked for a pass.
+        ref = TargetRef(target.name, target.namespace)
+        woke = request_pass(target.lease, ref, f"retry of {chosen[0][:12]}")
     when = "now" if woke else "on the next pass (no controller holds the target's Lease)"
     progress_printer(quiet)(f"{target_name}: {chosen[0]} will be tried again {when}")
     return 0

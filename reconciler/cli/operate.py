@@ -16,7 +16,10 @@ import click
 from reconciler.cli.loop import git_target_options, target_cache_dir, targets_of
 from reconciler.cli.options import (
     DURATION,
+    config_option,
+    config_targets,
     connect,
+    connect_target,
     handle_errors,
     kube_options,
     output_option,
@@ -59,17 +62,19 @@ def get_command(
     from reconciler.loop.operations import cluster_targets
     from reconciler.loop.state import StateStore
     from reconciler.loop.statusview import render_targets, target_row
-    from reconciler.loop.targetfile import load_targets
     from reconciler.outcome import worst_exit_code
 
-    with connect(kubeconfig, kube_context) as client:
-        if config_file is not None:
-            wanted = [
-                (t.name, t.state_namespace) for t in load_targets(config_file.read_text(), str(config_file))
-            ]
-        else:
-            wanted = [(name, state_namespace) for name in cluster_targets(client, state_namespace)]
-        states = [(name, StateStore(client, name, namespace).load()) for name, namespace in wanted]
+    if config_file is not None:
+        # Each target's state in its own cluster (`loop/clusters.py`).
+        names = [t.name for t in config_targets(config_file)]
+        states = []
+        for name in names:
+            with connect_target(config_file, name, state_namespace, kubeconfig, kube_context) as target:
+                states.append((name, StateStore(target.state, name, target.namespace).load()))
+    else:
+        with connect(kubeconfig, kube_context) as client:
+            listed = cluster_targets(client, state_namespace)
+            states = [(name, StateStore(client, name, state_namespace).load()) for name in listed]
     rows = [target_row(name, state) for name, state in states]
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
@@ -81,6 +86,7 @@ def get_command(
 
 @click.command("suspend")
 @target_options
+@config_option
 @kube_options
 @click.option("--reason", default="", help="Why, for the record (shown by status and get).")
 @verbosity_options
@@ -88,6 +94,7 @@ def get_command(
 def suspend_command(
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     reason: str,
@@ -101,21 +108,23 @@ def suspend_command(
     from reconciler.cluster.whoami import requester
     from reconciler.loop.operations import TargetRef, suspend
 
-    with connect(kubeconfig, kube_context) as client:
-        by = requester(client)
-        suspend(client, TargetRef(target_name, state_namespace), by, reason)
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
+        by = requester(target.state)
+        suspend(target.state, TargetRef(target.name, target.namespace), by, reason)
     progress_printer(quiet)(f"{target_name}: suspended by {by}")
     return 0
 
 
 @click.command("resume")
 @target_options
+@config_option
 @kube_options
 @verbosity_options
 @handle_errors
 def resume_command(
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     verbose: int,
@@ -125,15 +134,16 @@ def resume_command(
     from reconciler.cluster.whoami import requester
     from reconciler.loop.operations import TargetRef, resume
 
-    with connect(kubeconfig, kube_context) as client:
-        by = requester(client)
-        resume(client, TargetRef(target_name, state_namespace), by)
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
+        by = requester(target.state)
+        resume(target.state, TargetRef(target.name, target.namespace), by, lease_client=target.lease)
     progress_printer(quiet)(f"{target_name}: resumed by {by}")
     return 0
 
 
 @click.command("reconcile")
 @target_options
+@config_option
 @kube_options
 @click.option(
     "--with-source",
@@ -147,6 +157,7 @@ def resume_command(
 def reconcile_command(
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     with_source: bool,
@@ -168,10 +179,12 @@ def reconcile_command(
 
     del with_source  # every pass fetches first (`loop/reconcile.py`)
     progress = progress_printer(quiet)
-    target = TargetRef(target_name, state_namespace)
-    with connect(kubeconfig, kube_context) as client:
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as connection:
+        client = connection.state
+        target = TargetRef(connection.name, connection.namespace)
+        target_name = target.name
         before = StateStore(client, target.name, target.namespace).load()
-        if not request_pass(client, target, f"reconcile requested by {requester(client)}"):
+        if not request_pass(connection.lease, target, f"reconcile requested by {requester(client)}"):
             raise EnvironmentProblem(
                 "no controller holds the target's Lease: nothing to ask for a pass",
                 where=f"Lease/{target.namespace}/{target.lease}",
@@ -192,6 +205,7 @@ def reconcile_command(
 
 @click.command("history")
 @target_options
+@config_option
 @kube_options
 @output_option(("text", "json"))
 @click.option("--limit", type=int, default=20, show_default=True, help="Records to show, newest first.")
@@ -200,6 +214,7 @@ def reconcile_command(
 def history_command(
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     output: str,
@@ -214,8 +229,8 @@ def history_command(
     from reconciler.loop.state import StateStore
     from reconciler.loop.statusview import render_history
 
-    with connect(kubeconfig, kube_context) as client:
-        state = StateStore(client, target_name, state_namespace).load()
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
+        state = StateStore(target.state, target.name, target.namespace).load()
     records = state.history[: max(0, limit)]
     if output == "json":
         data: list[Any] = [r.to_json() for r in records]
@@ -227,6 +242,7 @@ def history_command(
 
 @click.command("abort")
 @target_options
+@config_option
 @kube_options
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the rollback's record.")
 @click.option("--timeout", type=DURATION, default="10m", show_default=True, help="How long to wait.")
@@ -235,6 +251,7 @@ def history_command(
 def abort_command(
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     wait: bool,
@@ -252,9 +269,11 @@ def abort_command(
     from reconciler.loop.state import StateStore
     from reconciler.outcome import Outcome, exit_code_of
 
-    target = TargetRef(target_name, state_namespace)
     progress = progress_printer(quiet)
-    with connect(kubeconfig, kube_context) as client:
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as connection:
+        client = connection.state
+        target = TargetRef(connection.name, connection.namespace)
+        target_name = target.name
         before = StateStore(client, target.name, target.namespace).load()
         sha = abort(client, target, requester(client))
         progress(f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary")
@@ -289,18 +308,19 @@ def diff_command(**kwargs: Any) -> int:
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run, render_plan
     from reconciler.delivery.pipeline import stale_manifests
+    from reconciler.loop.clusters import connect_target as connect_to
+    from reconciler.loop.clusters import select_target
     from reconciler.loop.controller import git_source_for
     from reconciler.loop.keep import KeptRevision
     from reconciler.loop.revisions import GitRevisions
     from reconciler.model.plan import compute_plan
 
     targets = targets_of(kwargs)
-    if len(targets) > 1:
-        targets = [t for t in targets if t.name == kwargs["target_name"]]
-        if len(targets) != 1:
-            raise click.UsageError("diff works on one target: give --target NAME with --config")
-    target = targets[0]
-    with connect(kwargs["kubeconfig"], kwargs["kube_context"]) as client:
+    target = select_target(targets, kwargs["target_name"], str(kwargs["config_file"] or "--config"))
+    with connect_to(
+        targets, target.name, target.state_namespace, kwargs["kubeconfig"], kwargs["kube_context"]
+    ) as connection:
+        client = connection.state  # the target's cluster: its objects and kept copy
         revisions = GitRevisions(
             git_source_for(target, target_cache_dir(kwargs["cache_dir"])),
             kept=KeptRevision(client, target.name, target.state_namespace),
@@ -327,21 +347,16 @@ def diff_command(**kwargs: Any) -> int:
 
 @click.command("approve")
 @click.argument("sha")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="The `run --config` file: the target is looked up there (its state namespace).",
-)
 @target_options
+@config_option
 @kube_options
 @verbosity_options
 @handle_errors
 def approve_command(
     sha: str,
-    config_file: Path | None,
     target_name: str,
     state_namespace: str,
+    config_file: Path | None,
     kubeconfig: str | None,
     kube_context: str | None,
     verbose: int,
@@ -356,25 +371,22 @@ def approve_command(
     from reconciler.cluster.whoami import requester
     from reconciler.errors import UserError
     from reconciler.loop.approval import approve
+    from reconciler.loop.clusters import select_target
     from reconciler.loop.operations import TargetRef
-    from reconciler.loop.targetfile import load_targets
 
-    namespace = state_namespace
-    if config_file is not None:
-        targets = load_targets(config_file.read_text(), str(config_file))
-        found = [t for t in targets if t.name == target_name]
-        if not found:
-            names = ", ".join(t.name for t in targets)
-            raise UserError(f"unknown target {target_name!r} (targets: {names})", where=str(config_file))
-        if found[0].gates.approval != "manual":
+    targets = config_targets(config_file)
+    if targets is not None:
+        found = select_target(targets, target_name, str(config_file))
+        if found.gates.approval != "manual":
             raise UserError(
                 f"target {target_name!r} does not ask for approval (`approval: manual`): nothing to approve",
-                where=found[0].origin,
+                where=found.origin,
             )
-        namespace = found[0].state_namespace
-    with connect(kubeconfig, kube_context) as client:
-        by = requester(client)
-        approval = approve(client, TargetRef(target_name, namespace), sha, by)
+    with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
+        by = requester(target.state)
+        approval = approve(
+            target.state, TargetRef(target.name, target.namespace), sha, by, lease_client=target.lease
+        )
     progress_printer(quiet)(f"{target_name}: {approval.sha} approved by {by}; a pass was asked for")
     click.echo(f"{target_name}: {approval.sha} approved by {by} at {approval.approved_at}")
     return 0

@@ -159,6 +159,46 @@ def connect(kubeconfig: str | None, context: str | None, **limits: Any) -> Any:
     return ClusterClient.from_kubeconfig(kubeconfig, context, **limits)
 
 
+def config_option(func: F) -> F:
+    """--config of the verbs on one target: its `run --config` entry says where its cluster and state are."""
+    return click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        help="The `run --config` file: --target's cluster (kubeconfig, context) and state namespace come "
+        "from its entry; its Lease stays in --kubeconfig's cluster.",
+    )(func)
+
+
+def config_targets(config_file: Path | None) -> Any:
+    """The targets of a `run --config` file (None without one)."""
+    if config_file is None:
+        return None
+    from reconciler.loop.targetfile import load_targets
+
+    return load_targets(config_file.read_text(), str(config_file))
+
+
+def connect_target(
+    config_file: Path | None,
+    target_name: str,
+    state_namespace: str,
+    kubeconfig: str | None,
+    context: str | None,
+    **limits: Any,
+) -> Any:
+    """A verb's connection to one target (`loop/clusters.py`'s `TargetConnection`, a context manager):
+    `.state` its cluster (with --config: the target's own), `.lease` the controller's, `.name`,
+    `.namespace` (with --config: the target's state namespace)."""
+    from reconciler.loop import clusters
+
+    targets = config_targets(config_file)
+    where = str(config_file) if config_file is not None else "--config"
+    return clusters.connect_target(
+        targets, target_name, state_namespace, kubeconfig, context, where=where, **limits
+    )
+
+
 def progress_printer(quiet: bool) -> Callable[[str], None]:
     def progress(message: str) -> None:
         if not quiet:

@@ -18,7 +18,6 @@ from reconciler.cli.options import (
     DURATION,
     F,
     check_options,
-    connect,
     handle_errors,
     kube_options,
     output_option,
@@ -67,6 +66,7 @@ def revision_options(func: F) -> F:
 def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -> int:
     from reconciler.cluster.whoami import requester
     from reconciler.delivery.pipeline import DeliverOptions
+    from reconciler.loop.clusters import connect_target, select_target
     from reconciler.loop.controller import git_source_for
     from reconciler.loop.handoff import Ask, controller_holds, deliver_here, hand_to_controller, outcome_of
     from reconciler.loop.keep import KeptRevision
@@ -75,20 +75,25 @@ def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -
     from reconciler.outcome import requested_rollback_exit_code
 
     targets = targets_of(kwargs) if kwargs.get("repo") or kwargs.get("config_file") else []
-    if len(targets) > 1:
-        targets = [t for t in targets if t.name == kwargs["target_name"]]
-        if len(targets) != 1:
-            raise click.UsageError(f"{verb} works on one target: give --target NAME with --config")
+    if targets:
+        where = str(kwargs["config_file"] or "--config")
+        targets = [select_target(targets, kwargs["target_name"], where)]
     name = targets[0].name if targets else kwargs["target_name"]
     namespace = targets[0].state_namespace if targets else kwargs["state_namespace"]
     progress = progress_printer(kwargs["quiet"])
-    with connect(kwargs["kubeconfig"], kwargs["kube_context"]) as client:
+    # The state and the objects in the target's cluster (with --config, its own), the Lease in --kubeconfig's.
+    with connect_target(
+        targets or None, name, namespace, kwargs["kubeconfig"], kwargs["kube_context"]
+    ) as connection:
+        client, leases = connection.state, connection.lease
         ask = Ask(verb, revision, force, requester(client), name, namespace, RESOURCE_PREFIX + name)
         via = kwargs["via"]
         if via == "auto":
-            via = "controller" if controller_holds(client, ask) or not targets else "local"
+            via = "controller" if controller_holds(leases, ask) or not targets else "local"
         if via == "controller":
-            request, records = hand_to_controller(client, ask, kwargs["timeout"], progress)
+            request, records = hand_to_controller(
+                client, ask, kwargs["timeout"], progress, lease_client=leases
+            )
             if not records:
                 click.echo(f"{name}: {verb} to {request.revision} queued as request {request.id}")
                 return 0
@@ -107,7 +112,9 @@ def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -
                 target=target.name, namespace=target.state_namespace, grace=target.grace
             )
             check = check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"])
-            result = deliver_here(client, ask, revisions, delivery, check, kwargs["lease_wait"], progress)
+            result = deliver_here(
+                client, ask, revisions, delivery, check, kwargs["lease_wait"], progress, lease_client=leases
+            )
         finally:
             revisions.close()
     shown = result.delivery.render_text() if result.delivery is not None else ""

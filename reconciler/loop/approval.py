@@ -18,8 +18,15 @@ from reconciler.loop.state import StateStore, TargetState, now_iso
 from reconciler.outcome import Outcome
 
 
-def approve(client: ClusterClient, target: TargetRef, revision: str, by: str) -> Approval:
-    """Record `by`'s approval of `revision` (a sha or a prefix of at least 7 characters of one)."""
+def approve(
+    client: ClusterClient,
+    target: TargetRef,
+    revision: str,
+    by: str,
+    lease_client: ClusterClient | None = None,
+) -> Approval:
+    """Record `by`'s approval of `revision` (a sha or a prefix of at least 7 characters of one); the pass
+    is asked for on the Lease, in `lease_client`'s cluster when the state lives in a cluster of its own."""
     store = StateStore(client, target.name, target.namespace)
     given: list[Approval] = []
 
@@ -42,7 +49,7 @@ def approve(client: ClusterClient, target: TargetRef, revision: str, by: str) ->
         given[:] = [approval]
 
     store.update(change)
-    request_pass(client, target, f"{given[0].sha[:12]} approved by {by}")
+    request_pass(lease_client or client, target, f"{given[0].sha[:12]} approved by {by}")
     return given[0]
 
 

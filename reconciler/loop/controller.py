@@ -23,6 +23,7 @@ from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError, EnvironmentProblem
+from reconciler.loop.clusters import TargetClusters, check_clusters, unreachable
 from reconciler.loop.durations import jittered
 from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget, Pages
 from reconciler.loop.keep import KeptRevision
@@ -40,6 +41,8 @@ from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
 
 log = logging.getLogger("dra_gitops.controller")
 Progress = Callable[[str], None]
+# How soon a target whose own cluster could not be reached is tried again (at most its poll interval).
+UNREACHABLE_RETRY = 10.0
 
 
 @dataclass
@@ -62,6 +65,10 @@ class ControllerOptions:
     notify_drain: float = 5.0
     # The dashboard served at `/` of the HTTP port (built by the command: `reconciler/ui/`), or none.
     dashboard: Pages | None = None
+    # The controller's own kubeconfig (a target's `context` alone picks one of its contexts) and the
+    # request deadline of the clients of the targets' own clusters.
+    kubeconfig: str | None = None
+    request_timeout: float = 30.0
 
 
 def default_identity() -> str:
@@ -105,12 +112,16 @@ class _Worker:
         # Why the last pass could not reconcile the target (an environment problem), None when it could.
         self.problem: str | None = None
         self.thread = threading.Thread(target=self.loop, name=f"target-{target.name}", daemon=True)
+        # The target's cluster: its state, kept copy, Events and objects (its Lease is the controller's).
+        self.client = controller.clusters.client(target)
+        # Whether its own cluster answered and holds its state namespace (the controller's: checked at start).
+        self.reached = target.cluster is None
         self.source = GitRevisions(
             git_source_for(target, controller.options.cache_dir),
-            kept=KeptRevision(controller.client, target.name, target.state_namespace),
+            kept=KeptRevision(self.client, target.name, target.state_namespace),
         )
         self.reconciler = Reconciler(
-            controller.client,
+            self.client,
             self.source,
             ReconcileOptions(
                 DeliverOptions(
@@ -147,7 +158,10 @@ class _Worker:
                 self.run_pass()
             self.decided.set()
             controller.update_readiness()
-            wait = jittered(self.target.poll_interval)
+            interval = self.target.poll_interval
+            if not self.reached and self.problem:  # its own cluster did not answer: try again soon
+                interval = min(interval, UNREACHABLE_RETRY)
+            wait = jittered(interval)
             if self.reconciler.wake_after is not None:  # a soak ends before the next poll
                 wait = min(wait, self.reconciler.wake_after + 0.5)
             self.wake.wait(wait)
@@ -157,12 +171,28 @@ class _Worker:
         """One pass, observed by the controller; None when it raised (logged and counted as an error)."""
         controller = self.controller
         reason, self.reason = self.reason, "poll"
+        if not self.reached:
+            why = controller.reach(self.target, self.client)
+            if why is not None:
+                if why != self.problem:
+                    log.error("cannot reconcile: %s", why, extra={"target": self.target.name})
+                self.problem = why
+                controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
+                return None
+            self.reached = True
         try:
             result = self.reconciler.reconcile()
         except DraGitopsError as exc:
             log.error("pass failed: %s", exc, extra={"target": self.target.name})
             controller.metrics.record_pass(self.target.name, PASS_ERROR, 0.0)
-            self.problem = f"the last pass failed: {exc}" if isinstance(exc, EnvironmentProblem) else None
+            problem = f"the last pass failed: {exc}" if isinstance(exc, EnvironmentProblem) else None
+            if self.target.cluster is not None:
+                # Its own cluster may be gone, or its state namespace: the next pass asks a bounded question
+                # and sees to the namespace first (the Lease rounds do that for the controller's cluster).
+                self.reached = False
+                if problem:  # say which cluster (readiness names the target)
+                    problem = unreachable(self.target, self.client) or problem
+            self.problem = problem
             return None
         except Exception as exc:  # a bug must not kill the worker: log it and try again next time
             log.exception("pass crashed", extra={"target": self.target.name})
@@ -182,6 +212,10 @@ class Controller:
         self.client = client
         self.targets = list(targets)
         self.options = options
+        check_clusters(self.targets, options.kubeconfig)
+        self.clusters = TargetClusters(
+            client, self.targets, options.kubeconfig, timeout=options.request_timeout
+        )
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
         self.metrics = Metrics()
@@ -231,7 +265,7 @@ class Controller:
         upstream = next((t for t in self.targets if t.name == gates.upstream), None)
         if upstream is None:
             return None
-        return state_reader(self.client, upstream.name, upstream.state_namespace)
+        return state_reader(self.clusters.client(upstream), upstream.name, upstream.state_namespace)
 
     # ---- triggers -----------------------------------------------------------------------------------
 
@@ -308,9 +342,10 @@ class Controller:
             listener(target, result)
 
     def _claim_metrics(self, target: str) -> None:
-        """Pending claims and allocated devices by driver, from one LIST of claims."""
+        """Pending claims and allocated devices by driver, from one LIST of claims in the target's cluster."""
+        client = self.workers[target].client
         try:
-            claims = self.client.list_kind("resource.k8s.io", "ResourceClaim")
+            claims = client.list_kind("resource.k8s.io", "ResourceClaim")
         except DraGitopsError:
             return
         pending = 0
@@ -324,43 +359,67 @@ class Controller:
                 driver = str(device.get("driver") or "")
                 by_driver[driver] = by_driver.get(driver, 0) + 1
         self.metrics.set_pending_claims(target, pending)
-        self.metrics.set_allocated_devices(by_driver)
+        self.metrics.set_cluster_devices(client.host, by_driver)
 
     # ---- lifecycle ----------------------------------------------------------------------------------
 
     def ensure_namespaces(self, only: set[str] | None = None) -> bool:
-        """The state namespaces hold the Leases and the state: create those missing (the deployment
-        normally has; one deleted while we run is created again when its Lease cannot be written). True
-        when every one exists now; else each problem is logged once and kept for readiness."""
-        resource = self.client.resource_for("v1", "Namespace")
+        """The state namespaces hold the Leases (in this cluster) and the state (of the targets without a
+        cluster of their own): create those missing (the deployment normally has; one deleted while we
+        run is created again when its Lease cannot be written). True when every one exists now; else each
+        problem is logged once and kept for readiness. A target's own cluster is seen to by its worker
+        (`reach`), so a cluster that cannot be reached delays its own targets only."""
         users: dict[str, list[str]] = {}
         for target in self.targets:
             if only is None or target.state_namespace in only:
                 users.setdefault(target.state_namespace, []).append(target.name)
         ok = True
+        home = {t.name for t in self.targets if t.cluster is None}
         for namespace, names in sorted(users.items()):
-            problem = self._ensure_namespace(resource, namespace)
+            problem = self._ensure_namespace(
+                self.client,
+                namespace,
+                f"created namespace {namespace} (it holds the targets' Leases and state)",
+            )
             if problem is None:
                 self.namespace_problems.pop(namespace, None)
                 continue
             ok = False
+            held = "the Lease and state" if set(names) <= home else "the Leases"
             message = (
-                f"namespace {namespace} must exist (it holds the Lease and state of "
-                f"{', '.join(sorted(names))}): {problem}"
+                f"namespace {namespace} must exist (it holds {held} of {', '.join(sorted(names))}): {problem}"
             )
             if self.namespace_problems.get(namespace) != message:
                 log.error("%s", message)
             self.namespace_problems[namespace] = message
         return ok
 
-    def _ensure_namespace(self, resource: Any, namespace: str) -> str | None:
+    def reach(self, target: Target, client: ClusterClient) -> str | None:
+        """A target's own cluster answers (a bounded question) and holds its state namespace (created
+        when missing): None, else why not (`/readyz` names the target)."""
+        down = unreachable(target, client)
+        if down is not None:
+            return down
+        namespace = target.state_namespace
+        problem = self._ensure_namespace(
+            client,
+            namespace,
+            f"created namespace {namespace} in the cluster of target {target.name} (its state)",
+        )
+        if problem is None:
+            return None
+        return f"namespace {target.state_namespace} must exist in its cluster (it holds its state): {problem}"
+
+    @staticmethod
+    def _ensure_namespace(client: ClusterClient, namespace: str, created: str) -> str | None:
         """None when the namespace exists (created now if it was missing), else why it does not."""
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         try:
-            live = self.client.get(resource, None, namespace)
+            resource = client.resource_for("v1", "Namespace")
+            live = client.get(resource, None, namespace)
             if live is None:
-                self.client.create(resource, body)
-                log.info("created namespace %s (it holds the targets' Leases and state)", namespace)
+                client.create(resource, body)
+                log.info("%s", created)
                 return None
         except DraGitopsError as exc:
             return f"cannot create it: {exc}"
@@ -418,6 +477,7 @@ class Controller:
         for worker in self.workers.values():
             worker.source.close()
         self.notifier.close(self.options.notify_drain)
+        self.clusters.close()
 
     def status(self) -> dict[str, Any]:
         return {

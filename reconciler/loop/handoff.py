@@ -79,10 +79,16 @@ def _chosen(state: TargetState, ask: Ask, where: str) -> str:
 
 
 def hand_to_controller(
-    client: ClusterClient, ask: Ask, timeout: float, progress: Progress
+    client: ClusterClient,
+    ask: Ask,
+    timeout: float,
+    progress: Progress,
+    lease_client: ClusterClient | None = None,
 ) -> tuple[RevisionRequest, list[HistoryRecord]]:
     """Queue the request in the state, wake the holder, wait up to `timeout` seconds for its records
-    (none when `timeout` is 0). The history check is made here first, so a refusal is immediate."""
+    (none when `timeout` is 0). The history check is made here first, so a refusal is immediate.
+    `lease_client`: the controller's cluster, when the target's state lives in a cluster of its own."""
+    leases = lease_client or client
     store = StateStore(client, ask.target, ask.namespace)
     sha = _chosen(store.load(), ask, store.ref)
     request = new_request(ask.verb, sha, ask.force, ask.by)
@@ -98,9 +104,9 @@ def hand_to_controller(
         state.request = request
 
     store.update(put)
-    lock = LeaseLock(client, ask.namespace, ask.lease, f"dra-gitops-{ask.verb}-{uuid.uuid4().hex[:8]}")
+    lock = LeaseLock(leases, ask.namespace, ask.lease, f"dra-gitops-{ask.verb}-{uuid.uuid4().hex[:8]}")
     woke = lock.request(f"{ask.verb} {sha[:12]} requested by {ask.by}")
-    if not woke and controller_holds(client, ask):
+    if not woke and controller_holds(leases, ask):
         # The Lease is there but would not take the stamp (its warning above says why, e.g. Forbidden):
         # take the request back rather than leave it for whenever the holder polls next.
         store.update(lambda state: setattr(state, "request", None) if state.request == request else None)
@@ -136,13 +142,15 @@ def deliver_here(
     check: CheckOptions,
     lease_wait: float,
     progress: Progress,
+    lease_client: ClusterClient | None = None,
 ) -> PassResult:
-    """Take the target's Lease and deliver from here with the caller's rights (`--via local`)."""
+    """Take the target's Lease (in `lease_client`'s cluster when given: the controller's, for a target
+    with a cluster of its own) and deliver from here with the caller's rights (`--via local`)."""
     identity = f"dra-gitops-{ask.verb}-{uuid.uuid4().hex[:8]}"
     # The source first: a remote that cannot be reached is said as such, before any wait for the Lease.
     known = StateStore(client, ask.target, ask.namespace).load()
     revisions.head((known.last_attempted.sha if known.last_attempted else None) or known.last_good)
-    with hold_lease(client, ask.namespace, ask.lease, identity, lease_wait) as leases:
+    with hold_lease(lease_client or client, ask.namespace, ask.lease, identity, lease_wait) as leases:
 
         def lost() -> str | None:
             return None if leases.held(ask.lease) else "the command lost the target's Lease"

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from reconciler.cluster import applyset
-from reconciler.cluster.client import ClusterClient, Conflict, NotFound
+from reconciler.cluster.client import ClusterClient, Conflict, NotFound, ResourceInfo
 from reconciler.errors import DraGitopsError
 
 log = logging.getLogger("dra_gitops.keep")
@@ -33,11 +33,15 @@ class KeptRevision:
         self.client = client
         self.namespace = namespace
         self.name = f"dra-gitops-{target}-last-good"
-        self._resource = client.resource_for("v1", "ConfigMap")
 
     @property
     def ref(self) -> str:
         return f"ConfigMap/{self.namespace}/{self.name}"
+
+    @property
+    def _resource(self) -> ResourceInfo:
+        # Asked for at first use, not when built: a controller starts while a target's cluster is down.
+        return self.client.resource_for("v1", "ConfigMap")
 
     def save(self, sha: str, payload: bytes) -> bool:
         """Keep `payload` as the copy of `sha`; False (logged) when it is too big or cannot be written."""

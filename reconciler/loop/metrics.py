@@ -111,6 +111,8 @@ class Metrics:
         # The process_* families every Prometheus exporter has, on our registry rather than the global one.
         ProcessCollector(registry=registry)
         self._drivers: set[str] = set()
+        # Allocated devices by driver of each cluster the targets live in (its API server's URL).
+        self._devices_of: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
 
     # ---- passes ---------------------------------------------------------------------------------------
@@ -141,14 +143,24 @@ class Metrics:
     def set_pending_claims(self, target: str, count: int) -> None:
         self.pending_claims.labels(target=target).set(count)
 
-    def set_allocated_devices(self, by_driver: Mapping[str, int]) -> None:
-        """The whole picture: drivers that no longer have allocated devices drop out of the series."""
+    def set_cluster_devices(self, cluster: str, by_driver: Mapping[str, int]) -> None:
+        """One cluster's allocated devices by driver; the gauge shows the sum over the clusters seen
+        (targets may live in clusters of their own, each counted once however many targets it has)."""
         with self._lock:
-            for gone in self._drivers - set(by_driver):
-                self.allocated_devices.remove(gone)
-            for driver, count in by_driver.items():
-                self.allocated_devices.labels(driver=driver).set(count)
-            self._drivers = set(by_driver)
+            self._devices_of[cluster] = dict(by_driver)
+            total: dict[str, int] = {}
+            for picture in self._devices_of.values():
+                for driver, count in picture.items():
+                    total[driver] = total.get(driver, 0) + count
+            self._set_devices(total)
+
+    def _set_devices(self, by_driver: Mapping[str, int]) -> None:
+        """The whole picture: drivers that no longer have allocated devices drop out of the series."""
+        for gone in self._drivers - set(by_driver):
+            self.allocated_devices.remove(gone)
+        for driver, count in by_driver.items():
+            self.allocated_devices.labels(driver=driver).set(count)
+        self._drivers = set(by_driver)
 
     # ---- webhooks and leases --------------------------------------------------------------------------
 

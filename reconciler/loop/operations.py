@@ -47,8 +47,11 @@ def suspend(client: ClusterClient, target: TargetRef, by: str, reason: str) -> T
     return StateStore(client, target.name, target.namespace).update(change)
 
 
-def resume(client: ClusterClient, target: TargetRef, by: str) -> TargetState:
-    """Follow Git again; the controller is asked for a pass at once."""
+def resume(
+    client: ClusterClient, target: TargetRef, by: str, lease_client: ClusterClient | None = None
+) -> TargetState:
+    """Follow Git again; the controller is asked for a pass at once (through the target's Lease, in
+    `lease_client`'s cluster when the target's state lives in a cluster of its own)."""
     store = StateStore(client, target.name, target.namespace)
 
     def change(state: TargetState) -> None:
@@ -59,7 +62,7 @@ def resume(client: ClusterClient, target: TargetRef, by: str) -> TargetState:
         state.suspended = None
 
     state = store.update(change)
-    request_pass(client, target, f"resumed by {by}")
+    request_pass(lease_client or client, target, f"resumed by {by}")
     return state
 
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.cluster import applyset
-from reconciler.cluster.client import ClusterClient, Conflict
+from reconciler.cluster.client import ClusterClient, Conflict, ResourceInfo
 from reconciler.errors import DraGitopsError
 from reconciler.loop.records import (
     AbortRequest,
@@ -247,13 +247,17 @@ class StateStore:
         self.target = target
         self.namespace = namespace
         self.name = applyset.parent_name(target)
-        self._resource = client.resource_for("v1", "ConfigMap")
         # The object as last read or written: the base of the next PUT while its version still stands.
         self._known: dict[str, Any] | None = None
 
     @property
     def ref(self) -> str:
         return f"ConfigMap/{self.namespace}/{self.name}"
+
+    @property
+    def _resource(self) -> ResourceInfo:
+        # Asked for at first use, not when built: a controller starts while a target's cluster is down.
+        return self.client.resource_for("v1", "ConfigMap")
 
     def _live(self) -> dict[str, Any] | None:
         self._known = self.client.get(self._resource, self.namespace, self.name)

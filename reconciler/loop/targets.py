@@ -51,6 +51,25 @@ class WebhookAuth:
 
 
 @dataclass(frozen=True)
+class ClusterRef:
+    """The cluster a target's state and objects live in, when not the controller's own: a kubeconfig file
+    (a mounted Secret) and/or one of its contexts (`loop/clusters.py` checks both and connects)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    # `path:line` of each key (the target's own line when it came from `defaults`), for messages.
+    kubeconfig_where: str = field(default="", compare=False)
+    context_where: str = field(default="", compare=False)
+
+    def describe(self) -> str:
+        parts = [
+            f"kubeconfig {self.kubeconfig}" if self.kubeconfig else "",
+            f"context {self.context}" if self.context else "",
+        ]
+        return ", ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     repo: str
@@ -72,6 +91,8 @@ class Target:
     self_heal: bool = True
     # Promotion from an upstream target, soak, approval, rollback rehearsal (`loop/gates.py`).
     gates: Gates = Gates()
+    # Its own cluster (state, ApplySet, Events, objects); None: the controller's. Its Lease stays home.
+    cluster: ClusterRef | None = None
     # Where the target was defined (`path:line` or "flags"), for messages about it.
     origin: str = field(default="flags", compare=False)
     # Outcomes reported back (`reconciler/notify/`): commit statuses on the forge, notifications.
@@ -104,6 +125,8 @@ _FLAG_OF = {
     "webhooks": "--webhook-secret",
     "prune": "--no-prune",
     "selfHeal": "--no-self-heal",
+    "kubeconfig": "kubeconfig",
+    "context": "context",
 }
 # Keys only a config file gives (no flag), each parsed from its nested YAML by `targetfile.py`.
 _NOTIFY_KEYS = ("commitStatus", "notifications")
@@ -226,12 +249,22 @@ def build_target(fields: Mapping[str, Any], where_of: Callable[[str], str], orig
         prune=_flag(fields, "prune", where_of),
         self_heal=_flag(fields, "selfHeal", where_of),
         gates=build_gates(fields, where_of),
+        cluster=_cluster(fields, where_of),
         origin=origin,
         commit_status=resolve_repository(fields["commitStatus"], repo)
         if fields.get("commitStatus")
         else None,
         notifications=tuple(fields.get("notifications") or ()),
     )
+
+
+def _cluster(fields: Mapping[str, Any], where_of: Callable[[str], str]) -> ClusterRef | None:
+    """The target's own cluster from `kubeconfig` and `context` (the files are checked when connecting)."""
+    kubeconfig = _optional_string(fields, "kubeconfig", where_of)
+    context = _optional_string(fields, "context", where_of)
+    if kubeconfig is None and context is None:
+        return None
+    return ClusterRef(kubeconfig, context, where_of("kubeconfig"), where_of("context"))
 
 
 def _flag(fields: Mapping[str, Any], key: str, where_of: Callable[[str], str]) -> bool:
