@@ -92,6 +92,7 @@ class _Worker:
         self.reason = "start"
         self.passes = 0
         self.decided = threading.Event()  # a first pass ran, or this replica found the target not its own
+        self.busy = False  # in a pass (or about to be): its Lease is not handed over as surplus now
         # Why the last pass could not reconcile the target (an environment problem), None when it could.
         self.problem: str | None = None
         self.thread = threading.Thread(target=self.loop, name=f"target-{target.name}", daemon=True)
@@ -130,8 +131,12 @@ class _Worker:
     def loop(self) -> None:
         controller = self.controller
         while not controller.stopping.is_set():
-            if controller.leases.held(self.target.name):
-                self.run_pass()
+            self.busy = True
+            try:
+                if controller.leases.held(self.target.name):
+                    self.run_pass()
+            finally:
+                self.busy = False
             self.decided.set()
             controller.update_readiness()
             self.wake.wait(jittered(self.target.poll_interval))
@@ -182,6 +187,10 @@ class Controller:
             on_lost=lambda name: self._lease_changed(name, False),
             on_requested=lambda name: self.trigger({name}, "requested by another replica"),
             on_namespace_missing=self.ensure_namespaces,
+            # Sharding: each replica holds about ceil(targets / live replicas), heartbeats beside the
+            # first target's Lease; a surplus target is handed over only between passes.
+            replicas_namespace=self.targets[0].state_namespace,
+            may_release=lambda name: not self.workers[name].busy,
         )
         # Per state namespace, why it is missing and cannot be created (readiness says it).
         self.namespace_problems: dict[str, str] = {}
