@@ -168,15 +168,16 @@ class LeaseLock:
 
     # ---- one round ------------------------------------------------------------------------------------
 
-    def try_acquire_or_renew(self, listed: Listed = NOT_LISTED) -> bool:
+    def try_acquire_or_renew(self, listed: Listed = NOT_LISTED, listed_at: float | None = None) -> bool:
         """Create, renew or take over the Lease; False when someone else holds it, a race was lost or the
         API server could not be reached (the reason is logged). `listed`: the Lease as a LIST of this
-        round found it, instead of a GET (a stale copy only costs a Conflict, as any lost race)."""
+        round found it (when the LIST answered: `listed_at`), instead of a GET (a stale copy only costs a
+        Conflict, as any lost race)."""
         with self._lock:
             started = self._clock()
             self.namespace_missing = False
             try:
-                won = self._round(started, listed)
+                won = self._round(started, listed, started if listed_at is None else listed_at)
             except DraGitopsError as exc:
                 error = f"cannot acquire or renew the lease: {exc.detail}"
                 # Said once while it lasts (a round runs every retry period), again when it changes.
@@ -193,19 +194,21 @@ class LeaseLock:
                 self._renewed_at = started
             return won
 
-    def look(self, lease: dict[str, Any] | None) -> None:
-        """Take note of the Lease as a LIST found it, without contending (a replica at its fair share):
-        who holds it, since when unchanged (its expiry), the request stamp."""
+    def look(self, lease: dict[str, Any] | None, listed_at: float) -> None:
+        """Take note of the Lease as a LIST that answered at `listed_at` found it, without contending (a
+        replica at its fair share): who holds it, since when unchanged (its expiry), the request stamp."""
         with self._lock:
             if lease is None:
                 return
             record = LeaseRecord.of(lease)
-            self._observe(record, self._clock())
+            self._observe(record, listed_at)
             self.requested = _request_of(lease)
             if record.holder != self.identity:
                 self._renewed_at = None
 
-    def _round(self, started: float, listed: Listed) -> bool:
+    def _round(self, started: float, listed: Listed, read_at: float) -> bool:
+        """One round; `read_at`: when the Lease was read (the expiry clock of a changed record starts
+        then: as soon as we could have seen it, never before it was written)."""
         resource = self._lease_resource()
         now = format_micro_time(datetime.now(UTC))
         lease = self._read(resource) if isinstance(listed, _NotListed) else listed
@@ -234,7 +237,7 @@ class LeaseLock:
             log.info("%s: acquired by %s (new lease)", self.where, self.identity)
             return True
         record = LeaseRecord.of(lease)
-        self._observe(record, started)
+        self._observe(record, read_at)
         self.requested = _request_of(lease)
         ours = record.holder == self.identity
         if not ours:

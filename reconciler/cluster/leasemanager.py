@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
@@ -33,6 +34,7 @@ from reconciler.errors import DraGitopsError
 log = logging.getLogger(__name__)
 
 LeaseCallback = Callable[[str], None]
+_PARALLEL_WRITES = 8  # Lease writes a sharded round sends at once
 
 
 class LeaseManager:
@@ -98,6 +100,7 @@ class LeaseManager:
         self._orphans: set[str] = set()
         self._live_seen: frozenset[str] = frozenset()
         self._list_error: str | None = None
+        self._writers: ThreadPoolExecutor | None = None  # a sharded round's concurrent Lease writes
         self.on_acquired = on_acquired
         self.on_lost = on_lost
         self.on_requested = on_requested
@@ -135,8 +138,8 @@ class LeaseManager:
         for target in self.locks:
             self._notice(target)
 
-    def _try(self, lock: LeaseLock, listed: Listed = NOT_LISTED) -> bool:
-        if lock.try_acquire_or_renew(listed):
+    def _try(self, lock: LeaseLock, listed: Listed = NOT_LISTED, listed_at: float | None = None) -> bool:
+        if lock.try_acquire_or_renew(listed, listed_at):
             return True
         if lock.namespace_missing and self._recreate_namespace(lock.namespace):
             return lock.try_acquire_or_renew()
@@ -150,14 +153,16 @@ class LeaseManager:
         listed = self._list_leases(membership.heartbeat.namespace)
         if listed is None:
             return False
+        at = self._clock()  # when the LIST answered: what it shows was written before
         heartbeat = membership.heartbeat
-        self._try(heartbeat, listed.get((heartbeat.namespace, heartbeat.name)))
-        membership.observe(
+        self._try(heartbeat, listed.get((heartbeat.namespace, heartbeat.name)), at)
+        heartbeats = [
             lease
             for (namespace, _), lease in listed.items()
             if namespace == heartbeat.namespace
             and REPLICA_LABEL in ((lease.get("metadata") or {}).get("labels") or {})
-        )
+        ]
+        membership.observe(heartbeats, at)
         membership.remove_departed()
         if membership.live() != self._live_seen:
             self._live_seen = membership.live()
@@ -175,30 +180,52 @@ class LeaseManager:
         order = by_preference(self.identity, self.locks)
         self._give_up_surplus(order, share)
         ours = [t for t in order if self.locks[t].held or self.locks[t].observed_holder == self.identity]
-        count = 0
-        for target in ours:
-            if self._stop.is_set():
-                return True
+        others = [target for target in order if target not in ours]
+        for target in others:
             lock = self.locks[target]
-            count += self._try(lock, listed.get((lock.namespace, lock.name)))
+            lock.look(listed.get((lock.namespace, lock.name)), at)
             self._track_free(target)
-            self._notice(target)
+        free = [target for target in others if self._is_free(target)]
+        room = max(0, share - len(ours))
+        orphans = [target for target in free[room:] if self._free_for_long(target)]
+        # Takeovers first, so a dead replica's targets are taken the moment they expire; then renewals
+        # (a round is far shorter than the renew deadline).
+        won = self._contend([*free[:room], *orphans], listed, at)
+        for target in won.intersection(orphans):
+            log.info("target %s taken by %s: free for a whole lease duration", target, self.identity)
+            self._orphans.add(target)
+        self._contend(ours, listed, at)
         for target in order:
-            if target in ours or self._stop.is_set():
-                continue
-            lock = self.locks[target]
-            lease = listed.get((lock.namespace, lock.name))
-            if count < share:
-                count += self._try(lock, lease)
-            elif self._free_for_long(target) and self._try(lock, lease):
-                log.info("target %s taken by %s: free for a whole lease duration", target, self.identity)
-                self._orphans.add(target)
-                count += 1
-            else:
-                lock.look(lease)
             self._track_free(target)
             self._notice(target)
         return True
+
+    def _contend(self, targets: list[str], listed: Mapping[tuple[str, str], Any], at: float) -> set[str]:
+        """A round of each target's Lease, several at once (many writes still make a short round); the
+        ones won."""
+
+        def one(target: str) -> bool:
+            lock = self.locks[target]
+            return not self._stop.is_set() and lock.try_acquire_or_renew(
+                listed.get((lock.namespace, lock.name)), at
+            )
+
+        if len(targets) > 1:
+            if self._writers is None:
+                self._writers = ThreadPoolExecutor(_PARALLEL_WRITES, thread_name_prefix="lease-writes")
+            results = list(self._writers.map(one, targets))
+        else:
+            results = [one(target) for target in targets]
+        won = {target for target, ok in zip(targets, results, strict=True) if ok}
+        for target in set(targets) - won:  # a namespace found gone is created again from this thread only
+            lock = self.locks[target]
+            if (
+                lock.namespace_missing
+                and self._recreate_namespace(lock.namespace)
+                and lock.try_acquire_or_renew()
+            ):
+                won.add(target)
+        return won
 
     def _list_leases(self, heartbeats: str) -> dict[tuple[str, str], dict[str, Any]] | None:
         """Every Lease of the namespaces our Leases live in, by (namespace, name); None (said once while
@@ -239,15 +266,20 @@ class LeaseManager:
                 surplus -= 1
             self._notice(target)
 
-    def _track_free(self, target: str) -> None:
+    def _is_free(self, target: str) -> bool:
+        """Nobody holds the target's Lease as we last saw it: absent, released, or expired on our clock."""
         lock = self.locks[target]
         record = lock.observed
+        if lock.held or (record is not None and record.holder == self.identity):
+            return False
         expiry = lock.expires_at
-        now = self._clock()
-        if lock.held or (record is not None and record.holder and (expiry is None or expiry > now)):
-            self._free_since.pop(target, None)
+        return record is None or not record.holder or (expiry is not None and expiry <= self._clock())
+
+    def _track_free(self, target: str) -> None:
+        if self._is_free(target):
+            self._free_since.setdefault(target, self._clock())
         else:
-            self._free_since.setdefault(target, now)
+            self._free_since.pop(target, None)
 
     def _free_for_long(self, target: str) -> bool:
         """Free (released, expired or never created) for a whole lease duration: nobody counts it in their
@@ -344,3 +376,6 @@ class LeaseManager:
                 lock.release()
             if self.membership is not None:  # gone from the live set at once: the others take our share
                 self.membership.heartbeat.release()
+        if self._writers is not None:
+            self._writers.shutdown()
+            self._writers = None

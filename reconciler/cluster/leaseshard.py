@@ -77,9 +77,9 @@ class Membership:
         self._seen: dict[str, tuple[LeaseRecord, float, str]] = {}
         self._live: frozenset[str] = frozenset({self.identity})
 
-    def observe(self, heartbeats: Iterable[Mapping[str, Any]]) -> None:
-        """Take note of every other replica's heartbeat (the Leases a LIST found with the label)."""
-        now = self._clock()
+    def observe(self, heartbeats: Iterable[Mapping[str, Any]], listed_at: float) -> None:
+        """Take note of every other replica's heartbeat (the Leases a LIST that answered at `listed_at`
+        found with the label)."""
         others: dict[str, tuple[LeaseRecord, str]] = {}
         for lease in heartbeats:
             meta = lease.get("metadata") or {}
@@ -89,10 +89,11 @@ class Membership:
         for name, (record, version) in others.items():
             seen = self._seen.get(name)
             if seen is None or seen[0] != record:
-                self._seen[name] = (record, now, version)
+                self._seen[name] = (record, listed_at, version)
         for name in set(self._seen) - set(others):  # deleted
             del self._seen[name]
         live = {self.identity}
+        now = self._clock()
         live.update(record.holder for record, at, _ in self._seen.values() if self._alive(record, at, now))
         if live != self._live:
             log.info("%s: live replicas %s", self.identity, ", ".join(sorted(live)))

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,10 @@ class ControllerOptions:
     stage_timeout: float = 300.0
     verify_timeout: float = 300.0
     shutdown_timeout: float = 25.0
+    # Passes running at once (Flux's --concurrent), on a pool of threads: a replica holding many targets
+    # does not run all their passes together (they would only share the CPU), and only the pool's
+    # threads, not one per target, keep the deep stacks a pass leaves resident.
+    concurrent_passes: int = 4
     max_body: int = DEFAULT_MAX_BODY
     check: CheckOptions = field(default_factory=CheckOptions)
 
@@ -131,16 +136,22 @@ class _Worker:
     def loop(self) -> None:
         controller = self.controller
         while not controller.stopping.is_set():
-            self.busy = True
-            try:
-                if controller.leases.held(self.target.name):
-                    self.run_pass()
-            finally:
-                self.busy = False
+            if controller.leases.held(self.target.name):
+                controller.pass_pool.submit(self.pass_in_pool).result()
             self.decided.set()
             controller.update_readiness()
             self.wake.wait(jittered(self.target.poll_interval))
             self.wake.clear()
+
+    def pass_in_pool(self) -> None:
+        """A pass on one of the controller's pass threads. Queued for one is not in a pass: the target may
+        be handed over meanwhile (sharding), and then no pass runs."""
+        self.busy = True
+        try:
+            if self.controller.leases.held(self.target.name) and not self.controller.stopping.is_set():
+                self.run_pass()
+        finally:
+            self.busy = False
 
     def run_pass(self) -> PassResult | None:
         """One pass, observed by the controller; None when it raised (logged and counted as an error)."""
@@ -173,6 +184,7 @@ class Controller:
         self.options = options
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
+        self.pass_pool = ThreadPoolExecutor(max(1, options.concurrent_passes), thread_name_prefix="pass")
         self.metrics = Metrics()
         # Lease rounds give up on a frozen API server well before the renew deadline (and say so).
         lease_client = client.bounded(timeout=max(1.0, options.renew_deadline / 3), retries=1)
@@ -375,6 +387,7 @@ class Controller:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))
         self.leases.stop()
         self.server.stop()
+        self.pass_pool.shutdown(wait=False)
         self.close()
 
     def close(self) -> None:
