@@ -25,6 +25,7 @@ from reconciler.cluster.lease import (
     LEASE_API_VERSION,
     NOT_LISTED,
     LeaseLock,
+    LeaseRecord,
     Listed,
     default_identity,
 )
@@ -178,9 +179,20 @@ class LeaseManager:
             )
         self.share = share
         order = by_preference(self.identity, self.locks)
-        self._give_up_surplus(order, share)
-        ours = [t for t in order if self.locks[t].held or self.locks[t].observed_holder == self.identity]
-        others = [target for target in order if target not in ours]
+        released = self._give_up_surplus(order, share)
+
+        def named_holder(target: str) -> str:  # as the LIST found it
+            lock = self.locks[target]
+            return LeaseRecord.of(listed.get((lock.namespace, lock.name)) or {}).holder
+
+        # Ours: held, or still naming us (a renewal that lapsed); not what we just released (the LIST,
+        # from before the release, still names us there).
+        ours = [
+            target
+            for target in order
+            if target not in released and (self.locks[target].held or named_holder(target) == self.identity)
+        ]
+        others = [target for target in order if target not in ours and target not in released]
         for target in others:
             lock = self.locks[target]
             lock.look(listed.get((lock.namespace, lock.name)), at)
@@ -245,17 +257,20 @@ class LeaseManager:
         self._list_error = None
         return found
 
-    def _give_up_surplus(self, order: list[str], share: int) -> None:
-        """Release the held targets beyond the share, the least preferred first, none in a pass."""
+    def _give_up_surplus(self, order: list[str], share: int) -> set[str]:
+        """Release the held targets beyond the share, the least preferred first, none in a pass; the
+        released ones."""
         # Orphans are kept beyond the share (see _orphans), so they do not count against it.
         held = [target for target in order if self.locks[target].held and target not in self._orphans]
         surplus = len(held) - share
+        released: set[str] = set()
         for target in reversed(held):
             if surplus <= 0 or self._stop.is_set():
-                return
+                break
             if self.may_release is not None and not self.may_release(target):
                 continue  # in a pass: another one goes, or this one at a later round
             if self.locks[target].release():
+                released.add(target)
                 log.info(
                     "target %s handed over: %s holds more than its fair share (%d)",
                     target,
@@ -265,6 +280,7 @@ class LeaseManager:
                 self._handed_over.add(target)
                 surplus -= 1
             self._notice(target)
+        return released
 
     def _is_free(self, target: str) -> bool:
         """Nobody holds the target's Lease as we last saw it: absent, released, or expired on our clock."""

@@ -153,10 +153,15 @@ def test_a_dead_replicas_targets_are_taken_by_the_others_after_expiry(replicas: 
 def test_a_joining_replica_gets_a_share_and_a_clean_stop_hands_it_back(
     sim_cluster: SimCluster, replicas: Replicas
 ) -> None:
-    replicas.start("replica-a")
+    acquired: list[str] = []
+    lost: list[str] = []
+    a = replicas.start("replica-a", on_acquired=acquired.append, on_lost=lost.append)
     settled(replicas, [20])  # alone: every target
     replicas.start("replica-b")
     settled(replicas, [10, 10])
+    # Handed over once, never taken back meanwhile (the churn of a replica retaking what it released).
+    assert (len(acquired), len(lost)) == (20, 10)
+    assert set(lost) == set(TARGETS) - a.held_targets()
     replicas.start("replica-c")
     settled(replicas, [6, 7, 7])
     replicas.managers["replica-b"].stop()  # releases its Leases and its heartbeat: no expiry to wait for
