@@ -198,6 +198,7 @@ class LeaseLock:
         """Take note of the Lease as a LIST that answered at `listed_at` found it, without contending (a
         replica at its fair share): who holds it, since when unchanged (its expiry), the request stamp."""
         with self._lock:
+            self.error = None  # it could be read: an earlier round's failure is over
             if lease is None:
                 return
             record = LeaseRecord.of(lease)

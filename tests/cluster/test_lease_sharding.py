@@ -204,6 +204,22 @@ def test_leases_nobody_counts_in_a_share_are_taken_after_a_lease_duration_and_ke
     assert a.held_targets() == set(TARGETS) and lost == []
 
 
+def test_lease_errors_clear_when_the_api_server_answers_again(
+    sim_cluster: SimCluster, replicas: Replicas
+) -> None:
+    """While Lease requests fail, every target says why (readiness shows it); once they succeed again,
+    the errors clear, also for the targets a replica only looks at (beyond its share)."""
+    a, b = replicas.start("replica-a"), replicas.start("replica-b")
+    settled(replicas, [10, 10])
+    sim_cluster.fail_next(100_000, status=500, match="leases")
+    try:
+        wait_for(lambda: len(a.lease_errors()) == len(TARGETS), 30, "every target's Lease failing", 0.05)
+    finally:
+        sim_cluster.clear_faults()
+    wait_for(lambda: a.lease_errors() == {} and b.lease_errors() == {}, 30, "the errors cleared", 0.05)
+    settled(replicas, [10, 10])
+
+
 # ---- the pure parts ------------------------------------------------------------------------------------
 
 
