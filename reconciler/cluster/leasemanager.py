@@ -323,8 +323,9 @@ class LeaseManager:
         """Seconds until the next round of a round that began at `started`: a (jittered) retry period
         after its start, not after its end, and sooner when a Lease another replica holds expires first,
         so a dead holder's Lease is taken at its expiry rather than up to a retry period later."""
-        # ±10% around the retry period, so the replicas' rounds do not fall in step
-        wake = started + self.retry_period * random.uniform(0.9, 1.1)
+        # Up to 10% early, so the replicas' rounds do not fall in step, never late: a renewal is seen
+        # within a retry period, and so a dead holder's Lease taken within its duration plus one.
+        wake = started + self.retry_period * random.uniform(0.9, 1.0)
         now = self._clock()
         expiries = [lock.expires_at for lock in self.locks.values()]
         if self.membership is not None:
