@@ -188,6 +188,14 @@ def target_cache_dir(value: Path | None) -> Path:
     help="How long one request may wait for the API server's answer (connect and read).",
 )
 @click.option(
+    "--concurrent",
+    "concurrent_passes",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Passes this replica runs at once; the other targets' passes wait for one to finish.",
+)
+@click.option(
     "--once", is_flag=True, help="One pass per target this replica holds, then exit (exit code of the worst)."
 )
 @click.option("--log-format", type=click.Choice(["plain", "json"]), default="plain", show_default=True)
@@ -233,6 +241,7 @@ def run_command(**kwargs: Any) -> int:
         stage_timeout=kwargs["stage_timeout"],
         verify_timeout=kwargs["verify_timeout"],
         max_body=kwargs["webhook_max_body_mib"] * 1024 * 1024,
+        concurrent_passes=kwargs["concurrent_passes"],
         check=check_options(kwargs["policy_dirs"], kwargs["opa_url"], kwargs["opa_token"]),
         kubeconfig=kwargs["kubeconfig"],
         request_timeout=kwargs["request_timeout"],

@@ -43,6 +43,15 @@ _REQUEST_TRIES = 3
 EXPIRY_MARGIN = 0.01
 
 
+class _NotListed:
+    """The marker of a round that reads its Lease itself (a GET), rather than being handed it by a LIST."""
+
+
+NOT_LISTED = _NotListed()
+# A Lease as a LIST found it (None: absent), or NOT_LISTED.
+Listed = dict[str, Any] | None | _NotListed
+
+
 def default_identity() -> str:
     """Host (the Pod name in a cluster) plus a random part: a restarted process is a new candidate."""
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
@@ -98,7 +107,9 @@ class LeaseLock:
         renew_deadline: float = DEFAULT_RENEW_DEADLINE,
         retry_period: float = DEFAULT_RETRY_PERIOD,
         clock: Callable[[], float] = time.monotonic,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
+        """`labels` go on the Lease when this lock creates it (a replica's heartbeat is found by them)."""
         if not duration > renew_deadline > retry_period * _JITTER_FACTOR > 0:
             raise ValueError(
                 f"lease timings need duration ({duration}) > renew deadline ({renew_deadline}) > "
@@ -114,6 +125,7 @@ class LeaseLock:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self._clock = clock
+        self.labels = dict(labels or {})
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
         self._renewed_at: float | None = None
@@ -156,14 +168,16 @@ class LeaseLock:
 
     # ---- one round ------------------------------------------------------------------------------------
 
-    def try_acquire_or_renew(self) -> bool:
+    def try_acquire_or_renew(self, listed: Listed = NOT_LISTED, listed_at: float | None = None) -> bool:
         """Create, renew or take over the Lease; False when someone else holds it, a race was lost or the
-        API server could not be reached (the reason is logged)."""
+        API server could not be reached (the reason is logged). `listed`: the Lease as a LIST of this
+        round found it (when the LIST answered: `listed_at`), instead of a GET (a stale copy only costs a
+        Conflict, as any lost race)."""
         with self._lock:
             started = self._clock()
             self.namespace_missing = False
             try:
-                won = self._round(started)
+                won = self._round(started, listed, started if listed_at is None else listed_at)
             except DraGitopsError as exc:
                 error = f"cannot acquire or renew the lease: {exc.detail}"
                 # Said once while it lasts (a round runs every retry period), again when it changes.
@@ -180,16 +194,35 @@ class LeaseLock:
                 self._renewed_at = started
             return won
 
-    def _round(self, started: float) -> bool:
+    def look(self, lease: dict[str, Any] | None, listed_at: float) -> None:
+        """Take note of the Lease as a LIST that answered at `listed_at` found it, without contending (a
+        replica at its fair share): who holds it, since when unchanged (its expiry), the request stamp."""
+        with self._lock:
+            self.error = None  # it could be read: an earlier round's failure is over
+            if lease is None:
+                return
+            record = LeaseRecord.of(lease)
+            self._observe(record, listed_at)
+            self.requested = _request_of(lease)
+            if record.holder != self.identity:
+                self._renewed_at = None
+
+    def _round(self, started: float, listed: Listed, read_at: float) -> bool:
+        """One round; `read_at`: when the Lease was read (the expiry clock of a changed record starts
+        then: as soon as we could have seen it, never before it was written)."""
         resource = self._lease_resource()
         now = format_micro_time(datetime.now(UTC))
-        lease = self._read(resource)
+        lease = self._read(resource) if isinstance(listed, _NotListed) else listed
         if lease is None:
             mine = LeaseRecord(self.identity, int(self.duration), now, now, 0)
             body = {
                 "apiVersion": LEASE_API_VERSION,
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    **({"labels": self.labels} if self.labels else {}),
+                },
                 "spec": mine.spec(),
             }
             try:
@@ -205,7 +238,7 @@ class LeaseLock:
             log.info("%s: acquired by %s (new lease)", self.where, self.identity)
             return True
         record = LeaseRecord.of(lease)
-        self._observe(record, started)
+        self._observe(record, read_at)
         self.requested = _request_of(lease)
         ours = record.holder == self.identity
         if not ours:

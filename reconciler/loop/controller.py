@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,10 @@ class ControllerOptions:
     stage_timeout: float = 300.0
     verify_timeout: float = 300.0
     shutdown_timeout: float = 25.0
+    # Passes running at once (Flux's --concurrent), on a pool of threads: a replica holding many targets
+    # does not run all their passes together (they would only share the CPU), and only the pool's
+    # threads, not one per target, keep the deep stacks a pass leaves resident.
+    concurrent_passes: int = 4
     max_body: int = DEFAULT_MAX_BODY
     check: CheckOptions = field(default_factory=CheckOptions)
     # Commit statuses and notifications: tries, backoff, queue bound (`reconciler/notify/sender.py`).
@@ -109,6 +114,7 @@ class _Worker:
         self.reason = "start"
         self.passes = 0
         self.decided = threading.Event()  # a first pass ran, or this replica found the target not its own
+        self.busy = False  # in a pass (or about to be): its Lease is not handed over as surplus now
         # Why the last pass could not reconcile the target (an environment problem), None when it could.
         self.problem: str | None = None
         self.thread = threading.Thread(target=self.loop, name=f"target-{target.name}", daemon=True)
@@ -155,7 +161,7 @@ class _Worker:
         controller = self.controller
         while not controller.stopping.is_set():
             if controller.leases.held(self.target.name):
-                self.run_pass()
+                controller.pass_pool.submit(self.pass_in_pool).result()
             self.decided.set()
             controller.update_readiness()
             interval = self.target.poll_interval
@@ -166,6 +172,16 @@ class _Worker:
                 wait = min(wait, self.reconciler.wake_after + 0.5)
             self.wake.wait(wait)
             self.wake.clear()
+
+    def pass_in_pool(self) -> None:
+        """A pass on one of the controller's pass threads. Queued for one is not in a pass: the target may
+        be handed over meanwhile (sharding), and then no pass runs."""
+        self.busy = True
+        try:
+            if self.controller.leases.held(self.target.name) and not self.controller.stopping.is_set():
+                self.run_pass()
+        finally:
+            self.busy = False
 
     def run_pass(self) -> PassResult | None:
         """One pass, observed by the controller; None when it raised (logged and counted as an error)."""
@@ -218,6 +234,7 @@ class Controller:
         )
         self.options.identity = options.identity or default_identity()
         self.stopping = threading.Event()
+        self.pass_pool = ThreadPoolExecutor(max(1, options.concurrent_passes), thread_name_prefix="pass")
         self.metrics = Metrics()
         # Built before anything starts: a missing token or webhook URL file is a config error now.
         self.notifier = Notifier(
@@ -238,6 +255,10 @@ class Controller:
             on_lost=lambda name: self._lease_changed(name, False),
             on_requested=lambda name: self.trigger({name}, "requested by another replica"),
             on_namespace_missing=self.ensure_namespaces,
+            # Sharding: each replica holds about ceil(targets / live replicas), heartbeats beside the
+            # first target's Lease; a surplus target is handed over only between passes.
+            replicas_namespace=self.targets[0].state_namespace,
+            may_release=lambda name: not self.workers[name].busy,
         )
         # Per state namespace, why it is missing and cannot be created (readiness says it).
         self.namespace_problems: dict[str, str] = {}
@@ -471,6 +492,7 @@ class Controller:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))
         self.leases.stop()
         self.server.stop()
+        self.pass_pool.shutdown(wait=False)
         self.close()
 
     def close(self) -> None:

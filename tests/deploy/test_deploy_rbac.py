@@ -107,6 +107,12 @@ NOT_EXERCISED: dict[Permission, str] = {
         "",
     ): "reconciler/cluster/readiness/rollout.py, for DaemonSet pods without "
     "pod-template-generation (the DaemonSet controller always sets it)",
+    # `run --once` contends for every Lease; `run` shards them (tests/deploy/test_sharding_rbac.py runs
+    # that with this ServiceAccount's token)
+    ("list", "coordination.k8s.io", "leases", ""): "reconciler/cluster/leasemanager.py: a sharded "
+    "round lists the Leases (targets' and replicas' heartbeats) once",
+    ("delete", "coordination.k8s.io", "leases", ""): "reconciler/cluster/leaseshard.py removes a "
+    "departed replica's heartbeat Lease",
 }
 
 

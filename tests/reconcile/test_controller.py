@@ -30,6 +30,7 @@ from controller_support import (
 from helpers import GitRemote, wait_for
 
 from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.leaseshard import HEARTBEAT_PREFIX
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 
@@ -155,7 +156,11 @@ def test_two_replicas_share_three_targets_and_take_over_from_a_dead_one(
         def holders() -> dict[str, str]:
             with ClusterClient.for_url(sim.url) as client:
                 leases = client.list_kind("coordination.k8s.io", "Lease", "dra-gitops")
-            return {x["metadata"]["name"]: (x.get("spec") or {}).get("holderIdentity") or "" for x in leases}
+            return {
+                x["metadata"]["name"]: (x.get("spec") or {}).get("holderIdentity") or ""
+                for x in leases
+                if not x["metadata"]["name"].startswith(HEARTBEAT_PREFIX)  # the targets' Leases only
+            }
 
         held = wait_for(
             lambda: (h := holders()) and len([v for v in h.values() if v]) == 3 and h, 30, "3 leases held"
@@ -167,6 +172,12 @@ def test_two_replicas_share_three_targets_and_take_over_from_a_dead_one(
         for index in range(3):
             applied = [r for r in state_of(sim, f"t{index}").history if r.outcome == "applied"]
             assert len(applied) == 1
+        # Sharded: each replica holds at most ceil(3 / 2) = 2 of the three targets.
+        held = wait_for(
+            lambda: (h := holders()) and set(h.values()) == {"replica-a", "replica-b"} and h,
+            60,
+            "the targets shared by both replicas",
+        )
         # Kill -9 one replica: its targets move to the other within the lease duration.
         victim = first if "replica-a" in held.values() else second
         survivor = "replica-b" if victim is first else "replica-a"
