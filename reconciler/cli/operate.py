@@ -310,9 +310,9 @@ def diff_command(**kwargs: Any) -> int:
     from reconciler.delivery.pipeline import stale_manifests
     from reconciler.loop.clusters import connect_target as connect_to
     from reconciler.loop.clusters import select_target
-    from reconciler.loop.controller import git_source_for
     from reconciler.loop.keep import KeptRevision
     from reconciler.loop.revisions import GitRevisions
+    from reconciler.loop.worker import git_source_for
     from reconciler.model.plan import compute_plan
 
     targets = targets_of(kwargs)

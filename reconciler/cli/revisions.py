@@ -67,11 +67,11 @@ def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -
     from reconciler.cluster.whoami import requester
     from reconciler.delivery.pipeline import DeliverOptions
     from reconciler.loop.clusters import connect_target, select_target
-    from reconciler.loop.controller import git_source_for
     from reconciler.loop.handoff import Ask, controller_holds, deliver_here, hand_to_controller, outcome_of
     from reconciler.loop.keep import KeptRevision
     from reconciler.loop.revisions import GitRevisions
     from reconciler.loop.targets import RESOURCE_PREFIX
+    from reconciler.loop.worker import git_source_for
     from reconciler.outcome import requested_rollback_exit_code
 
     targets = targets_of(kwargs) if kwargs.get("repo") or kwargs.get("config_file") else []

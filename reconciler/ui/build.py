@@ -11,8 +11,8 @@ from pathlib import Path
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import git_source_for
 from reconciler.loop.targets import Target
+from reconciler.loop.worker import git_source_for
 from reconciler.ui.app import Dashboard
 from reconciler.ui.gather import ClusterData
 from reconciler.ui.reports import GitCache, GitReports
