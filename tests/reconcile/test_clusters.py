@@ -22,6 +22,7 @@ from helpers import GitRemote, wait_for
 
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.leaseshard import REPLICA_LABEL
 from reconciler.delivery.check import CheckOptions
 from reconciler.loop.controller import Controller, ControllerOptions
 from reconciler.loop.state import StateStore
@@ -111,11 +112,13 @@ def namespace_labels(cluster: Cluster) -> dict[str, str]:
     return dict(live["metadata"].get("labels") or {})
 
 
-def lease_holders(client: ClusterClient) -> dict[str, str]:
+def lease_holders(client: ClusterClient, *, replicas: bool = False) -> dict[str, str]:
+    """The targets' Leases and their holders (with `replicas`, the replicas' heartbeat Leases instead)."""
     resource = client.resource_for("coordination.k8s.io/v1", "Lease")
     return {
         lease["metadata"]["name"]: str((lease.get("spec") or {}).get("holderIdentity") or "")
         for lease in client.list(resource, NAMESPACE)
+        if (REPLICA_LABEL in (lease["metadata"].get("labels") or {})) == replicas
     }
 
 
@@ -198,11 +201,14 @@ def test_one_controller_two_clusters_and_a_stopped_one_delays_only_its_own_targe
             claims = cluster.client.list_kind("resource.k8s.io", "ResourceClaim")
             assert claims and all((c.get("status") or {}).get("allocation") for c in claims)
             assert lease_holders(cluster.client) == {}  # no Lease in a target's cluster
-        # The Leases, and nothing else of ours, in the controller's own cluster.
+            assert lease_holders(cluster.client, replicas=True) == {}
+        # The Leases (the targets', the replica's heartbeat), and nothing else of ours, in the controller's
+        # own cluster.
         assert lease_holders(home_client) == {
             "dra-gitops-staging": "replica-a",
             "dra-gitops-production": "replica-a",
         }
+        assert lease_holders(home_client, replicas=True) == {"dra-gitops-replica.replica-a": "replica-a"}
         assert not any(
             n.startswith("dra-gitops-")
             for n in {c["metadata"]["name"] for c in home_client.list_kind("", "ConfigMap", NAMESPACE)}
