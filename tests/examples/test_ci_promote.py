@@ -28,6 +28,7 @@ from ci_runner import (
     run_gitlab,
     unmatched,
 )
+from controller_support import free_port
 from helpers import GitRemote, wait_for
 from notify_support import Recorder
 
@@ -253,6 +254,20 @@ def test_github_promote_approves_what_staging_verified_and_refuses_what_it_did_n
     assert after.last_good == good and after.approval is None
     assert trainer_replicas(flow.production) == 2
     assert not any(s[0] == "dra-gitops/production" for s in flow.statuses(bad))
+
+    # 3. The controller's cluster (staging's state) cannot be reached from the runner: exit 4 from
+    # `status`, passed on as the job's failure, not taken for a refusal.
+    nowhere = yaml.safe_load(flow.home_kubeconfig.read_text())
+    nowhere["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{free_port()}"
+    ws = Workspace(flow.remote.work, flow.tmp / "runner-4")
+    unreachable = {**secrets, "DRA_OPERATOR_KUBECONFIG": yaml.safe_dump(nowhere)}
+    runs = run_github(github_workflow(), ws, status_event(good, "dra-gitops/staging", "success"), unreachable)
+    assert results(runs) == {"approve": "failure", "outcome": "skipped"}, detail(runs)
+    assert commands(ws, "approve") == [("status", 0), ("status", 4)]
+    assert (
+        "Not approved"
+        not in next(s for s in runs["approve"].steps if s.name == "Production awaits this commit").output
+    )
 
 
 def test_gitlab_promote_waits_for_staging_then_approves_in_the_protected_environment(flow: Flow) -> None:
