@@ -1,8 +1,8 @@
 """examples/ci/ promotion pipelines (github/promote.yml, gitlab/promote.gitlab-ci.yml), run through ci_runner
 against a real controller: staging and production on two simulated clusters (staging's in the
 controller's own, production's reached through the kubeconfig its `run --config` entry names), one Git
-remote, production `promoteFrom: staging` with `approval: manual`, and the commit statuses posted to a
-local GitHub API double whose requests are the `status` events the workflow reacts to."""
+remote, production `promoteFrom: staging` with a soak and `approval: manual`, and the commit statuses
+posted to a local GitHub API double whose requests are the `status` events the workflow reacts to."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from notify_support import Recorder
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.loop.controller import Controller, ControllerOptions
+from reconciler.loop.promotion import parse_time
 from reconciler.loop.state import StateStore, TargetState
 from reconciler.loop.targetfile import load_targets
 from reconciler.sim.controlplane import install
@@ -103,6 +105,7 @@ def flow(tmp_path: Path) -> Iterator[Flow]:
                 kubeconfig: {production_kubeconfig}
                 pollInterval: 1h
                 promoteFrom: staging
+                soak: 5s
                 approval: manual
             """)
         )
@@ -191,6 +194,9 @@ def test_github_promote_approves_what_staging_verified_and_refuses_what_it_did_n
     wait_for(lambda: flow.state("staging").last_good == good, WAIT, "staging verified")
     awaiting = wait_for(lambda: flow.state("production").approval, WAIT, "production awaiting approval")
     assert awaiting.sha == good and not awaiting.approved_by
+    # Only once staging held it for the soak.
+    verified_at = next(v.at for v in flow.state("staging").verified if v.sha == good)
+    assert parse_time(awaiting.since) - parse_time(verified_at) >= timedelta(seconds=5)
     assert flow.state("production").last_good is None
     wait_for(lambda: ("dra-gitops/staging", "success") in flow.statuses(good), 60, "staging's status")
     assert [s for s in flow.statuses(good) if s[0] == "dra-gitops/staging"] == [
