@@ -25,8 +25,9 @@ from ci_text import dra_commands, evaluate, expand, matches, substitute, truthy
 
 ROOT = Path(__file__).resolve().parents[2]
 CI = ROOT / "examples" / "ci"
-GITHUB = {name: CI / "github" / f"{name}.yml" for name in ("policy-report", "inventory", "deploy")}
+GITHUB = {name: CI / "github" / f"{name}.yml" for name in ("policy-report", "inventory", "deploy", "promote")}
 GITLAB = CI / "gitlab" / ".gitlab-ci.yml"
+GITLAB_PROMOTE = CI / "gitlab" / "promote.gitlab-ci.yml"
 
 # --------------------------------------------------------------------------------------------------------
 # the pipeline files
@@ -48,7 +49,7 @@ def on(workflow: dict[Any, Any]) -> dict[str, Any]:
 def scripts(path: Path) -> list[str]:
     """Every run:/script: text of a pipeline file."""
     data = load(path)
-    if path.suffix == ".yml" and path.name != ".gitlab-ci.yml":
+    if path.parent.name == "github":
         return [s["run"] for job in data["jobs"].values() for s in job["steps"] if "run" in s]
     out: list[str] = []
     for body in data.values():
@@ -223,13 +224,15 @@ def run_github(
                 "success": not failed_step,
             }
             step_condition = str(step.get("if", "success()")).strip().removeprefix("${{").removesuffix("}}")
+            if not re.search(r"\b(success|failure|always|cancelled)\(\)", step_condition):
+                step_condition = f"success() && ({step_condition})"  # implied, as on GitHub
             env = ws.base_env(job_id, name)
             env |= {"GITHUB_WORKSPACE": str(ws.repo), "RUNNER_TEMP": str(runner_temp), "CI": "true"}
             env |= {f"GITHUB_{k.upper()}": v for k, v in github.items() if "." not in k}
             for layer in env_layers:
                 env |= {k: substitute(str(v), step_lookup) for k, v in layer.items()}
             step_lookup |= {f"env.{k}": v for k, v in env.items()}
-            if not truthy(evaluate(step_condition, step_lookup, step_status)):
+            if not truthy(evaluate(step_condition, _step_outputs(step_lookup), step_status)):
                 run.steps.append(StepRun(name, "skipped"))
                 step_lookup[f"steps.{step_id}.outcome"] = "skipped"
                 continue
@@ -268,6 +271,16 @@ class _defaulting(dict[str, Any]):
 
     def __contains__(self, key: object) -> bool:
         return True
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+class _step_outputs(dict[str, Any]):
+    """Outputs a step did not set (it failed, or was skipped) are empty strings, as on GitHub."""
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key) or (isinstance(key, str) and key.startswith("steps."))
 
     def __missing__(self, key: str) -> str:
         return ""
@@ -353,7 +366,8 @@ def run_gitlab(
             "always": True,
         }[when]
         if not run_it:
-            results[job_id] = JobRun(job_id, "manual" if when == "manual" else "skipped")
+            playable = when == "manual" and not any_failed and not blocked  # else skipped, as on GitLab
+            results[job_id] = JobRun(job_id, "manual" if playable else "skipped")
             continue
         env |= dict(project_variables)
         variables = dict(config.get("variables") or {}) | dict(job.get("variables") or {})

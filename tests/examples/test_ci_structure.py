@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from ci_runner import GITHUB, GITLAB, load, on, scripts
+from ci_runner import GITHUB, GITLAB, GITLAB_PROMOTE, load, on, scripts
 from ci_text import dra_commands, expand, matches
 
 
@@ -127,3 +127,52 @@ def test_every_pipeline_calls_the_commands_it_documents() -> None:
         "rollback",
         "status",
     ]
+
+
+def test_github_promote_shape() -> None:
+    workflow = load(GITHUB["promote"])
+    text = GITHUB["promote"].read_text()
+    assert set(on(workflow)) == {"status"}
+    jobs = workflow["jobs"]
+    # One approval at a time; only jobs that run take part (other statuses start runs that skip it).
+    assert "concurrency" not in workflow
+    assert jobs["approve"]["concurrency"]["cancel-in-progress"] is False
+    assert set(jobs) == {"approve", "outcome"}
+    approve, outcome = jobs["approve"], jobs["outcome"]
+    # Only a success of staging's status starts it; the reviewers of `production` are the human gate.
+    assert "github.event.context == 'dra-gitops/staging'" in approve["if"]
+    assert "github.event.state == 'success'" in approve["if"]
+    assert approve["environment"] == "production" and "environment" not in outcome
+    assert workflow["env"]["SHA"] == "${{ github.event.sha }}"
+    # The operator's credentials only where the approval is written; the outcome is read-only.
+    assert "secrets.DRA_OPERATOR_KUBECONFIG" in str(approve["steps"])
+    assert "secrets.DRA_OPERATOR_KUBECONFIG" not in str(outcome["steps"])
+    assert "secrets.DRA_READER_KUBECONFIG" in str(outcome["steps"])
+    assert outcome["needs"] == "approve"
+    approve_step = next(s for s in approve["steps"] if "dra-gitops approve" in s.get("run", ""))
+    assert approve_step["if"] == "${{ steps.gate.outputs.verdict == 'awaiting' }}"
+    assert text.count('--config "$TARGETS_CONFIG" --target "$TARGET"') == 4
+
+
+def test_gitlab_promote_shape() -> None:
+    config = load(GITLAB_PROMOTE)
+    assert config["stages"] == ["staging", "production"]
+    job = config["approve-production"]
+    assert job["rules"][0]["when"] == "manual" and job["allow_failure"] is False
+    assert job["environment"]["name"] == "production" and job["resource_group"] == "production"
+    assert job["needs"] == ["staging-verified"]
+    assert job["variables"]["KUBECONFIG"] == "$DRA_OPERATOR_KUBECONFIG"
+    assert config["staging-verified"]["variables"]["KUBECONFIG"] == "$DRA_READER_KUBECONFIG"
+    assert config["staging-verified"]["extends"] == ".promotion"
+    assert "when" not in config[".promotion"]["rules"][0]  # waits for staging unattended
+
+
+def test_promote_pipelines_call_the_commands_they_document() -> None:
+    subcommands = {
+        path.name: [c.split()[1] for s in scripts(path) for c in dra_commands(s)]
+        for path in (GITHUB["promote"], GITLAB_PROMOTE)
+    }
+    assert subcommands == {
+        "promote.yml": ["status", "status", "approve", "status", "status"],
+        "promote.gitlab-ci.yml": ["status", "status", "status", "approve", "status", "status"],
+    }
