@@ -247,15 +247,18 @@ def run_command(**kwargs: Any) -> int:
         request_timeout=kwargs["request_timeout"],
     )
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
-    # The dashboard reads the workers' Git caches; they fetch, it does not.
-    options.dashboard = build_dashboard(
+    token = read_token(kwargs["ui_token_file"])  # before connecting anywhere: a bad file is a config error
+    controller = Controller(client, targets, options)
+    # The dashboard reads the workers' Git caches (they fetch, it does not) and each target's state and
+    # devices through the controller's own client of that target's cluster.
+    controller.server.pages = build_dashboard(
         client,
         targets=targets,
         cache_dir=options.cache_dir,
-        token=read_token(kwargs["ui_token_file"]),
+        token=token,
         check=options.check,
+        clusters=controller.clusters,
     )
-    controller = Controller(client, targets, options)
     if kwargs["once"]:
         return _run_once(controller)
     stop = threading.Event()

@@ -75,10 +75,19 @@ def test_every_value_is_escaped_on_every_page(hostile: str) -> None:
         "suspended": {"at": hostile, "by": hostile},
         "source": {"ok": False, "since": hostile, "error": hostile},
         "history": history,
-        "eligible": hostile,
+        "promotion": {
+            "upstream": hostile,
+            "eligible": hostile,
+            "waiting": "soak",
+            "soakUntil": hostile,
+            "notEligible": [{"sha": hostile, "why": hostile}],
+            "error": hostile,
+        },
+        "approval": {"sha": hostile, "since": hostile},
+        "verified": [{"sha": hostile, "at": hostile, "rehearsed": True, "withdrawn": hostile}],
     }
     commits = {"b" * 40: {"subject": hostile, "author": hostile, "message": hostile}}
-    view = TargetView(hostile, hostile, status, commits)
+    view = TargetView(hostile, hostile, status, commits, cluster=(hostile, hostile))
     cells = build_device_cells(
         [_slice("gpu.example.com", "node-a", ["gpu-0"])],
         [
@@ -100,6 +109,9 @@ def test_every_value_is_escaped_on_every_page(hostile: str) -> None:
         commit_page(view, "b" * 40),
         device_map_page(cells, DeviceFilter(namespace=hostile)),
         device_map_page(cells, DeviceFilter()),
+        device_map_page(cells, DeviceFilter(driver=hostile), [], [(hostile, hostile), ("b", "B")], hostile),
+        device_map_page([], DeviceFilter(), [], [(hostile, hostile), ("b", "B")], "b", error=hostile),
+        targets_page([TargetView(hostile, hostile, {}, error=hostile, cluster=(hostile, hostile))]),
         report_page(CommitReport(hostile, "b" * 40, unavailable=hostile)),
     ]
     for page in rendered:
@@ -225,16 +237,49 @@ def test_targets_page_promotion_column_only_when_the_status_carries_it() -> None
         {"lastGood": "a" * 40, "lastAttempted": {"sha": "a" * 40, "outcome": "applied", "rolledBack": None}},
     )
     assert "awaiting approval" not in targets_page([plain])
-    gated = TargetView(
+    upstream = TargetView(
         "staging",
         "dra-gitops",
-        {**plain.status, "eligible": ["c" * 40], "awaitingApproval": {"sha": "d" * 40, "since": "now"}},
+        {**plain.status, "verified": [{"sha": "a" * 40, "at": "t1", "rehearsed": True}]},
     )
-    page = targets_page([plain, gated])
-    assert "Eligible / awaiting approval" in page
-    assert "awaitingApproval" in page and "since" in page
-    assert f'href="/targets/staging/commits/{"c" * 40}"' in page  # a sha links to its commit
-    assert f'href="/targets/staging/commits/{"d" * 40}"' in page
+    waiting = TargetView(
+        "production",
+        "dra-gitops",
+        {
+            **plain.status,
+            "promotion": {
+                "upstream": "staging",
+                "eligible": "c" * 40,
+                "waiting": "soak",
+                "soakUntil": "t9",
+                "notEligible": [{"sha": "e" * 40, "why": "soaking upstream until t9"}],
+            },
+            "approval": {"sha": "c" * 40, "since": "t2"},
+        },
+    )
+    page = targets_page([plain, upstream, waiting])
+    text = re.sub(r"<[^>]+>", "", page)
+    assert "Promotion" in page
+    assert "promotes from staging" in text
+    assert f"eligible {'c' * 12}" in text
+    assert (
+        f"awaiting approval ⏸ {'c' * 12} since t2: dra-gitops approve --target production {'c' * 12}" in text
+    )
+    assert "soaking a newer commit is eligible at t9" in text
+    assert f"not eligible {'e' * 12}: soaking upstream until t9" in text
+    assert f"offers {'a' * 12} verified at t1 (rehearsed)" in text
+    assert f'href="/targets/production/commits/{"c" * 40}"' in page  # a sha links to its commit
+    assert f'href="/targets/production/commits/{"e" * 40}"' in page
+    approved = TargetView(
+        "production",
+        "dra-gitops",
+        {
+            "promotion": {"upstream": "staging"},
+            "approval": {"sha": "c" * 40, "approvedBy": "ann", "approvedAt": "t3"},
+        },
+    )
+    text = re.sub(r"<[^>]+>", "", targets_page([approved]))
+    assert f"approved {'c' * 12} by ann at t3" in text and "eligible nothing newer" in text
     failed = TargetView(
         "x", "ns", {"lastAttempted": {"sha": "e" * 40, "outcome": "verify-failed", "rolledBack": False}}
     )
