@@ -14,6 +14,8 @@ from reconciler.ui.layout import badge, definition_list, note, page, table
 from reconciler.ui.targets import TargetView, commit_link
 
 _OK = frozenset({"applied", "unchanged", "drift-corrected"})
+# Outcomes that wait or record a person's word: their message is no failure.
+_WAITING = frozenset({"awaiting-approval", "soaking", "approved", "suspended", "resumed"})
 
 
 def _where(finding: Mapping[str, Any]) -> str:
@@ -96,7 +98,14 @@ def _failure(record: Mapping[str, Any]) -> Html:
     if not parts:
         return Html("")
     return tag(
-        "section", tag("h4", "Failure and diagnosis" if record.get("message") else "Details"), join(parts)
+        "section",
+        tag(
+            "h4",
+            "Failure and diagnosis"
+            if record.get("message") and record.get("outcome") not in _WAITING
+            else "Details",
+        ),
+        join(parts),
     )
 
 

@@ -1,7 +1,7 @@
 """The Targets page (pure): per target its last good commit, last attempt and outcome, what is in progress,
 and, when a target's status carries them, what promotion decided (the same data `status` prints): the
 upstream, the eligible commit, the approval it awaits (with the command that gives it) or the soak, why
-newer commits are not eligible, and for an upstream the commit it offers."""
+newer commits are not eligible, and the last verified commit (what downstream targets may take)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def _promotion(target: TargetView) -> Html:
         sha = str(approval.get("sha") or "")
         item(
             "awaiting approval",
-            tag("span", "⏸ ", aria_hidden="true"),
+            tag("span", "‖ ", aria_hidden="true"),
             commit_link(name, sha, target.commits),
             f" since {approval.get('since') or '?'}: ",
             tag("code", f"dra-gitops approve --target {name} {sha[:12]}", class_="command"),
@@ -133,17 +133,19 @@ def _promotion(target: TargetView) -> Html:
         v = verified[0]
         rehearsed = {True: " (rehearsed)", False: " (rehearsal failed)"}.get(v.get("rehearsed"), "")
         withdrawn = f" withdrawn: {v['withdrawn']}" if v.get("withdrawn") else ""
+        # As `status` says it: what the targets promoting from this one may take.
         item(
-            "offers",
+            "verified",
             commit_link(name, v.get("sha"), target.commits),
-            f" verified at {v.get('at') or '?'}{rehearsed}{withdrawn}",
+            f" since {v.get('at') or '?'}{rehearsed}{withdrawn}",
         )
     return tag("ul", join(items), class_="plain promotion") if items else esc("—")
 
 
 def _cluster_link(target: TargetView) -> Html:
     label, key = target.cluster
-    return link(f"/devices?{urlencode({'cluster': key})}", label, title="its device map")
+    # The key (its targets' names) as the words, the kubeconfig and context in the title and on the map.
+    return link(f"/devices?{urlencode({'cluster': key})}", key, title=f"the device map of {label}")
 
 
 def targets_page(targets: Sequence[TargetView]) -> Html:

@@ -72,8 +72,9 @@ def check_targets_page(envs: Envs, page: str) -> None:
     assert staging["lastAttempted"]["sha"][:12] in row and "applied" in row
     offered = staging["verified"][0]
     assert offered["sha"] == two and offered["rehearsed"] is True
-    assert f"offers {two[:12]}" in row and f"verified at {offered['at']} (rehearsed)" in row
-    assert f"kubeconfig {envs.clusters['staging'].kubeconfig}" in row
+    assert f"verified {two[:12]}" in row and f"since {offered['at']} (rehearsed)" in row
+    assert "cluster staging" in row
+    assert f'title="the device map of staging (kubeconfig {envs.clusters["staging"].kubeconfig})"' in page
     assert 'href="/devices?cluster=staging"' in page
 
     row = row_of(page, "production")
@@ -82,7 +83,7 @@ def check_targets_page(envs: Envs, page: str) -> None:
     assert promotion["upstream"] == "staging" and "promotes from staging" in row
     assert f"eligible {promotion['eligible'][:12]}" in row
     assert approval["sha"] == two and "approvedBy" not in approval
-    assert f"awaiting approval ⏸ {two[:12]}" in row and f"since {approval['since']}" in row
+    assert f"awaiting approval ‖ {two[:12]}" in row and f"since {approval['since']}" in row
     assert f"dra-gitops approve --target production {two[:12]}" in row
     assert f'href="/targets/production/commits/{two}"' in page  # the awaited sha links to its page
     assert 'href="/devices?cluster=production"' in page
@@ -167,7 +168,11 @@ def test_ui_shows_an_unreachable_cluster_and_serves_the_others(envs: Envs, ui_ur
     assert code == 200
     check_targets_page(envs, page)
     lost = row_of(page, "lost")
-    assert "✗ its cluster (kubeconfig" in lost and "cannot be read" in lost
+    assert (
+        f"✗ its cluster (kubeconfig {envs.ui_config.parent / 'clusters' / 'lost' / 'kubeconfig'}) cannot be read"
+        in lost
+    )
+    assert "Connection refused" in lost  # the reason
     code, page = get(port, "/targets/lost/history")
     assert code == 503 and "cannot be read" in text_of(page)
     code, page = get(port, "/devices?cluster=lost")

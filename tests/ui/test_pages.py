@@ -66,7 +66,25 @@ def test_every_value_is_escaped_on_every_page(hostile: str) -> None:
             ],
             devices=[{"claim": hostile, "pod": hostile, "devices": [hostile], "node": hostile}],
         ),
-        record(),
+        record(
+            approval={"by": hostile, "at": hostile},
+            promoted={"from": hostile, "verifiedAt": hostile, "rehearsed": True},
+            published={"ref": hostile, "error": hostile},
+            rehearsal={
+                "ok": False,
+                "steps": [
+                    {
+                        "step": hostile,
+                        "sha": hostile,
+                        "outcome": hostile,
+                        "at": hostile,
+                        "seconds": 1.5,
+                        "verified": hostile,
+                        "message": hostile,
+                    }
+                ],
+            },
+        ),
     ]
     status = {
         "lastGood": "a" * 40,
@@ -263,11 +281,11 @@ def test_targets_page_promotion_column_only_when_the_status_carries_it() -> None
     assert "promotes from staging" in text
     assert f"eligible {'c' * 12}" in text
     assert (
-        f"awaiting approval ⏸ {'c' * 12} since t2: dra-gitops approve --target production {'c' * 12}" in text
+        f"awaiting approval ‖ {'c' * 12} since t2: dra-gitops approve --target production {'c' * 12}" in text
     )
     assert "soaking a newer commit is eligible at t9" in text
     assert f"not eligible {'e' * 12}: soaking upstream until t9" in text
-    assert f"offers {'a' * 12} verified at t1 (rehearsed)" in text
+    assert f"verified {'a' * 12} since t1 (rehearsed)" in text
     assert f'href="/targets/production/commits/{"c" * 40}"' in page  # a sha links to its commit
     assert f'href="/targets/production/commits/{"e" * 40}"' in page
     approved = TargetView(
@@ -285,6 +303,33 @@ def test_targets_page_promotion_column_only_when_the_status_carries_it() -> None
     )
     assert 'data-outcome="rollback-failed"' in targets_page([failed])
     assert "No targets" in targets_page([])
+
+
+def test_history_shows_rehearsal_steps_approval_and_the_upstreams_word() -> None:
+    steps = [
+        {"step": "rollback", "sha": "a" * 40, "outcome": "applied", "at": "t1", "seconds": 2.25,
+         "verified": "1 claim(s) allocated", "message": "verified"},
+        {"step": "re-apply", "sha": "b" * 40, "outcome": "verify-failed", "at": "t2", "seconds": 3,
+         "verified": "", "message": "claim ml/train not allocated"},
+    ]  # fmt: skip
+    history = [
+        record(id=2, sha="b" * 40, rehearsal={"ok": False, "steps": steps}),
+        record(
+            approval={"by": "ann", "at": "t0"},
+            promoted={"from": "staging", "verifiedAt": "t", "rehearsed": True},
+        ),
+        record(
+            id=3, sha="c" * 40, outcome="awaiting-approval", operation="promote", message="awaiting approval"
+        ),
+    ]
+    text = " ".join(
+        re.sub(r"<[^>]+>", " ", history_page(TargetView("t", "ns", {"history": history}))).split()
+    )
+    assert "Rollback rehearsal: ✗ failed" in text
+    assert f"rollback {'a' * 12} ✓ applied t1 2.2s 1 claim(s) allocated verified" in text
+    assert f"re-apply {'b' * 12} ✗ verify-failed t2 3.0s claim ml/train not allocated" in text
+    assert "Promoted from staging (verified at t, rehearsed)" in text and "Approved by ann at t0" in text
+    assert "Failure and diagnosis" not in text  # waiting for a person is no failure
 
 
 def test_history_anchors_the_newest_record_of_each_sha() -> None:
