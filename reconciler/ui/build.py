@@ -17,7 +17,7 @@ from reconciler.loop.targets import Target
 from reconciler.loop.worker import git_source_for
 from reconciler.ui.app import Dashboard
 from reconciler.ui.gather import ClusterData
-from reconciler.ui.places import Place, home_place, target_places
+from reconciler.ui.places import READ_TIMEOUT, Place, home_place, target_places
 from reconciler.ui.reports import GitCache, GitReports
 
 
@@ -32,9 +32,11 @@ def build_dashboard(
     check: CheckOptions | None = None,
     clusters: TargetClusters | None = None,
     home_label: str = "the controller's cluster",
+    read_timeout: float = READ_TIMEOUT,
 ) -> Dashboard:
     """`targets` None: every target whose state is in `state_namespace` (commits then stay unknown);
-    `clusters`: the clients of the targets' own clusters (else every target is read through `client`)."""
+    `clusters`: the clients of the targets' own clusters (else every target is read through `client`);
+    `read_timeout`: each request's deadline (`places.py`)."""
     git = None
     if targets is not None and cache_dir is not None:
         caches = {}
@@ -45,7 +47,7 @@ def build_dashboard(
             )
         git = GitReports(caches, check)
     wanted = [(t.name, t.state_namespace) for t in targets] if targets is not None else None
-    home = home_place(client, home_label)
+    home = home_place(client, home_label, read_timeout)
     places: list[Place] = [home]
     place_of: dict[str, Place] = {}
     if targets is not None and clusters is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
@@ -72,7 +73,7 @@ class ClusterData:
         place = self._place(name)
         cluster = (place.label, place.key) if place.own else ("", "")
         try:
-            state = StateStore(place.client, name, namespace).load()
+            state = place.read(lambda client: StateStore(client, name, namespace).load())
         except DraGitopsError as exc:
             why = f"its cluster ({place.where}) cannot be read: {exc}" if place.own else str(exc)
             return TargetView(name, namespace, {}, error=why, cluster=cluster)
@@ -110,9 +111,8 @@ class ClusterData:
         """A fingerprint of every target's state (resourceVersions): it changes when anything is recorded."""
         parts = []
         for name, namespace in self._names():
-            client = self._place(name).client
             try:
-                live = client.get(client.resource_for("v1", "ConfigMap"), namespace, f"dra-gitops-{name}")
+                live = self._place(name).read(partial(_state_configmap, namespace=namespace, name=name))
             except DraGitopsError as exc:  # its cluster is down: the others still tell their changes
                 parts.append(f"{namespace}/{name}!{exc}")
                 continue
@@ -128,11 +128,18 @@ class ClusterData:
             return None
         clusters = [(p.key, p.label) for p in self.places]
         try:
-            data = _device_data(place.client)
+            data = place.read(_device_data)
         except DraGitopsError as exc:
             return DeviceData([], [], clusters, place.key, error=f"{place.label} cannot be read: {exc}")
         data.clusters, data.cluster = clusters, place.key
         return data
+
+
+def _state_configmap(client: ClusterClient, namespace: str, name: str) -> dict[str, Any] | None:
+    live: dict[str, Any] | None = client.get(
+        client.resource_for("v1", "ConfigMap"), namespace, f"dra-gitops-{name}"
+    )
+    return live
 
 
 def _device_data(client: ClusterClient) -> DeviceData:

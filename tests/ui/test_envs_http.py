@@ -2,7 +2,8 @@
 it) and `dra-gitops ui --config` (a process), after staging rehearsed and production awaited approval.
 Targets rows against `status -o json --config F --target T`, each cluster's device map against
 `inventory -o json --kubeconfig <that cluster's>`, the promotion column, rehearsals and approvals in the
-history, and a target whose cluster cannot be reached shown as such while the others' pages work."""
+history, and a target whose cluster cannot be reached (refused, or never answering) shown as such while
+the others' pages work."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import html
 import http.client
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,10 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_support import write_kubeconfig
 from envs_support import HOSTILE_SUBJECT, Envs
 from ui_support import HOSTILE_SCRIPT
 
+from reconciler.loop.clusters import TargetClusters
+from reconciler.loop.targetfile import load_targets
+from reconciler.ui.build import build_dashboard
 from reconciler.ui.html import esc
+from reconciler.ui.server import DashboardServer
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -186,3 +193,37 @@ def test_ui_shows_an_unreachable_cluster_and_serves_the_others(envs: Envs, ui_ur
         assert code == 200 and totals_of(page) == expected_totals(envs.inventory(cluster))
     code, _ = get(port, "/api/version")
     assert code == 200
+
+
+def test_a_cluster_that_never_answers_costs_its_deadline_once(envs: Envs, tmp_path: Path) -> None:
+    """A target whose API server takes connections and never answers: its row says so after the read
+    deadline, the other targets' rows are whole, and the next pages say it again without waiting."""
+    with socket.socket() as frozen:
+        frozen.bind(("127.0.0.1", 0))
+        frozen.listen(16)  # connections complete in the backlog; nothing ever reads them
+        kubeconfig = write_kubeconfig(
+            tmp_path / "frozen" / "kubeconfig", f"http://127.0.0.1:{frozen.getsockname()[1]}", "frozen"
+        )
+        config = tmp_path / "targets.yaml"
+        config.write_text(envs.config.read_text() + f"  - name: frozen\n    kubeconfig: {kubeconfig}\n")
+        targets = load_targets(config.read_text(), str(config))
+        clusters = TargetClusters(envs.home, targets, str(envs.home_kubeconfig), timeout=30)
+        dashboard = build_dashboard(envs.home, targets=targets, clusters=clusters, read_timeout=1.0)
+        server = DashboardServer(dashboard, "127.0.0.1", 0)
+        port = server.start()
+        try:
+            code, page = get(port, "/")
+            assert code == 200
+            assert "no answer from the API server within 1s" in row_of(page, "frozen")
+            assert envs.shas["two"][:12] in row_of(page, "staging")
+            assert f"dra-gitops approve --target production {envs.shas['two'][:12]}" in row_of(
+                page, "production"
+            )
+            code, page = get(port, "/devices?cluster=frozen")
+            assert code == 503 and "no answer from the API server within 1s" in text_of(page)
+            assert "asked again in" in text_of(page)  # not asked: the reason of the last time
+            code, page = get(port, "/devices?cluster=production")
+            assert code == 200 and totals_of(page) == expected_totals(envs.inventory("production"))
+        finally:
+            server.stop()
+            clusters.close()
