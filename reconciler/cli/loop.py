@@ -216,7 +216,7 @@ def run_command(**kwargs: Any) -> int:
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
     from reconciler.ui.app import read_token
-    from reconciler.ui.build import build_dashboard
+    from reconciler.ui.build import controller_dashboard
 
     configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -249,16 +249,8 @@ def run_command(**kwargs: Any) -> int:
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
     token = read_token(kwargs["ui_token_file"])  # before connecting anywhere: a bad file is a config error
     controller = Controller(client, targets, options)
-    # The dashboard reads the workers' Git caches (they fetch, it does not) and each target's state and
-    # devices through the controller's own client of that target's cluster.
-    controller.server.pages = build_dashboard(
-        client,
-        targets=targets,
-        cache_dir=options.cache_dir,
-        token=token,
-        check=options.check,
-        clusters=controller.clusters,
-    )
+    # Built on the controller: it reads each target through the controller's client of its cluster.
+    controller.server.pages = controller_dashboard(controller, token)
     if kwargs["once"]:
         return _run_once(controller)
     stop = threading.Event()

@@ -13,6 +13,7 @@ from pathlib import Path
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.loop.clusters import TargetClusters
+from reconciler.loop.controller import Controller
 from reconciler.loop.targets import Target
 from reconciler.loop.worker import git_source_for
 from reconciler.ui.app import Dashboard
@@ -56,3 +57,16 @@ def build_dashboard(
         client, targets=wanted, state_namespace=state_namespace, git=git, places=places, place_of=place_of
     )
     return Dashboard(data, token)
+
+
+def controller_dashboard(controller: Controller, token: str | None = None) -> Dashboard:
+    """`run`'s dashboard: the workers' Git caches (they fetch, it does not), and each target's state and
+    devices read through the controller's own client of that target's cluster."""
+    return build_dashboard(
+        controller.client,
+        targets=controller.targets,
+        cache_dir=controller.options.cache_dir,
+        token=token,
+        check=controller.options.check,
+        clusters=controller.clusters,
+    )

@@ -31,7 +31,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.loop.controller import Controller, ControllerOptions
 from reconciler.loop.targetfile import load_targets
 from reconciler.sim.server import SimCluster
-from reconciler.ui.build import build_dashboard
+from reconciler.ui.build import controller_dashboard
 
 HOSTILE_SUBJECT = f"settings: two {HOSTILE_SCRIPT}"
 
@@ -135,9 +135,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envs]:
             )
             controller = Controller(home, targets, options)
             # As `run` wires it: the dashboard reads each target through the controller's clients.
-            controller.server.pages = build_dashboard(
-                home, targets=targets, cache_dir=options.cache_dir, clusters=controller.clusters
-            )
+            controller.server.pages = controller_dashboard(controller)
             port = controller.start()
             try:
                 envs = Envs(
