@@ -83,7 +83,7 @@ class ClusterData:
             shas = [status.get("lastGood"), (status.get("lastAttempted") or {}).get("sha")]
             shas += [(status.get("inProgress") or {}).get("sha"), *extra]
             shas += [r.get("sha") for r in status.get("history") or []]
-            # What promotion names: the eligible commit, the one awaiting approval, the one offered.
+            # What promotion names: the eligible commit, the one awaiting approval, the last verified.
             shas += [
                 (status.get("promotion") or {}).get("eligible"),
                 (status.get("approval") or {}).get("sha"),
@@ -113,8 +113,9 @@ class ClusterData:
         for name, namespace in self._names():
             try:
                 live = self._place(name).read(partial(_state_configmap, namespace=namespace, name=name))
-            except DraGitopsError as exc:  # its cluster is down: the others still tell their changes
-                parts.append(f"{namespace}/{name}!{exc}")
+            except DraGitopsError:  # its cluster is down: the others still tell their changes
+                # (not the reason: it counts down, and the page would reload at every poll)
+                parts.append(f"{namespace}/{name}!unreadable")
                 continue
             parts.append(f"{namespace}/{name}={((live or {}).get('metadata') or {}).get('resourceVersion')}")
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
