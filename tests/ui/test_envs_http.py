@@ -224,6 +224,12 @@ def test_a_cluster_that_never_answers_costs_its_deadline_once(envs: Envs, tmp_pa
             assert "asked again in" in text_of(page)  # not asked: the reason of the last time
             code, page = get(port, "/devices?cluster=production")
             assert code == 200 and totals_of(page) == expected_totals(envs.inventory("production"))
+            # The live fingerprint of the frozen target alone holds still while it is down (the page
+            # would otherwise reload at every poll).
+            frozen_only = [t for t in targets if t.name == "frozen"]
+            alone = build_dashboard(envs.home, targets=frozen_only, clusters=clusters, read_timeout=1.0)
+            # The first waits out its deadline (a fresh place), the second is told the reason at once.
+            assert alone.data.version() == alone.data.version()
         finally:
             server.stop()
             clusters.close()
