@@ -50,6 +50,9 @@ class _Devices:
     def __init__(self, cells: list[DeviceCell]) -> None:
         self.cells = cells
         self.warnings: list[str] = []
+        self.clusters: list[tuple[str, str]] = []
+        self.cluster = ""
+        self.error = ""
 
 
 class StaticData:
@@ -71,7 +74,7 @@ class StaticData:
     def version(self) -> str:
         return "1"
 
-    def devices(self) -> _Devices:
+    def devices(self, cluster: str = "") -> _Devices:
         return _Devices(self.cells)
 
 

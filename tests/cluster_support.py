@@ -20,11 +20,20 @@ class Cluster:
     """A simulated cluster with nodes, driver and kubelets, reached through a kubeconfig whose only
     context has the cluster's name (as a mounted Secret would hold)."""
 
-    def __init__(self, name: str, kubeconfig: Path) -> None:
+    def __init__(
+        self, name: str, kubeconfig: Path, nodes: int = 2, devices_per_node: int = 2, driver: bool = False
+    ) -> None:
+        """`driver`: the example driver already runs (its ResourceSlices published), as in a cluster
+        whose driver another team installed."""
         self.name = name
         self.sim = SimCluster().start()
+        labels = [{"dra-gitops.io/canary": "true"}] + [{}] * (nodes - 1)
         self.plane: ControlPlane | None = install(
-            self.sim, nodes=2, devices_per_node=2, node_labels=[{"dra-gitops.io/canary": "true"}, {}]
+            self.sim,
+            nodes=nodes,
+            devices_per_node=devices_per_node,
+            node_labels=labels,
+            driver_preinstalled=driver,
         )
         self.kubeconfig = write_kubeconfig(kubeconfig, self.sim.url, name)
         self.client = ClusterClient.for_url(self.sim.url)

@@ -21,7 +21,8 @@ from reconciler.cli.options import connect, handle_errors, kube_options, progres
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="The `run --config` file: its targets, their state namespaces and Git sources (commit subjects, "
+    help="The `run --config` file: its targets, their state namespaces, clusters (a target's own "
+    "`kubeconfig`/`context`: its state and devices are read there) and Git sources (commit subjects, "
     "authors and policy reports). Default: every target whose state is in --state-namespace.",
 )
 @click.option(
@@ -65,17 +66,23 @@ def ui_command(
     """
     from reconciler.cli.logsetup import configure_logging
     from reconciler.cli.loop import target_cache_dir
+    from reconciler.loop.clusters import TargetClusters, check_clusters
     from reconciler.loop.httpserver import parse_listen
     from reconciler.loop.targetfile import load_targets
     from reconciler.ui.app import read_token
     from reconciler.ui.build import build_dashboard
+    from reconciler.ui.places import READ_TIMEOUT
     from reconciler.ui.server import DashboardServer
 
     configure_logging(verbose, quiet, "plain")
     host, port = parse_listen(listen)
     token = read_token(token_file)
     targets = load_targets(config_file.read_text(), str(config_file)) if config_file is not None else None
+    if targets is not None:  # the targets' own kubeconfigs and contexts, before connecting
+        check_clusters(targets, kubeconfig)
     with connect(kubeconfig, kube_context) as client:
+        # Targets naming a cluster of their own are read there (clients built now, nothing sent yet).
+        clusters = TargetClusters(client, targets, kubeconfig, timeout=READ_TIMEOUT) if targets else None
         dashboard = build_dashboard(
             client,
             targets=targets,
@@ -83,6 +90,8 @@ def ui_command(
             cache_dir=target_cache_dir(cache_dir) if targets is not None else None,
             fetch=True,
             token=token,
+            clusters=clusters,
+            home_label=f"--kubeconfig's cluster ({client.host})",
         )
         server = DashboardServer(dashboard, host, port)
         bound = server.start()
@@ -93,6 +102,8 @@ def ui_command(
             _wait_for_signal()
         finally:
             server.stop()
+            if clusters is not None:
+                clusters.close()
     return 0
 
 

@@ -216,7 +216,7 @@ def run_command(**kwargs: Any) -> int:
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
     from reconciler.ui.app import read_token
-    from reconciler.ui.build import build_dashboard
+    from reconciler.ui.build import controller_dashboard
 
     configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
     extra = {
@@ -247,15 +247,10 @@ def run_command(**kwargs: Any) -> int:
         request_timeout=kwargs["request_timeout"],
     )
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
-    # The dashboard reads the workers' Git caches; they fetch, it does not.
-    options.dashboard = build_dashboard(
-        client,
-        targets=targets,
-        cache_dir=options.cache_dir,
-        token=read_token(kwargs["ui_token_file"]),
-        check=options.check,
-    )
+    token = read_token(kwargs["ui_token_file"])  # before connecting anywhere: a bad file is a config error
     controller = Controller(client, targets, options)
+    # Built on the controller: it reads each target through the controller's client of its cluster.
+    controller.server.pages = controller_dashboard(controller, token)
     if kwargs["once"]:
         return _run_once(controller)
     stop = threading.Event()

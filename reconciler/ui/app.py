@@ -55,6 +55,9 @@ class Headers(Protocol):
 class DeviceSource(Protocol):
     cells: Any
     warnings: Any
+    clusters: Any  # (key, label) of every cluster with a device map
+    cluster: Any  # the key of this map's cluster
+    error: Any  # why that cluster could not be read ("" when it was)
 
 
 class Data(Protocol):
@@ -64,7 +67,7 @@ class Data(Protocol):
     def target(self, name: str, shas: Sequence[str] = ()) -> TargetView | None: ...
     def report(self, view: TargetView, sha: str) -> CommitReport: ...
     def version(self) -> str: ...
-    def devices(self) -> DeviceSource: ...
+    def devices(self, cluster: str = "") -> DeviceSource | None: ...
 
 
 @dataclass
@@ -171,9 +174,15 @@ class Dashboard:
         if path_only == "/targets":
             return _text(308, "moved\n", Location="/")
         if path_only == "/devices":
-            devices = self.data.devices()
+            devices = self.data.devices(query.get("cluster", ""))
+            if devices is None:
+                return _html(404, page("Not found", note("No such cluster."), refresh=False))
             chosen = DeviceFilter(query.get("driver", ""), query.get("node", ""), query.get("namespace", ""))
-            return _html(200, device_map_page(devices.cells, chosen, devices.warnings))
+            document = device_map_page(
+                devices.cells, chosen, devices.warnings, devices.clusters, devices.cluster, devices.error
+            )
+            # A cluster that cannot be read: its page says why (with the choice of the others), as a 503.
+            return _html(503 if devices.error else 200, document)
         if path_only == "/api/version":
             return Answer(200, json.dumps({"version": self.data.version()}).encode(), "application/json")
         if path_only.startswith("/static/"):
@@ -189,8 +198,8 @@ class Dashboard:
             return _html(404, page("Not found", note(f"No target {name!r}."), refresh=False))
         if not rest:
             return _text(308, "moved\n", Location=path("targets", name, "history"))
-        if rest == ["history"]:
-            return _html(200, history_page(view))
+        if rest == ["history"]:  # a target whose cluster cannot be read: the page says why, as a 503
+            return _html(503 if view.error else 200, history_page(view))
         if len(rest) in (2, 3) and rest[0] == "commits":
             sha = rest[1]
             if len(rest) == 2:

@@ -1,15 +1,17 @@
 """The device map page (pure): per driver, a row per node with its devices drawn by state (free,
 allocated, tainted, on a node that is not Ready) and the claim, pods and namespace holding each; filters
 by driver, node and namespace (a GET form, so it works without JavaScript); totals that add up to
-`inventory`'s."""
+`inventory`'s. With targets in clusters of their own, one map per cluster, chosen with `?cluster=` (the
+form's first field); a cluster that cannot be read says why on its map."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import groupby
+from urllib.parse import urlencode
 
 from reconciler.ui.devices import DeviceCell, DeviceFilter, Totals, totals_by_driver
-from reconciler.ui.html import Html, attrs, esc, join, tag
+from reconciler.ui.html import Html, attrs, esc, join, link, tag
 from reconciler.ui.layout import note, page, table
 
 # State -> (symbol, words): the tile's shape and text say the state, its colour only repeats it.
@@ -81,26 +83,35 @@ def _driver_section(driver: str, cells: Sequence[DeviceCell], totals: Totals) ->
     )
 
 
-def _select(name: str, label: str, values: Sequence[str], chosen: str) -> Html:
-    options = [Html(f'<option value=""{attrs({"selected": not chosen})}>all</option>')]
-    for value in values:
+def _select(
+    name: str, label: str, values: Sequence[str | tuple[str, str]], chosen: str, everything: bool = True
+) -> Html:
+    """A select of `values` (each a value, or a value and its words); `everything`: an "all" first."""
+    options = [Html(f'<option value=""{attrs({"selected": not chosen})}>all</option>')] if everything else []
+    for item in values:
+        value, words = item if isinstance(item, tuple) else (item, item)
         options.append(
-            Html(f"<option{attrs({'value': value, 'selected': value == chosen})}>{esc(value)}</option>")
+            Html(f"<option{attrs({'value': value, 'selected': value == chosen})}>{esc(words)}</option>")
         )
     return tag("label", label, " ", tag("select", join(options), name=name, id=f"filter-{name}"))
 
 
-def _filters(cells: Sequence[DeviceCell], chosen: DeviceFilter) -> Html:
+def _filters(
+    cells: Sequence[DeviceCell], chosen: DeviceFilter, clusters: Sequence[tuple[str, str]], cluster: str
+) -> Html:
     drivers = sorted({c.driver for c in cells})
     nodes = sorted({c.node for c in cells if c.node})
     namespaces = sorted({c.namespace for c in cells if c.namespace})
+    several = len(clusters) > 1
+    clear = f"/devices?{urlencode({'cluster': cluster})}" if several else "/devices"
     return tag(
         "form",
+        _select("cluster", "Cluster", clusters, cluster, everything=False) if several else Html(""),
         _select("driver", "Driver", drivers, chosen.driver),
         _select("node", "Node", nodes, chosen.node),
         _select("namespace", "Namespace", namespaces, chosen.namespace),
         tag("button", "Filter", type="submit"),
-        tag("a", "Clear", href="/devices") if chosen.active else Html(""),
+        tag("a", "Clear", href=clear) if chosen.active else Html(""),
         method="get",
         action="/devices",
         class_="filters",
@@ -120,7 +131,42 @@ def legend() -> Html:
     )
 
 
-def device_map_page(cells: Sequence[DeviceCell], chosen: DeviceFilter, warnings: Sequence[str] = ()) -> Html:
+def _cluster_links(clusters: Sequence[tuple[str, str]], cluster: str) -> Html:
+    """Every cluster's map as a link (the current one marked), for reading without the form."""
+    items = [
+        tag(
+            "li",
+            link(
+                f"/devices?{urlencode({'cluster': key})}",
+                label,
+                aria_current="page" if key == cluster else None,
+            ),
+            " (shown)" if key == cluster else "",
+        )
+        for key, label in clusters
+    ]
+    return tag("nav", tag("ul", join(items), class_="plain"), aria_label="Clusters", id="clusters")
+
+
+def device_map_page(
+    cells: Sequence[DeviceCell],
+    chosen: DeviceFilter,
+    warnings: Sequence[str] = (),
+    clusters: Sequence[tuple[str, str]] = (),
+    cluster: str = "",
+    error: str = "",
+) -> Html:
+    """`clusters`: (key, label) of every cluster with a map, `cluster` this one's; `error`: why it could
+    not be read (the page then says so, and offers the others)."""
+    label = dict(clusters).get(cluster, "")
+    title = f"Device map of {label}" if len(clusters) > 1 else "Device map"
+    if error:
+        body = [
+            _filters(cells, chosen, clusters, cluster),
+            note(f"✗ {error}", "bad"),
+            _cluster_links(clusters, cluster),
+        ]
+        return page(title, join(body), current="devices")
     all_totals = totals_by_driver(cells)
     shown = [c for c in cells if chosen.keeps(c)]
     devices = sum(t.devices for t in all_totals.values())
@@ -136,7 +182,9 @@ def device_map_page(cells: Sequence[DeviceCell], chosen: DeviceFilter, warnings:
     states = tag(
         "p", join((f"{n} {STATES[s][1]}" for s, n in by_state.items()), ", "), class_="dim", id="state-counts"
     )
-    parts = [_filters(cells, chosen), summary, states, legend()]
+    parts = [_filters(cells, chosen, clusters, cluster), summary, states, legend()]
+    if len(clusters) > 1:
+        parts.insert(1, _cluster_links(clusters, cluster))
     if chosen.active:
         parts.append(tag("p", f"Showing {len(shown)} of {len(cells)} device(s).", id="shown"))
     for driver, on_driver in groupby(shown, key=lambda c: c.driver):
@@ -148,4 +196,4 @@ def device_map_page(cells: Sequence[DeviceCell], chosen: DeviceFilter, warnings:
         )
     if warnings:
         parts.append(tag("section", tag("h2", "Warnings"), tag("ul", join(tag("li", w) for w in warnings))))
-    return page("Device map", join(parts), current="devices")
+    return page(title, join(parts), current="devices")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
@@ -22,6 +23,7 @@ from reconciler.loop.operations import cluster_targets
 from reconciler.loop.state import StateStore
 from reconciler.model.dra import DRA_GROUP
 from reconciler.ui.devices import DeviceCell, build_device_cells, totals_by_driver
+from reconciler.ui.places import Place, home_place
 from reconciler.ui.report import CommitReport
 from reconciler.ui.reports import GitReports
 from reconciler.ui.targets import TargetView
@@ -31,6 +33,9 @@ from reconciler.ui.targets import TargetView
 class DeviceData:
     cells: list[DeviceCell]
     warnings: list[str]
+    clusters: list[tuple[str, str]] = field(default_factory=list)  # (key, label) of every cluster
+    cluster: str = ""  # the key of the cluster this map is of
+    error: str = ""  # why that cluster could not be read
 
 
 class ClusterData:
@@ -44,11 +49,20 @@ class ClusterData:
         targets: Sequence[tuple[str, str]] | None = None,
         state_namespace: str = "dra-gitops",
         git: GitReports | None = None,
+        places: Sequence[Place] = (),
+        place_of: dict[str, Place] | None = None,
     ) -> None:
+        """`places`: every cluster the pages read, the controller's first (default: `client`'s alone);
+        `place_of`: the cluster of each target that is not in the first."""
         self.client = client
         self.wanted = list(targets) if targets is not None else None
         self.state_namespace = state_namespace
         self.git = git
+        self.places = list(places) or [home_place(client, "this cluster")]
+        self.place_of = place_of or {}
+
+    def _place(self, name: str) -> Place:
+        return self.place_of.get(name) or self.places[0]
 
     def _names(self) -> list[tuple[str, str]]:
         if self.wanted is not None:
@@ -56,16 +70,25 @@ class ClusterData:
         return [(name, self.state_namespace) for name in cluster_targets(self.client, self.state_namespace)]
 
     def _view(self, name: str, namespace: str, commits: bool, extra: Sequence[str] = ()) -> TargetView:
+        place = self._place(name)
+        cluster = (place.label, place.key) if place.own else ("", "")
         try:
-            state = StateStore(self.client, name, namespace).load()
+            state = place.read(lambda client: StateStore(client, name, namespace).load())
         except DraGitopsError as exc:
-            return TargetView(name, namespace, {}, error=str(exc))
+            why = f"its cluster ({place.where}) cannot be read: {exc}" if place.own else str(exc)
+            return TargetView(name, namespace, {}, error=why, cluster=cluster)
         status = state.to_json()
-        view = TargetView(name, namespace, status)
+        view = TargetView(name, namespace, status, cluster=cluster)
         if commits and self.git is not None:
             shas = [status.get("lastGood"), (status.get("lastAttempted") or {}).get("sha")]
             shas += [(status.get("inProgress") or {}).get("sha"), *extra]
             shas += [r.get("sha") for r in status.get("history") or []]
+            # What promotion names: the eligible commit, the one awaiting approval, the last verified.
+            shas += [
+                (status.get("promotion") or {}).get("eligible"),
+                (status.get("approval") or {}).get("sha"),
+            ]
+            shas += [v.get("sha") for v in (status.get("verified") or [])[:1]]
             view.commits = self.git.commits(name, [s for s in shas if s])
         return view
 
@@ -88,28 +111,49 @@ class ClusterData:
         """A fingerprint of every target's state (resourceVersions): it changes when anything is recorded."""
         parts = []
         for name, namespace in self._names():
-            live = self.client.get(
-                self.client.resource_for("v1", "ConfigMap"), namespace, f"dra-gitops-{name}"
-            )
+            try:
+                live = self._place(name).read(partial(_state_configmap, namespace=namespace, name=name))
+            except DraGitopsError:  # its cluster is down: the others still tell their changes
+                # (not the reason: it counts down, and the page would reload at every poll)
+                parts.append(f"{namespace}/{name}!unreadable")
+                continue
             parts.append(f"{namespace}/{name}={((live or {}).get('metadata') or {}).get('resourceVersion')}")
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
-    def devices(self) -> DeviceData:
-        """Every device and its holder; the inventory's warnings, and one more if the totals ever differed
-        from the inventory's (they are counted from the same reading of the same objects)."""
-        objects = _read_dra_objects(self.client)
-        inventory = build_inventory(**objects)
-        cells = build_device_cells(
-            objects["slices"], objects["claims"], objects["nodes"], objects["taint_rules"]
-        )
-        warnings = list(inventory.warnings)
-        ours = {d: (t.devices, t.allocated) for d, t in totals_by_driver(cells).items()}
-        theirs = {
-            d: (s.devices, s.allocated) for d, s in inventory.drivers.items() if s.devices or s.allocated
-        }
-        if ours != theirs:
-            warnings.append(f"the device map counts {ours} but the inventory counts {theirs}")
-        return DeviceData(cells, warnings)
+    def devices(self, cluster: str = "") -> DeviceData | None:
+        """Every device of a cluster (by key; "" the first) and its holder; the inventory's warnings, and
+        one more if the totals ever differed from the inventory's (they are counted from the same reading
+        of the same objects). None: no such cluster."""
+        place = next((p for p in self.places if p.key == cluster), None) if cluster else self.places[0]
+        if place is None:
+            return None
+        clusters = [(p.key, p.label) for p in self.places]
+        try:
+            data = place.read(_device_data)
+        except DraGitopsError as exc:
+            return DeviceData([], [], clusters, place.key, error=f"{place.label} cannot be read: {exc}")
+        data.clusters, data.cluster = clusters, place.key
+        return data
+
+
+def _state_configmap(client: ClusterClient, namespace: str, name: str) -> dict[str, Any] | None:
+    live: dict[str, Any] | None = client.get(
+        client.resource_for("v1", "ConfigMap"), namespace, f"dra-gitops-{name}"
+    )
+    return live
+
+
+def _device_data(client: ClusterClient) -> DeviceData:
+    """A cluster's devices as the inventory reads them (see `ClusterData.devices`)."""
+    objects = _read_dra_objects(client)
+    inventory = build_inventory(**objects)
+    cells = build_device_cells(objects["slices"], objects["claims"], objects["nodes"], objects["taint_rules"])
+    warnings = list(inventory.warnings)
+    ours = {d: (t.devices, t.allocated) for d, t in totals_by_driver(cells).items()}
+    theirs = {d: (s.devices, s.allocated) for d, s in inventory.drivers.items() if s.devices or s.allocated}
+    if ours != theirs:
+        warnings.append(f"the device map counts {ours} but the inventory counts {theirs}")
+    return DeviceData(cells, warnings)
 
 
 def _read_dra_objects(client: ClusterClient) -> dict[str, Any]:

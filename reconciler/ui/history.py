@@ -1,6 +1,7 @@
 """A target's history and a commit's page (pure): a timeline of applies, rollbacks, denials and rehearsals,
 newest first. Each entry: the commit (sha, subject, author), the plan summary, the policy findings, the
-verification chain (claim → device → node → pod ready) or the failure and its diagnosis. Entries are
+verification chain (claim → device → node → pod ready) or the failure and its diagnosis, and what
+promotion kept (the upstream's word, who approved, the rollback rehearsal's steps). Entries are
 anchored by sha (`/targets/<t>/history#<sha>`) and by record id (`#record-<id>`)."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from reconciler.ui.layout import badge, definition_list, note, page, table
 from reconciler.ui.targets import TargetView, commit_link
 
 _OK = frozenset({"applied", "unchanged", "drift-corrected"})
+# Outcomes that wait or record a person's word: their message is no failure.
+_WAITING = frozenset({"awaiting-approval", "soaking", "approved", "suspended", "resumed"})
 
 
 def _where(finding: Mapping[str, Any]) -> str:
@@ -95,8 +98,66 @@ def _failure(record: Mapping[str, Any]) -> Html:
     if not parts:
         return Html("")
     return tag(
-        "section", tag("h4", "Failure and diagnosis" if record.get("message") else "Details"), join(parts)
+        "section",
+        tag(
+            "h4",
+            "Failure and diagnosis"
+            if record.get("message") and record.get("outcome") not in _WAITING
+            else "Details",
+        ),
+        join(parts),
     )
+
+
+def _promotion(record: Mapping[str, Any]) -> Html:
+    """What promotion kept in the record: the upstream's word on the commit, who approved it, the ref it
+    was published to, and its rollback rehearsal step by step (time and verification)."""
+    facts: list[tuple[str, object]] = []
+    promoted = record.get("promoted") or {}
+    if promoted:
+        said = promoted.get("rehearsed")
+        rehearsed = ", rehearsed" if said is True else ", rehearsal failed" if said is False else ""
+        facts.append(
+            (
+                "Promoted from",
+                f"{promoted.get('from') or '?'} (verified at {promoted.get('verifiedAt') or '?'}{rehearsed})",
+            )
+        )
+    approval = record.get("approval") or {}
+    if approval:
+        facts.append(("Approved", f"by {approval.get('by') or '?'} at {approval.get('at') or '?'}"))
+    published = record.get("published") or {}
+    if published:
+        facts.append(
+            ("Published", f"{published.get('ref')}: {published.get('sha') or published.get('error')}")
+        )
+    parts = [definition_list(facts)] if facts else []
+    rehearsal = record.get("rehearsal") or {}
+    if rehearsal:
+        rows: list[list[object]] = [
+            [
+                step.get("step") or "?",
+                tag("code", short(step.get("sha"))),
+                badge(str(step.get("outcome") or "")),
+                tag("time", step.get("at") or "", datetime=step.get("at") or None),
+                f"{step['seconds']:.1f}s" if isinstance(step.get("seconds"), int | float) else "",
+                step.get("verified") or "",
+                step.get("message") or "",
+            ]
+            for step in rehearsal.get("steps") or []
+        ]
+        verdict = "✓ passed" if rehearsal.get("ok") else "✗ failed"
+        parts.append(
+            table(
+                ["Step", "Commit", "Outcome", "At", "Took", "Verification", "Message"],
+                rows,
+                caption=f"Rollback rehearsal: {verdict}",
+                class_="rehearsal",
+            )
+        )
+    if not parts:
+        return Html("")
+    return tag("section", tag("h4", "Promotion"), join(parts), class_="promotion")
 
 
 def entry(target: TargetView, record: Mapping[str, Any], anchor: bool) -> Html:
@@ -128,6 +189,7 @@ def entry(target: TargetView, record: Mapping[str, Any], anchor: bool) -> Html:
     body = [
         definition_list(facts),
         chain(record),
+        _promotion(record),
         _failure(record),
     ]
     if decisions:
@@ -193,6 +255,8 @@ def history_page(target: TargetView) -> Html:
         commit_link(target.name, status.get("lastGood"), target.commits),
         f"; state ConfigMap dra-gitops-{target.name} in {target.namespace}. Newest first.",
     )
+    if target.error:  # its state could not be read (its cluster does not answer): say so, not "no history"
+        return page(f"History of {target.name}", note(f"✗ {target.error}", "bad"))
     body = Html(intro + timeline(target, status.get("history") or []))
     return page(f"History of {target.name}", body)
 

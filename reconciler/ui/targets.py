@@ -1,19 +1,21 @@
 """The Targets page (pure): per target its last good commit, last attempt and outcome, what is in progress,
-and, when a target's status carries them, what is eligible or awaiting approval (promotion gates)."""
+and, when a target's status carries them, what promotion decided (the same data `status` prints): the
+upstream, the eligible commit, the approval it awaits (with the command that gives it) or the soak, why
+newer commits are not eligible, and the last verified commit (what downstream targets may take)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from reconciler.ui.html import Html, esc, join, link, path, short, tag
 from reconciler.ui.layout import badge, note, page, table
 
-# Keys of a target's status JSON that the promotion gates write (shown when present, in this order).
-PROMOTION_KEYS = ("eligible", "awaitingApproval", "approval", "promotion")
-_SHA = re.compile(r"[0-9a-f]{40}")
+# Keys of a target's status JSON that promotion writes (`loop/state.py`: `promotion`, `approval` of a
+# promoted target, `verified` of one that others promote from).
+PROMOTION_KEYS = ("promotion", "approval", "verified")
 
 
 @dataclass
@@ -26,6 +28,8 @@ class TargetView:
     # sha -> {"subject", "author"} of the commits the pages name, when Git could tell.
     commits: dict[str, dict[str, str]] = field(default_factory=dict)
     error: str = ""  # why the state could not be read
+    # (label, device map key) of the target's own cluster; ("", "") in the controller's
+    cluster: tuple[str, str] = ("", "")
 
 
 def pass_outcome(attempted: Mapping[str, Any] | None) -> str:
@@ -90,43 +94,85 @@ def _flags(status: Mapping[str, Any]) -> Html:
 
 
 def _promotion(target: TargetView) -> Html:
-    """What the promotion gates wrote, as they wrote it (a sha as a link to its commit, the rest as text)."""
-    items = []
-    for key in PROMOTION_KEYS:
-        if target.status.get(key) in (None, "", [], {}):
-            continue
-        items.append(tag("li", tag("span", key, class_="key"), ": ", _value(target, target.status[key])))
-    return tag("ul", join(items), class_="plain") if items else esc("—")
+    """What `status` prints of promotion (`statusview._promotion_lines`), the shas as links."""
+    status, name = target.status, target.name
+    items: list[Html] = []
 
+    def item(key: str, *children: object) -> None:
+        items.append(tag("li", tag("span", key, class_="key"), " ", *children))
 
-def _value(target: TargetView, value: Any) -> Html:
-    if isinstance(value, Mapping):
-        return join(
-            (Html(tag("span", k, class_="key") + esc("=") + _value(target, v)) for k, v in value.items()),
-            ", ",
+    view = status.get("promotion") or {}
+    if view:
+        item("promotes from", tag("code", view.get("upstream") or "?"))
+        if view.get("error"):
+            item("upstream", tag("span", "✗ ", view["error"], class_="flag bad"))
+        eligible = view.get("eligible")
+        item("eligible", commit_link(name, eligible, target.commits) if eligible else "nothing newer")
+    approval = status.get("approval") or {}
+    if approval.get("approvedBy"):
+        item(
+            "approved",
+            commit_link(name, approval.get("sha"), target.commits),
+            f" by {approval['approvedBy']} at {approval.get('approvedAt') or '?'}",
         )
-    if isinstance(value, list | tuple):
-        return join((_value(target, v) for v in value), ", ")
-    if isinstance(value, str) and _SHA.fullmatch(value):
-        return commit_link(target.name, value, target.commits)
-    return esc(value)
+    elif approval:
+        sha = str(approval.get("sha") or "")
+        item(
+            "awaiting approval",
+            tag("span", "‖ ", aria_hidden="true"),
+            commit_link(name, sha, target.commits),
+            f" since {approval.get('since') or '?'}: ",
+            tag("code", f"dra-gitops approve --target {name} {sha[:12]}", class_="command"),
+        )
+    if view.get("waiting") == "soak" and view.get("soakUntil"):
+        item("soaking", f"a newer commit is eligible at {view['soakUntil']}")
+    for entry in view.get("notEligible") or []:
+        item("not eligible", commit_link(name, entry.get("sha")), ": ", entry.get("why") or "")
+    verified = status.get("verified") or []
+    if verified:
+        v = verified[0]
+        rehearsed = {True: " (rehearsed)", False: " (rehearsal failed)"}.get(v.get("rehearsed"), "")
+        withdrawn = f" withdrawn: {v['withdrawn']}" if v.get("withdrawn") else ""
+        # As `status` says it: what the targets promoting from this one may take.
+        item(
+            "verified",
+            commit_link(name, v.get("sha"), target.commits),
+            f" since {v.get('at') or '?'}{rehearsed}{withdrawn}",
+        )
+    return tag("ul", join(items), class_="plain promotion") if items else esc("—")
+
+
+def _cluster_link(target: TargetView) -> Html:
+    label, key = target.cluster
+    # The key (its targets' names) as the words, the kubeconfig and context in the title and on the map.
+    return link(f"/devices?{urlencode({'cluster': key})}", key, title=f"the device map of {label}")
 
 
 def targets_page(targets: Sequence[TargetView]) -> Html:
     promotion = any(any(t.status.get(k) not in (None, "", [], {}) for k in PROMOTION_KEYS) for t in targets)
     header = ["Target", "Last good", "Last attempt", "Outcome", "In progress", "Notes"]
     if promotion:
-        header.append("Eligible / awaiting approval")
+        header.append("Promotion: eligible / awaiting approval")
     rows: list[list[object]] = []
     for t in targets:
         attempted = t.status.get("lastAttempted") or {}
         name = link(path("targets", t.name, "history"), t.name)
         if t.error:
-            failed: list[object] = [name, tag("span", "✗ ", t.error, class_="flag bad"), "", "", "", ""]
+            failed: list[object] = [
+                Html(name + (tag("div", "cluster ", _cluster_link(t), class_="dim") if t.cluster[0] else "")),
+                tag("span", "✗ ", t.error, class_="flag bad"),
+                "",
+                "",
+                "",
+                "",
+            ]
             rows.append(failed + ([""] if promotion else []))
             continue
+        where = tag("div", f"state in {t.namespace}", class_="dim")
+        if t.cluster[0]:
+            where = Html(where + tag("div", "cluster ", _cluster_link(t), class_="dim"))
         row: list[object] = [
-            Html(name + tag("div", f"state in {t.namespace}", class_="dim")),
+            Html(name + where),
             commit_link(t.name, t.status.get("lastGood"), t.commits),
             Html(
                 commit_link(t.name, attempted.get("sha"), t.commits)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from envs_support import HOSTILE_SUBJECT, Envs
 from helpers import wait_for
 from pass_support import TARGET
 from ui_support import ANNOTATION_KEY, HOSTILE_ANNOTATION, HOSTILE_MESSAGE, World
@@ -285,3 +286,59 @@ def test_live_updates_arrive_when_the_state_changes(browser: Any, base_url: str,
     )
     nothing_ran(browser)
     assert HOSTILE_MESSAGE in main_text(browser)
+
+
+def test_two_clusters_targets_page_and_a_map_per_cluster(
+    browser: Any, plain_browser: Any, envs: Envs, shots: Path
+) -> None:
+    """Staging and production in clusters of their own, on the controller's port as `run` serves them:
+    the Targets page with promotion, then each cluster's device map chosen with the form."""
+    base = f"http://127.0.0.1:{envs.port}"
+    two = envs.shas["two"]
+    browser.set_window_size(1600, 1000)
+    browser.get(base + "/")
+    nothing_ran(browser)  # the awaited commit's subject is hostile
+    rows = {
+        r.find_element(By.CSS_SELECTOR, "td a").text: r.text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#targets tbody tr")
+    }
+    assert set(rows) == {"staging", "production"}
+    for name, row in rows.items():
+        status = envs.status(name)
+        assert status["lastGood"][:12] in row and f"cluster {name}" in row
+    assert f"dra-gitops approve --target production {two[:12]}" in rows["production"]
+    assert HOSTILE_SUBJECT in rows["production"]
+    browser.save_screenshot(str(shots / "targets-two-clusters.png"))
+    # The promotion column, scrolled into view within the table's own scrolling box.
+    browser.execute_script("document.querySelector('#targets').closest('.scroll').scrollLeft = 1e6")
+    browser.save_screenshot(str(shots / "targets-two-clusters-promotion.png"))
+    # The production cluster's map, from its row's link.
+    browser.find_element(By.CSS_SELECTOR, 'a[href="/devices?cluster=production"]').click()
+    wait_for(lambda: browser.current_url.endswith("/devices?cluster=production"), 60, "production's map")
+    for cluster in ("production", "staging"):
+        totals = envs.inventory(cluster)["totals"]
+        tiles = browser.find_elements(By.CSS_SELECTOR, "li.tile[data-device]")
+        assert len(tiles) == totals["devices"] > 0, cluster
+        total = browser.find_element(By.CSS_SELECTOR, "#totals tbody tr:last-child").text.split()
+        assert total == ["Total", str(totals["devices"]), str(totals["allocated"]), str(totals["free"])]
+        assert browser.find_element(By.TAG_NAME, "h1").text.startswith(f"Device map of {cluster} (")
+        browser.save_screenshot(str(shots / f"devices-{cluster}.png"))
+        if cluster == "production":  # the other cluster, through the filter form's selector
+            select = browser.find_element(By.ID, "filter-cluster")
+            select.find_element(By.CSS_SELECTOR, 'option[value="staging"]').click()
+            browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+            wait_for(lambda: "cluster=staging" in browser.current_url, 60, "staging's map")
+    # The histories: staging's rollback rehearsals, production's approval.
+    browser.get(base + "/targets/staging/history")
+    assert "Rollback rehearsal: ✓ passed" in main_text(browser)
+    browser.save_screenshot(str(shots / "history-staging-rehearsal.png"))
+    browser.get(base + "/targets/production/history")
+    approval = next(r["approval"] for r in envs.status("production")["history"] if r.get("approval"))
+    assert f"by {approval['by']} at {approval['at']}" in browser.find_element(By.ID, "main").text
+    nothing_ran(browser)
+    browser.save_screenshot(str(shots / "history-production-approval.png"))
+    # Without JavaScript, the same Targets page reads the same.
+    plain_browser.get(base + "/")
+    nothing_ran(plain_browser)
+    assert f"dra-gitops approve --target production {two[:12]}" in main_text(plain_browser)
+    plain_browser.save_screenshot(str(shots / "targets-two-clusters-no-js.png"))

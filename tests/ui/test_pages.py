@@ -66,7 +66,25 @@ def test_every_value_is_escaped_on_every_page(hostile: str) -> None:
             ],
             devices=[{"claim": hostile, "pod": hostile, "devices": [hostile], "node": hostile}],
         ),
-        record(),
+        record(
+            approval={"by": hostile, "at": hostile},
+            promoted={"from": hostile, "verifiedAt": hostile, "rehearsed": True},
+            published={"ref": hostile, "error": hostile},
+            rehearsal={
+                "ok": False,
+                "steps": [
+                    {
+                        "step": hostile,
+                        "sha": hostile,
+                        "outcome": hostile,
+                        "at": hostile,
+                        "seconds": 1.5,
+                        "verified": hostile,
+                        "message": hostile,
+                    }
+                ],
+            },
+        ),
     ]
     status = {
         "lastGood": "a" * 40,
@@ -75,10 +93,19 @@ def test_every_value_is_escaped_on_every_page(hostile: str) -> None:
         "suspended": {"at": hostile, "by": hostile},
         "source": {"ok": False, "since": hostile, "error": hostile},
         "history": history,
-        "eligible": hostile,
+        "promotion": {
+            "upstream": hostile,
+            "eligible": hostile,
+            "waiting": "soak",
+            "soakUntil": hostile,
+            "notEligible": [{"sha": hostile, "why": hostile}],
+            "error": hostile,
+        },
+        "approval": {"sha": hostile, "since": hostile},
+        "verified": [{"sha": hostile, "at": hostile, "rehearsed": True, "withdrawn": hostile}],
     }
     commits = {"b" * 40: {"subject": hostile, "author": hostile, "message": hostile}}
-    view = TargetView(hostile, hostile, status, commits)
+    view = TargetView(hostile, hostile, status, commits, cluster=(hostile, hostile))
     cells = build_device_cells(
         [_slice("gpu.example.com", "node-a", ["gpu-0"])],
         [
@@ -100,6 +127,9 @@ def test_every_value_is_escaped_on_every_page(hostile: str) -> None:
         commit_page(view, "b" * 40),
         device_map_page(cells, DeviceFilter(namespace=hostile)),
         device_map_page(cells, DeviceFilter()),
+        device_map_page(cells, DeviceFilter(driver=hostile), [], [(hostile, hostile), ("b", "B")], hostile),
+        device_map_page([], DeviceFilter(), [], [(hostile, hostile), ("b", "B")], "b", error=hostile),
+        targets_page([TargetView(hostile, hostile, {}, error=hostile, cluster=(hostile, hostile))]),
         report_page(CommitReport(hostile, "b" * 40, unavailable=hostile)),
     ]
     for page in rendered:
@@ -225,21 +255,81 @@ def test_targets_page_promotion_column_only_when_the_status_carries_it() -> None
         {"lastGood": "a" * 40, "lastAttempted": {"sha": "a" * 40, "outcome": "applied", "rolledBack": None}},
     )
     assert "awaiting approval" not in targets_page([plain])
-    gated = TargetView(
+    upstream = TargetView(
         "staging",
         "dra-gitops",
-        {**plain.status, "eligible": ["c" * 40], "awaitingApproval": {"sha": "d" * 40, "since": "now"}},
+        {**plain.status, "verified": [{"sha": "a" * 40, "at": "t1", "rehearsed": True}]},
     )
-    page = targets_page([plain, gated])
-    assert "Eligible / awaiting approval" in page
-    assert "awaitingApproval" in page and "since" in page
-    assert f'href="/targets/staging/commits/{"c" * 40}"' in page  # a sha links to its commit
-    assert f'href="/targets/staging/commits/{"d" * 40}"' in page
+    waiting = TargetView(
+        "production",
+        "dra-gitops",
+        {
+            **plain.status,
+            "promotion": {
+                "upstream": "staging",
+                "eligible": "c" * 40,
+                "waiting": "soak",
+                "soakUntil": "t9",
+                "notEligible": [{"sha": "e" * 40, "why": "soaking upstream until t9"}],
+            },
+            "approval": {"sha": "c" * 40, "since": "t2"},
+        },
+    )
+    page = targets_page([plain, upstream, waiting])
+    text = re.sub(r"<[^>]+>", "", page)
+    assert "Promotion" in page
+    assert "promotes from staging" in text
+    assert f"eligible {'c' * 12}" in text
+    assert (
+        f"awaiting approval ‖ {'c' * 12} since t2: dra-gitops approve --target production {'c' * 12}" in text
+    )
+    assert "soaking a newer commit is eligible at t9" in text
+    assert f"not eligible {'e' * 12}: soaking upstream until t9" in text
+    assert f"verified {'a' * 12} since t1 (rehearsed)" in text
+    assert f'href="/targets/production/commits/{"c" * 40}"' in page  # a sha links to its commit
+    assert f'href="/targets/production/commits/{"e" * 40}"' in page
+    approved = TargetView(
+        "production",
+        "dra-gitops",
+        {
+            "promotion": {"upstream": "staging"},
+            "approval": {"sha": "c" * 40, "approvedBy": "ann", "approvedAt": "t3"},
+        },
+    )
+    text = re.sub(r"<[^>]+>", "", targets_page([approved]))
+    assert f"approved {'c' * 12} by ann at t3" in text and "eligible nothing newer" in text
     failed = TargetView(
         "x", "ns", {"lastAttempted": {"sha": "e" * 40, "outcome": "verify-failed", "rolledBack": False}}
     )
     assert 'data-outcome="rollback-failed"' in targets_page([failed])
     assert "No targets" in targets_page([])
+
+
+def test_history_shows_rehearsal_steps_approval_and_the_upstreams_word() -> None:
+    steps = [
+        {"step": "rollback", "sha": "a" * 40, "outcome": "applied", "at": "t1", "seconds": 2.25,
+         "verified": "1 claim(s) allocated", "message": "verified"},
+        {"step": "re-apply", "sha": "b" * 40, "outcome": "verify-failed", "at": "t2", "seconds": 3,
+         "verified": "", "message": "claim ml/train not allocated"},
+    ]  # fmt: skip
+    history = [
+        record(id=2, sha="b" * 40, rehearsal={"ok": False, "steps": steps}),
+        record(
+            approval={"by": "ann", "at": "t0"},
+            promoted={"from": "staging", "verifiedAt": "t", "rehearsed": True},
+        ),
+        record(
+            id=3, sha="c" * 40, outcome="awaiting-approval", operation="promote", message="awaiting approval"
+        ),
+    ]
+    text = " ".join(
+        re.sub(r"<[^>]+>", " ", history_page(TargetView("t", "ns", {"history": history}))).split()
+    )
+    assert "Rollback rehearsal: ✗ failed" in text
+    assert f"rollback {'a' * 12} ✓ applied t1 2.2s 1 claim(s) allocated verified" in text
+    assert f"re-apply {'b' * 12} ✗ verify-failed t2 3.0s claim ml/train not allocated" in text
+    assert "Promoted from staging (verified at t, rehearsed)" in text and "Approved by ann at t0" in text
+    assert "Failure and diagnosis" not in text  # waiting for a person is no failure
 
 
 def test_history_anchors_the_newest_record_of_each_sha() -> None:
