@@ -8,8 +8,10 @@ import http.client
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from helpers import wait_for
 from pass_support import TARGET
 from ui_support import ANNOTATION_KEY, HOSTILE_ANNOTATION, HOSTILE_MESSAGE, World
 
@@ -115,15 +117,21 @@ def test_a_commit_without_report_says_so(world: World, served: int) -> None:
 
 
 def test_device_map_totals_add_up_to_inventory(world: World, served: int) -> None:
-    inventory = world.cli_json("inventory")
-    code, _, page = get(served, "/devices")
-    assert code == 200
-    rows = re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td></tr>", page)
-    shown = {driver: (int(d), int(a), int(f)) for driver, d, a, f in rows}
-    expected = {
-        k: (v["devices"], v["allocated"], v["free"]) for k, v in inventory["drivers"].items() if v["devices"]
-    }
-    assert shown == expected
+    def read() -> tuple[dict[str, Any], str] | None:
+        """`inventory` and the page, once both saw the same devices (the world's pods may still settle)."""
+        inventory = world.cli_json("inventory")
+        code, _, page = get(served, "/devices")
+        assert code == 200
+        rows = re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td></tr>", page)
+        shown = {driver: (int(d), int(a), int(f)) for driver, d, a, f in rows}
+        expected = {
+            k: (v["devices"], v["allocated"], v["free"])
+            for k, v in inventory["drivers"].items()
+            if v["devices"]
+        }
+        return (inventory, page) if shown == expected else None
+
+    inventory, page = wait_for(read, 60, "the device map's totals equal inventory's")
     totals = inventory["totals"]
     assert re.search(
         rf"<strong>Total</strong></td><td>{totals['devices']}</td><td>{totals['allocated']}</td><td>{totals['free']}</td>",
