@@ -5,14 +5,18 @@ Parse, call, print, return an exit code; the pages are `reconciler/ui/`.
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
-from typing import Any
 
 import click
 
-from reconciler.cli.options import connect, handle_errors, kube_options, progress_printer, verbosity_options
+from reconciler.cli.options import (
+    connect,
+    handle_errors,
+    kube_options,
+    progress_printer,
+    verbosity_options,
+    wait_for_signal,
+)
 
 
 @click.command("ui")
@@ -99,23 +103,9 @@ def ui_command(
         click.echo(f"http://{shown}:{bound}/")
         progress_printer(quiet)(f"dashboard of {client.host} on http://{shown}:{bound}/ (Ctrl-C stops)")
         try:
-            _wait_for_signal()
+            wait_for_signal()
         finally:
             server.stop()
             if clusters is not None:
                 clusters.close()
     return 0
-
-
-def _wait_for_signal() -> None:
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass

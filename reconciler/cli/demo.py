@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
-from typing import Any
 
 import click
 
-from reconciler.cli.options import grace_option, handle_errors
+from reconciler.cli.options import grace_option, handle_errors, wait_for_signal
 
 
 @click.command("demo")
@@ -45,19 +42,9 @@ def demo_command(keep: bool, workdir: Path | None, grace: float, plain: bool) ->
 
     narrator = Narrator(animate=False if plain else None)
     options = DemoOptions(workdir=workdir, keep=keep, grace=grace)
-    return run_demo(options, narrator, wait_forever=_wait_for_signal if keep else None)
+    return run_demo(options, narrator, wait_forever=_serve_until_signal if keep else None)
 
 
-def _wait_for_signal() -> None:
-    stop = threading.Event()
-
-    def on_signal(_signum: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
+def _serve_until_signal() -> None:
+    wait_for_signal()
     click.echo("demo: stopping", err=True)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -223,3 +225,18 @@ def handle_errors(func: F) -> F:
         sys.exit(code or 0)
 
     return wrapper  # type: ignore[return-value]
+
+
+def wait_for_signal() -> None:
+    """Block until SIGTERM or Ctrl-C (`ui`, `demo --keep`: serve until told to stop)."""
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass

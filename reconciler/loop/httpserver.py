@@ -94,14 +94,32 @@ class Pages(Protocol):
     def __call__(self, method: str, target: str, headers: Any) -> PageAnswer: ...
 
 
-class _Server(ThreadingHTTPServer):
+def send_answer(handler: BaseHTTPRequestHandler, answer: PageAnswer) -> None:
+    """Write a page's answer (no body for HEAD): the controller's server and `ui`'s both do."""
+    handler.send_response(answer.status)
+    for name, value in answer.all_headers().items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(answer.body)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(answer.body)
+
+
+class LocalServer(ThreadingHTTPServer):
+    """A threading HTTP server that never holds up a shutdown and binds IPv6 addresses too."""
+
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], endpoints: ControllerServer) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+
+class _Server(LocalServer):
+    def __init__(self, address: tuple[str, int], endpoints: ControllerServer) -> None:
         self.endpoints = endpoints
         super().__init__(address, _Handler)
 
@@ -278,14 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(405, b"method not allowed\n", allow=allow)
 
     def _page(self, pages: Pages) -> None:
-        answer = pages(self.command, self.path, self.headers)
-        self.send_response(answer.status)
-        for name, value in answer.all_headers().items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(answer.body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(answer.body)
+        send_answer(self, pages(self.command, self.path, self.headers))
 
     # ---- bodies -----------------------------------------------------------------------------------------
 

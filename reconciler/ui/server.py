@@ -4,39 +4,22 @@ background thread). Logs carry method, path and status, never a header, a query 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
-from reconciler.ui.app import Answer, Dashboard
+from reconciler.loop.httpserver import LocalServer, send_answer
+from reconciler.ui.app import Dashboard
 
 log = logging.getLogger(__name__)
 SOCKET_TIMEOUT = 10.0
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-
+class _Server(LocalServer):
     def __init__(self, address: tuple[str, int], dashboard: Dashboard) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
         self.dashboard = dashboard
         super().__init__(address, _Handler)
-
-
-def send_answer(handler: BaseHTTPRequestHandler, answer: Answer) -> None:
-    """Write an answer (no body for HEAD); shared with the controller's server."""
-    handler.send_response(answer.status)
-    for name, value in answer.all_headers().items():
-        handler.send_header(name, value)
-    handler.send_header("Content-Length", str(len(answer.body)))
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(answer.body)
 
 
 class _Handler(BaseHTTPRequestHandler):
