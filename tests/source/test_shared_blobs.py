@@ -3,12 +3,15 @@ and the policy input makes its document once; the changed file is read and parse
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 from helpers import GitRemote
 
 from reconciler.delivery.desired import load_git_revisions
+from reconciler.errors import ManifestError
 from reconciler.model.loader import DEFAULT_LIMITS
 from reconciler.source import git as git_source
 
@@ -39,3 +42,28 @@ def test_shared_blobs_are_read_and_parsed_once(tmp_path: Path) -> None:
     new = {m.ref.name: m for m in after.manifests.manifests}
     assert all(old[f"cm-{i}"] is new[f"cm-{i}"] for i in range(1, 5))  # parsed once, shared
     assert old["cm-0"] is not new["cm-0"] and new["cm-0"].body["data"] == {"v": "2"}
+
+
+def test_many_blobs_are_read_in_bulk_as_their_files_hold_them(tmp_path: Path) -> None:
+    """Past a few dozen blobs they are read with one `git cat-file --batch` rather than one round trip each:
+    byte for byte what the files hold (a symlink as its target's content), a file over the size limit still
+    refused at its path."""
+    remote = GitRemote(tmp_path / "git")
+    for index in range(100):
+        # Every byte a YAML file may hold, newlines and a trailing one missing included.
+        text = config_map(f"cm-{index:03}", "line\n" * index + "\x00\xff end")
+        (remote.work / f"cm-{index:03}.yaml").write_text(text if index % 2 else text.rstrip("\n"))
+    (remote.work / "linked.yaml").symlink_to("cm-007.yaml")
+    head = remote.commit("a hundred config maps and a link")
+
+    tree = git_source.read_tree(git_source.open_repo(remote.work), head, "", DEFAULT_LIMITS)
+    assert len(tree.blobs) == 101
+    for path, data in tree.blobs:
+        assert data == (remote.work / path).read_bytes(), path
+
+    (remote.work / "cm-050.yaml").write_text(config_map("cm-050", "x" * 4096))
+    big = remote.commit("one config map grows")
+    with pytest.raises(ManifestError, match=r"cm-050.yaml:1: file is \d+ bytes, over the 2048-byte limit"):
+        git_source.read_tree(
+            git_source.open_repo(remote.work), big, "", replace(DEFAULT_LIMITS, max_file_bytes=2048)
+        )
