@@ -64,3 +64,21 @@ def write_kubeconfig(path: Path, server: str, context: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def app_settings(remote: Any, value: str, subject: str | None = None) -> str:
+    """`app/`: one namespace and a ConfigMap saying `value`, the same manifests for every environment;
+    committed and pushed (the sha)."""
+    folder = remote.work / "app"
+    folder.mkdir(exist_ok=True)
+    docs = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "app"},
+            "data": {"value": value},
+        },
+    ]
+    (folder / "settings.yaml").write_text(yaml.safe_dump_all(docs))
+    return str(remote.commit_and_push(subject or f"settings: {value}"))

@@ -116,6 +116,23 @@ class LocalServer(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def serve_in_background(self, name: str) -> None:
+        # A short poll interval makes stop() prompt; an idle select costs nothing noticeable.
+        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
 
 class _Server(LocalServer):
@@ -153,30 +170,21 @@ class ControllerServer:
         self.pages = pages
         self._ready = threading.Event()
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------------------
 
     def start(self) -> int:
         """Bind and serve in a background thread; the bound port (useful with port 0)."""
         self._server = _Server((self.host, self.port), self)
-        self.port = int(self._server.server_address[1])
-        # A short poll interval makes stop() prompt; an idle select costs nothing noticeable.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="dra-gitops-http", daemon=True
-        )
-        self._thread.start()
+        self.port = self._server.port
+        self._server.serve_in_background("dra-gitops-http")
         log.info("serving /healthz, /readyz, /metrics and webhooks on %s:%d", self.host, self.port)
         return self.port
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     def set_ready(self, ready: bool = True) -> None:
         """Ready after the first pass (and while `readiness` finds nothing wrong); not ready again while

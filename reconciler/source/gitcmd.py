@@ -200,3 +200,18 @@ class GitRunner:
         if status != 0:
             raise GitFailed(args, status, err)
         return out
+
+
+def fetch_remote_ref(
+    runner: GitRunner, repo_dir: Path, remote_ref: str, local_ref: str, what: str
+) -> str | None:
+    """Fetch `remote_ref` into the private `local_ref` of the cache and return its commit; None when the
+    remote has no such ref. `what` names it in the error of a remote that cannot be reached."""
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--end-of-options", runner.url]
+    try:
+        runner.run([*args, f"+{remote_ref}:{local_ref}"], cwd=repo_dir, remote=True)
+    except GitFailed as exc:
+        if "couldn't find remote ref" in exc.stderr.lower():
+            return None
+        raise EnvironmentProblem(f"cannot fetch {what}: {exc.summary()}", where=runner.shown_url) from exc
+    return runner.run(["rev-parse", "--verify", f"{local_ref}^{{commit}}"], cwd=repo_dir).strip()

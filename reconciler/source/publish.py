@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.errors import EnvironmentProblem
-from reconciler.source.gitcmd import GitFailed, GitRunner
+from reconciler.source.gitcmd import GitFailed, GitRunner, fetch_remote_ref
 
 # Where a followed ref is fetched to in the cache (beside the followed branch, never under refs/heads).
 _FOLLOWED = "refs/dra-gitops/followed/"
@@ -18,15 +18,7 @@ _FOLLOWED = "refs/dra-gitops/followed/"
 
 def fetch_ref(runner: GitRunner, repo_dir: Path, ref: str) -> str | None:
     """The commit `ref` points at on the remote (fetched with its objects), None when the remote has none."""
-    local = _FOLLOWED + ref.removeprefix("refs/")
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--end-of-options", runner.url]
-    try:
-        runner.run([*args, f"+{ref}:{local}"], cwd=repo_dir, remote=True)
-    except GitFailed as exc:
-        if "couldn't find remote ref" in exc.stderr.lower():
-            return None
-        raise EnvironmentProblem(f"cannot fetch {ref}: {exc.summary()}", where=runner.shown_url) from exc
-    return runner.run(["rev-parse", "--verify", f"{local}^{{commit}}"], cwd=repo_dir).strip()
+    return fetch_remote_ref(runner, repo_dir, ref, _FOLLOWED + ref.removeprefix("refs/"), ref)
 
 
 def publish_ref(runner: GitRunner, repo_dir: Path, sha: str, ref: str) -> None:

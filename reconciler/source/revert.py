@@ -9,7 +9,7 @@ from pathlib import Path
 import git
 
 from reconciler.errors import EnvironmentProblem, UserError
-from reconciler.source.gitcmd import GitFailed, GitRunner
+from reconciler.source.gitcmd import GitFailed, GitRunner, fetch_remote_ref
 
 _PERSON = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>\s]+)>\s*$")
 
@@ -30,16 +30,7 @@ def _identity(author: str) -> dict[str, str]:
 def _remote_head(runner: GitRunner, repo_dir: Path, branch: str) -> str | None:
     """The remote's head of `branch`, fetched into a private ref; None when the remote has no such branch."""
     local = f"refs/dra-gitops/revert/{branch}"
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--end-of-options", runner.url]
-    try:
-        runner.run([*args, f"+refs/heads/{branch}:{local}"], cwd=repo_dir, remote=True)
-    except GitFailed as exc:
-        if "couldn't find remote ref" in exc.stderr.lower():
-            return None
-        raise EnvironmentProblem(
-            f"cannot fetch branch {branch!r}: {exc.summary()}", where=runner.shown_url
-        ) from exc
-    return runner.run(["rev-parse", "--verify", f"{local}^{{commit}}"], cwd=repo_dir).strip()
+    return fetch_remote_ref(runner, repo_dir, f"refs/heads/{branch}", local, f"branch {branch!r}")
 
 
 def _reverted_tree(runner: GitRunner, repo_dir: Path, failed: git.Commit, base: str) -> str:

@@ -4,7 +4,6 @@ background thread). Logs carry method, path and status, never a header, a query 
 from __future__ import annotations
 
 import logging
-import threading
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,22 +57,14 @@ class DashboardServer:
         self.host = host
         self.port = port
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     def start(self) -> int:
         self._server = _Server((self.host, self.port), self.dashboard)
-        self.port = int(self._server.server_address[1])
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="dra-gitops-ui", daemon=True
-        )
-        self._thread.start()
+        self.port = self._server.port
+        self._server.serve_in_background("dra-gitops-ui")
         return self.port
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None

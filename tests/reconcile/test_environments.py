@@ -11,9 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from click.testing import CliRunner
-from cluster_support import Cluster, write_kubeconfig
+from cluster_support import Cluster, app_settings, write_kubeconfig
 from helpers import GitRemote, wait_for
 from notify_support import Recorder
 
@@ -46,23 +45,6 @@ def clusters(tmp_path: Path) -> Iterator[dict[str, Cluster]]:
             cluster.stop()
 
 
-def settings(remote: GitRemote, value: str) -> str:
-    """One namespace and a ConfigMap saying `value`, the same manifests for both environments."""
-    folder = remote.work / "app"
-    folder.mkdir(exist_ok=True)
-    docs = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}},
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "settings", "namespace": "app"},
-            "data": {"value": value},
-        },
-    ]
-    (folder / "settings.yaml").write_text(yaml.safe_dump_all(docs))
-    return remote.commit_and_push(f"settings: {value}")
-
-
 def live_value(cluster: Cluster) -> str | None:
     live = cluster.client.get(cluster.client.resource_for("v1", "ConfigMap"), "app", "settings")
     return None if live is None else live["data"]["value"]
@@ -84,7 +66,7 @@ def test_a_commit_goes_through_staging_rehearsal_and_approval_to_production(
     home_client, home_kubeconfig = home
     staging, production = clusters["staging"], clusters["production"]
     remote = GitRemote(tmp_path / "git")
-    one = settings(remote, "one")
+    one = app_settings(remote, "one")
     (tmp_path / "token").write_text(TOKEN)
     with Recorder() as forge:
         config = tmp_path / "targets.yaml"
@@ -156,7 +138,7 @@ def test_a_commit_goes_through_staging_rehearsal_and_approval_to_production(
             )
             assert staging.state("staging").last_attempted.outcome == "invalid"
             (remote.work / "app" / "broken.yaml").unlink()
-            two = settings(remote, "two")
+            two = app_settings(remote, "two")
             wait_for(lambda: staging.state("staging").last_good == two, 120, "staging verified the fix")
             wait_for(
                 lambda: (a := production.state("production").approval) is not None and a.sha == two,

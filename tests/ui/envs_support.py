@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
-from cluster_support import Cluster, write_kubeconfig
+from cluster_support import Cluster, app_settings, write_kubeconfig
 from helpers import GitRemote, wait_for
 from ui_support import HOSTILE_SCRIPT
 
@@ -64,22 +63,6 @@ class Envs:
         return self.cli_json("inventory", kubeconfig=self.clusters[cluster].kubeconfig)
 
 
-def _settings(remote: GitRemote, value: str, subject: str) -> str:
-    folder = remote.work / "app"
-    folder.mkdir(exist_ok=True)
-    docs = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "app"}},
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "settings", "namespace": "app"},
-            "data": {"value": value},
-        },
-    ]
-    (folder / "settings.yaml").write_text(yaml.safe_dump_all(docs))
-    return remote.commit_and_push(subject)
-
-
 def closed_port() -> int:
     """A local port nothing listens on (bound, then released)."""
     with socket.socket() as s:
@@ -99,7 +82,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envs]:
                 "production", root / "clusters" / "production" / "kubeconfig", nodes=3, driver=True
             )
             remote = GitRemote(root / "git")
-            one = _settings(remote, "one", "settings: one")
+            one = app_settings(remote, "one", "settings: one")
             targets_yaml = textwrap.dedent(f"""\
                 defaults:
                   repo: {remote.url}
@@ -160,7 +143,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envs]:
                 approved = CliRunner().invoke(cli, ["approve", one[:12], *verb])
                 assert approved.exit_code == 0, approved.output
                 wait_for(lambda: production.state("production").last_good == one, 180, "production verified")
-                two = envs.shas["two"] = _settings(remote, "two", HOSTILE_SUBJECT)
+                two = envs.shas["two"] = app_settings(remote, "two", HOSTILE_SUBJECT)
                 wait_for(lambda: staging.state("staging").last_good == two, 180, "staging verified two")
                 wait_for(
                     lambda: (a := production.state("production").approval) is not None and a.sha == two,
