@@ -1,13 +1,13 @@
 """The desired state of a revision: manifests loaded from directories on disk or from Git trees.
 
-A `dra-gitops.yaml` at the root (of a directory, or of the first tree) selects the `paths` to load,
+A `dra-gitops.yaml` at the root (of a directory, or of each revision's tree) selects the `paths` to load,
 `exclude`s files and sets the policies' `params`. Git is read only through `source/git.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +129,7 @@ def _merge(loaded: LoadResult, manifests: list[Manifest], files: list[str]) -> N
 def load_git_revisions(
     repo_dir: Path, revs: Sequence[str], subdir: str, limits: Limits
 ) -> list[DesiredState]:
-    """Revisions read straight from Git; the first revision's repository config selects paths for all."""
+    """Revisions read straight from Git, each rendered and selected by its own repository config."""
     from reconciler.source import git as git_source
 
     repo = git_source.open_repo(repo_dir)
@@ -138,53 +138,78 @@ def load_git_revisions(
     return desired_from_trees(trees, subdir, limits)
 
 
-def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
-    """Desired states of trees read from Git; the first tree's repository config selects paths for all."""
-    params: dict[str, Any] = {}
-    wanted: list[str] = []
+@dataclass(frozen=True)
+class _TreeConfig:
+    """What one revision's repository config selects: its paths, exclusions, chart releases, params."""
+
+    path: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    wanted: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    config_path = ""
-    releases: list[ChartRelease] = []
-    if trees[0].config is not None:
-        config_path, config_text = trees[0].config
-        config = load_repo_config(config_text, config_path)
-        params = dict(config.get("params") or {})
-        wanted = [p.strip("/") for p in config.get("paths") or []]
-        releases = releases_of(config, config_path)
-        exclude = (*tuple(config.get("exclude") or ()), *chart_inputs(releases))
+    releases: tuple[ChartRelease, ...] = ()
+
+
+def _tree_config(tree: TreeFiles) -> _TreeConfig:
+    if tree.config is None:
+        return _TreeConfig()
+    config_path, config_text = tree.config
+    config = load_repo_config(config_text, config_path)
+    releases = releases_of(config, config_path)
+    return _TreeConfig(
+        path=config_path,
+        params=dict(config.get("params") or {}),
+        wanted=tuple(p.strip("/") for p in config.get("paths") or []),
+        exclude=(*tuple(config.get("exclude") or ()), *chart_inputs(releases)),
+        releases=tuple(releases),
+    )
+
+
+def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
+    """Desired states of trees read from Git. Each revision is rendered with its own repository config
+    (charts, values, value files, paths, exclude): a pull request's base is what the base would deliver."""
     prefix = f"{subdir.strip('/')}/" if subdir else ""
     states = []
     parsed: dict[tuple[str, str], list[Manifest]] = {}  # a file the trees share is parsed once
     for tree in trees:
-        rendered = render_tree(tree, prefix, wanted, limits, releases)
-        blobs = rendered.blobs
+        config = _tree_config(tree)
+        wanted = list(config.wanted)
+        rendered = render_tree(tree, prefix, wanted, limits, config.releases)
         skipped = list(tree.skipped) + rendered.skipped
-        if wanted:
-            blobs = []
-            for path, data in rendered.blobs:
-                if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in wanted):
-                    blobs.append((path, data))
-                elif looks_like_manifest(data[:SNIFF_BYTES]):
-                    skipped.append(SkippedFile(path, outside_paths_reason(config_path)))
-        if exclude:
-            kept = []
-            for path, data in blobs:
-                if is_excluded(path.removeprefix(prefix), exclude):
-                    if looks_like_manifest(data[:SNIFF_BYTES]):
-                        skipped.append(SkippedFile(path, excluded_reason(config_path)))
-                else:
-                    kept.append((path, data))
-            blobs = kept
+        blobs = _selected(rendered.blobs, prefix, config, skipped)
         commit = tree.commit
         revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
-        shown_config = config_path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
+        shown_config = config.path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
         loaded = load_blobs(
             blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed
         )
         if rendered.manifests:
             _merge(loaded, rendered.manifests, rendered.files)
-        states.append(DesiredState(loaded, revision, params, frozenset(rendered.inputs)))
+        states.append(DesiredState(loaded, revision, config.params, frozenset(rendered.inputs)))
     return states
+
+
+def _selected(
+    blobs: list[tuple[str, bytes]], prefix: str, config: _TreeConfig, skipped: list[SkippedFile]
+) -> list[tuple[str, bytes]]:
+    """The blobs inside the config's `paths` and outside its `exclude`; what it leaves out goes to `skipped`."""
+    if config.wanted:
+        inside = []
+        for path, data in blobs:
+            if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in config.wanted):
+                inside.append((path, data))
+            elif looks_like_manifest(data[:SNIFF_BYTES]):
+                skipped.append(SkippedFile(path, outside_paths_reason(config.path)))
+        blobs = inside
+    if config.exclude:
+        kept = []
+        for path, data in blobs:
+            if is_excluded(path.removeprefix(prefix), config.exclude):
+                if looks_like_manifest(data[:SNIFF_BYTES]):
+                    skipped.append(SkippedFile(path, excluded_reason(config.path)))
+            else:
+                kept.append((path, data))
+        blobs = kept
+    return blobs
 
 
 def _config_paths(
