@@ -28,12 +28,39 @@ param(name, default_value) := object.get(object.get(input, "params", {}), name, 
 
 offline if object.get(input, "cluster", null) == null
 
-# `canary` is a canary of `main` running the same (normalised) pod template.
+# `canary` is a canary of `main` running the same (normalised) pod template and reading the same config
+# content (its own copy of the main driver's ConfigMaps counts when equal; a live object's is unknown).
 runs_template_of(canary, main) if {
 	canary._dra.role == "driver-canary"
 	canary._dra.canary_for == main._dra.name
 	canary._dra.namespace == main._dra.namespace
 	canary._dra.driver_template == main._dra.driver_template
+	same_config(canary, main)
+}
+
+same_config(canary, main) if object.get(canary._dra, "driver_config", null) == null
+
+same_config(canary, main) if object.get(main._dra, "driver_config", null) == null
+
+same_config(canary, main) if canary._dra.driver_config == main._dra.driver_config
+
+# With cluster data the canary must also have run that config content: in the base revision (the
+# cluster's objects carry no ConfigMap content), when the change is to config.
+config_canary_applied(main) if {
+	some canary in input.base_objects
+	runs_template_of(canary, main)
+	canary._dra.driver_config == main._dra.driver_config
+	live_healthy_or_offline(canary)
+}
+
+live_healthy_or_offline(_) if offline
+
+live_healthy_or_offline(canary) if {
+	not offline
+	some live in object.get(input.cluster, "objects", [])
+	live._dra.ref == canary._dra.ref
+	live._dra.driver_template == canary._dra.driver_template
+	healthy(live)
 }
 
 # Rollout state from the live object's status; no status means nothing to judge (treated as healthy).
@@ -113,6 +140,34 @@ why_not(main) := sprintf(
 	count(canaries) > 0
 } else := sprintf(
 	"it has no canary; add a workload annotated dra-gitops.io/canary-for: %s, limited to canary nodes, and roll the new template out there first",
+	[main._dra.name],
+)
+
+# A ConfigMap or Secret a main driver reads changes its content: every driver pod would take the new
+# content at once, so a canary (reading this ConfigMap or its own copy) must have run it first.
+deny contains v if {
+	some change in input.changes
+	change.driver_change == true
+	some main in object.get(change, "driver_workloads", [])
+	not config_canary_applied(main)
+	obj := changed_object(change)
+	msg := sprintf(
+		"%s changes the config driver %s reads, but no already-applied canary runs that content: %s",
+		[change.ref, main._dra.ref, config_why_not(main)],
+	)
+	v := violation(obj, msg)
+}
+
+changed_object(change) := change.new if change.new != null else := change.old
+
+config_why_not(main) := sprintf(
+	"canary %s reads different content; give the canary (or its own copy of this config) the new content first, then promote it",
+	[refs(canaries)],
+) if {
+	canaries := canaries_of(main)
+	count(canaries) > 0
+} else := sprintf(
+	"it has no canary; add a workload annotated dra-gitops.io/canary-for: %s, limited to canary nodes, reading this content, and roll it out there first",
 	[main._dra.name],
 )
 

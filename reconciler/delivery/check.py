@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.delivery.desired import load_directories, load_git_revisions
+from reconciler.model import dra
 from reconciler.model.compare import live_driver_base
 from reconciler.model.dra_workloads import uninspected_pod_specs
 from reconciler.model.loader import Limits, LoadResult
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan, compute_plan
+from reconciler.model.repoconfig import DriverDecl, declared_workloads
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
@@ -97,6 +99,34 @@ def _merge_params(*layers: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_check(
+    head: LoadResult,
+    base: LoadResult | None,
+    options: CheckOptions,
+    *,
+    revision: Revision = Revision(),
+    base_sha: str | None = None,
+    repo_params: dict[str, Any] | None = None,
+    cluster: ClusterFacts | None = None,
+    timings: dict[str, float] | None = None,
+    drivers: tuple[DriverDecl, ...] = (),
+) -> CheckRun:
+    """Policies judge `head` (against `base`, or the cluster's driver workloads); driver workloads are
+    recognized with what the desired state, the base and the cluster say of drivers (`dra.hints_of`)."""
+    seen = [*head.manifests, *(base.manifests if base else ()), *(cluster.objects if cluster else ())]
+    with dra.driver_hints(dra.hints_of(seen, declared_workloads(drivers))):
+        return _run_check(
+            head,
+            base,
+            options,
+            revision=revision,
+            base_sha=base_sha,
+            repo_params=repo_params,
+            cluster=cluster,
+            timings=timings,
+        )
+
+
+def _run_check(
     head: LoadResult,
     base: LoadResult | None,
     options: CheckOptions,
@@ -192,7 +222,15 @@ def check_paths(
     options.progress(
         f"loaded {len(head.manifests)} objects from {len(head.files)} files{_skipped_note(head)}"
     )
-    return run_check(head, None, options, repo_params=desired.params, cluster=cluster, timings=timings)
+    return run_check(
+        head,
+        None,
+        options,
+        repo_params=desired.params,
+        cluster=cluster,
+        timings=timings,
+        drivers=desired.drivers,
+    )
 
 
 def check_git(
@@ -222,4 +260,5 @@ def check_git(
         repo_params=head_state.params,
         cluster=cluster,
         timings=timings,
+        drivers=head_state.drivers,
     )

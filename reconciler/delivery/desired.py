@@ -31,6 +31,7 @@ from reconciler.model.loader import (
     shown_path,
 )
 from reconciler.model.objects import Manifest
+from reconciler.model.repoconfig import DriverDecl, drivers_of
 from reconciler.policy.inputdoc import Revision
 from reconciler.render.helm import ChartRelease, chart_inputs, releases_of, render_releases
 from reconciler.render.kustomize import find_engine, kustomization_file, render_kustomization
@@ -48,6 +49,8 @@ class DesiredState:
     params: dict[str, Any]
     # Paths (from the repository root) of the files rendering read: all a kept copy needs beside manifests.
     render_inputs: frozenset[str] = frozenset()
+    # The `drivers:` the repository config declares.
+    drivers: tuple[DriverDecl, ...] = ()
 
     @property
     def skipped(self) -> list[SkippedFile]:
@@ -72,9 +75,11 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     params: dict[str, Any] = {}
     kustomized: list[tuple[Path, Path]] = []  # (repository root, kustomization directory)
     charted: list[tuple[Path, list[ChartRelease]]] = []  # (the config's directory, its releases)
+    drivers: list[DriverDecl] = []
     for path in paths:
         if path.is_dir():
             config_paths, config_params, rendered, releases = _config_paths(path)
+            drivers.extend(_config_drivers(path))
             to_load.extend(config_paths)
             params.update(config_params)
             kustomized.extend((repository_root(path), directory) for directory in rendered)
@@ -93,7 +98,15 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
             for skip in loaded.skipped
             if not any(skip.path == i or skip.path.startswith(f"{i}/") for i in inputs)
         ]
-    return DesiredState(loaded, Revision(), params)
+    return DesiredState(loaded, Revision(), params, drivers=tuple(drivers))
+
+
+def _config_drivers(root: Path) -> tuple[DriverDecl, ...]:
+    for name in REPO_CONFIG_NAMES:
+        config_file = root / name
+        if config_file.is_file():
+            return drivers_of(load_repo_config(config_file.read_bytes(), config_file.as_posix()))
+    return ()
 
 
 def repository_root(path: Path) -> Path:
@@ -147,6 +160,7 @@ class _TreeConfig:
     wanted: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     releases: tuple[ChartRelease, ...] = ()
+    drivers: tuple[DriverDecl, ...] = ()
 
 
 def _tree_config(tree: TreeFiles) -> _TreeConfig:
@@ -161,31 +175,51 @@ def _tree_config(tree: TreeFiles) -> _TreeConfig:
         wanted=tuple(p.strip("/") for p in config.get("paths") or []),
         exclude=(*tuple(config.get("exclude") or ()), *chart_inputs(releases)),
         releases=tuple(releases),
+        drivers=drivers_of(config),
     )
 
 
 def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
     """Desired states of trees read from Git. Each revision is rendered with its own repository config
-    (charts, values, value files, paths, exclude): a pull request's base is what the base would deliver."""
+    (charts, values, value files, paths, exclude): a pull request's base is what the base would deliver.
+
+    A later tree (a pull request's base) that does not load with its own config, the change fixing it, is
+    read with the first tree's config instead, so the fix can be judged."""
     prefix = f"{subdir.strip('/')}/" if subdir else ""
     states = []
     parsed: dict[tuple[str, str], list[Manifest]] = {}  # a file the trees share is parsed once
+    first: _TreeConfig | None = None
     for tree in trees:
-        config = _tree_config(tree)
-        wanted = list(config.wanted)
-        rendered = render_tree(tree, prefix, wanted, limits, config.releases)
-        skipped = list(tree.skipped) + rendered.skipped
-        blobs = _selected(rendered.blobs, prefix, config, skipped)
-        commit = tree.commit
-        revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
-        shown_config = config.path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
-        loaded = load_blobs(
-            blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed
-        )
-        if rendered.manifests:
-            _merge(loaded, rendered.manifests, rendered.files)
-        states.append(DesiredState(loaded, revision, config.params, frozenset(rendered.inputs)))
+        try:
+            config = _tree_config(tree)
+            state = _tree_state(tree, config, prefix, limits, parsed)
+        except UserError:
+            if first is None:
+                raise
+            config = first
+            state = _tree_state(tree, config, prefix, limits, parsed)
+        first = config if first is None else first
+        states.append(state)
     return states
+
+
+def _tree_state(
+    tree: TreeFiles,
+    config: _TreeConfig,
+    prefix: str,
+    limits: Limits,
+    parsed: dict[tuple[str, str], list[Manifest]],
+) -> DesiredState:
+    rendered = render_tree(tree, prefix, list(config.wanted), limits, config.releases)
+    skipped = list(tree.skipped) + rendered.skipped
+    blobs = _selected(rendered.blobs, prefix, config, skipped)
+    commit = tree.commit
+    revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
+    shown_config = config.path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
+    loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed)
+    if rendered.manifests:
+        _merge(loaded, rendered.manifests, rendered.files)
+    return DesiredState(loaded, revision, config.params, frozenset(rendered.inputs), config.drivers)
 
 
 def _selected(

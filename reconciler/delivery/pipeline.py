@@ -31,6 +31,7 @@ from reconciler.delivery.result import Delivery
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
+from reconciler.model.repoconfig import declared_workloads
 from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.outcome import Outcome
 
@@ -90,6 +91,23 @@ def workloads_of(head: list[Manifest]) -> list[dict[str, Any]]:
 
 
 def deliver(
+    client: ClusterClient,
+    desired: DesiredState,
+    check_options: CheckOptions,
+    options: DeliverOptions,
+    progress: Progress,
+    base: DesiredState | None = None,
+    *,
+    hooks: DeliverHooks | None = None,
+) -> Delivery:
+    """`_deliver` with driver workloads recognized by what the revision (and its base) say of drivers."""
+    seen = [*desired.manifests.manifests, *(base.manifests.manifests if base is not None else ())]
+    hints = dra.hints_of(seen, declared_workloads(desired.drivers))
+    with dra.driver_hints(hints):
+        return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
+
+
+def _deliver(
     client: ClusterClient,
     desired: DesiredState,
     check_options: CheckOptions,
@@ -192,6 +210,7 @@ def _check(
         base_sha=base.revision.sha if base is not None else None,
         repo_params=desired.params,
         cluster=facts,
+        drivers=desired.drivers,
     )
 
 

@@ -17,7 +17,7 @@ the object's role in the DRA chain and the `_dra` summary of the policy input:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,21 +42,29 @@ from reconciler.model.dra_readers import CLASSIC_VERSIONS, DRA_GROUP, DRA_VERSIO
 from reconciler.model.dra_workloads import (
     CANARY_ANNOTATION,
     COMPONENT_LABEL,
+    CONFIG_KINDS,
     DRIVER_ANNOTATION,
     DRIVER_COMPONENTS,
     DRIVER_WORKLOAD_KINDS,
     POD_TEMPLATE_KINDS,
     ContainerClaimRef,
+    DriverHints,
     PodClaim,
     canary_for,
+    config_content_digest,
     container_claim_refs,
+    driver_config_digest,
+    driver_hints,
+    driver_role,
     driver_template_digest,
     is_driver_workload,
+    mounted_config,
     pod_claims,
     pod_spec_of,
+    recognized_by,
     workload_driver,
 )
-from reconciler.model.objects import api_group
+from reconciler.model.objects import Manifest, api_group
 from reconciler.model.readers import api_version_of, kind_of, unique
 
 # --- roles and the policy-input summary --------------------------------------------------------------
@@ -85,6 +93,22 @@ def role_of(body: dict[str, Any]) -> str:
     return "other"
 
 
+def hints_of(
+    manifests: Iterable[Manifest], declared: Mapping[tuple[str, str, str], str] | None = None
+) -> DriverHints:
+    """What recognizes driver workloads among `manifests` (desired, base and live objects): the drivers
+    their DeviceClasses and ResourceSlices use, and the workloads `drivers:` declares."""
+    known: set[str] = set((declared or {}).values())
+    for manifest in manifests:
+        kind = dra_kind(manifest.body)
+        if kind == "DeviceClass":
+            known.add(class_driver(manifest.body) or "")
+        elif kind == "ResourceSlice":
+            known.add(slice_driver(manifest.body) or "")
+    known.discard("")
+    return DriverHints(frozenset(known), dict(declared or {}))
+
+
 @dataclass(frozen=True)
 class DraInfo:
     """The `_dra` facts of one object, apart from ref/location/stage which the caller adds."""
@@ -99,6 +123,9 @@ class DraInfo:
     canary_for: str | None
     driver_template: str | None
     admin_access: bool
+    driver_role: str | None = None  # kubelet-plugin or controller, for driver workloads
+    driver_config: str | None = None  # the content its pods read (set by the input builder)
+    recognized_by: str | None = None  # how a driver workload was recognized
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +139,9 @@ class DraInfo:
             "canary_for": self.canary_for,
             "driver_template": self.driver_template,
             "admin_access": self.admin_access,
+            "driver_role": self.driver_role,
+            "driver_config": self.driver_config,
+            "recognized_by": self.recognized_by,
         }
 
 
@@ -144,6 +174,8 @@ def describe(body: dict[str, Any], namespace: str) -> DraInfo:
         canary_for=canary_for(body) if is_driver else None,
         driver_template=driver_template_digest(body) if is_driver else None,
         admin_access=any(alt.admin_access for alt in alternatives),
+        driver_role=driver_role(body) if is_driver else None,
+        recognized_by=recognized_by(body) if is_driver else None,
     )
 
 
@@ -151,6 +183,15 @@ __all__ = [
     "CANARY_ANNOTATION",
     "CLASSIC_VERSIONS",
     "COMPONENT_LABEL",
+    "CONFIG_KINDS",
+    "DriverHints",
+    "config_content_digest",
+    "driver_config_digest",
+    "driver_hints",
+    "driver_role",
+    "hints_of",
+    "mounted_config",
+    "recognized_by",
     "DRA_GROUP",
     "DRA_VERSIONS",
     "DRIVER_ANNOTATION",

@@ -5,9 +5,12 @@ Part of :mod:`reconciler.model.dra` (which re-exports every name here); same def
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,6 +192,38 @@ def container_claim_refs(pod_spec: dict[str, Any] | None) -> list[ContainerClaim
 
 # --- driver workloads --------------------------------------------------------------------------------
 
+# Where a kubelet plugin registers with the kubelet and keeps its socket: a pod template mounting either runs
+# a kubelet plugin, whatever its labels say.
+PLUGIN_DIRECTORIES = ("/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins")
+
+
+@dataclass(frozen=True)
+class DriverHints:
+    """What recognizes a driver workload beyond its own labels: the driver names DeviceClasses and
+    ResourceSlices use (of the desired state and the cluster), and the workloads `drivers:` of
+    `dra-gitops.yaml` declares ((kind, namespace, name) to the driver's name)."""
+
+    known_drivers: frozenset[str] = frozenset()
+    declared: Mapping[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
+
+
+_HINTS: ContextVar[DriverHints | None] = ContextVar("driver_hints", default=None)
+_NO_HINTS = DriverHints()
+
+
+@contextmanager
+def driver_hints(hints: DriverHints) -> Iterator[None]:
+    """Driver workloads are recognized with `hints` inside the block (a check, a delivery)."""
+    token = _HINTS.set(hints)
+    try:
+        yield
+    finally:
+        _HINTS.reset(token)
+
+
+def current_hints() -> DriverHints:
+    return _HINTS.get() or _NO_HINTS
+
 
 def _is_driver_label(key: Any, value: Any) -> bool:
     # NVIDIA's chart labels with "<release>-component: kubelet-plugin" instead of the recommended key.
@@ -197,16 +232,90 @@ def _is_driver_label(key: Any, value: Any) -> bool:
     return key == COMPONENT_LABEL or key.endswith("-component")
 
 
-def is_driver_workload(body: dict[str, Any]) -> bool:
-    """A DaemonSet/Deployment/StatefulSet running a DRA kubelet plugin (by label or annotation)."""
-    if kind_of(body) not in DRIVER_WORKLOAD_KINDS or pod_spec_of(body) is None:
-        return False
+def _plugin_mount(spec: dict[str, Any]) -> str | None:
+    for volume in as_dicts(spec.get("volumes")):
+        path = as_str(dig(volume, "hostPath", "path"))
+        if path is None:
+            continue
+        path = path.rstrip("/")
+        for directory in PLUGIN_DIRECTORIES:
+            if path == directory or path.startswith(f"{directory}/"):
+                return path
+    return None
+
+
+def _words(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """(container, word) of every command/arg word (a `--flag=value` split) and every literal env value."""
+    out: list[tuple[str, str]] = []
+    for container in as_dicts(spec.get("containers")) + as_dicts(spec.get("initContainers")):
+        name = as_str(container.get("name")) or "?"
+        for word in as_list(container.get("command")) + as_list(container.get("args")):
+            if isinstance(word, str):
+                out.append((name, word))
+                if "=" in word:
+                    out.append((name, word.split("=", 1)[1].strip("'\"")))
+        for env in as_dicts(container.get("env")):
+            value = as_str(env.get("value"))
+            if value:
+                out.append((name, value))
+    return out
+
+
+def _named_driver(spec: dict[str, Any], known: frozenset[str]) -> tuple[str, str] | None:
+    """(container, driver) for the first container flag or env value naming a known driver."""
+    if not known:
+        return None
+    for container, word in _words(spec):
+        if word in known:
+            return container, word
+    return None
+
+
+def recognized_by(body: dict[str, Any]) -> str | None:
+    """How a DaemonSet/Deployment/StatefulSet is known to run a DRA driver (kubelet plugin or controller):
+    our annotation or a kubelet-plugin label; a pod template mounting the kubelet plugin directories; a
+    container flag or env value naming a driver a DeviceClass or ResourceSlice uses; a workload declared in
+    `drivers:` of `dra-gitops.yaml`. None for anything else."""
+    if kind_of(body) not in DRIVER_WORKLOAD_KINDS:
+        return None
+    spec = pod_spec_of(body)
+    if spec is None:
+        return None
     if as_str(annotations_of(body).get(DRIVER_ANNOTATION)):
-        return True
+        return f"annotation {DRIVER_ANNOTATION}"
     for meta in (dig(body, "metadata"), dig(body, "spec", "template", "metadata")):
-        if any(_is_driver_label(k, v) for k, v in labels_of(meta).items()):
-            return True
-    return False
+        for key, value in labels_of(meta).items():
+            if _is_driver_label(key, value):
+                return f"label {key}={value}"
+    mount = _plugin_mount(spec)
+    if mount is not None:
+        return f"mounts the kubelet plugin directory {mount}"
+    hints = current_hints()
+    named = _named_driver(spec, hints.known_drivers)
+    if named is not None:
+        return f"container {named[0]} names driver {named[1]}, used by a DeviceClass or ResourceSlice"
+    declared = hints.declared.get(_workload_key(body))
+    if declared is not None:
+        return f"declared in `drivers` of dra-gitops.yaml (driver {declared})"
+    return None
+
+
+def _workload_key(body: dict[str, Any]) -> tuple[str, str, str]:
+    namespace = as_str(dig(body, "metadata", "namespace")) or "default"
+    return kind_of(body), namespace, as_str(dig(body, "metadata", "name")) or ""
+
+
+def is_driver_workload(body: dict[str, Any]) -> bool:
+    """A DaemonSet/Deployment/StatefulSet running a DRA driver (see `recognized_by`)."""
+    return recognized_by(body) is not None
+
+
+def driver_role(body: dict[str, Any]) -> str:
+    """`kubelet-plugin` (a DaemonSet, or any workload mounting the plugin directories) or `controller`."""
+    spec = as_dict(pod_spec_of(body))
+    if kind_of(body) == "DaemonSet" or _plugin_mount(spec) is not None:
+        return "kubelet-plugin"
+    return "controller"
 
 
 def _driver_from_args(args: list[Any]) -> str | None:
@@ -240,7 +349,11 @@ def workload_driver(body: dict[str, Any]) -> str | None:
             value = as_str(env.get("value"))
             if env.get("name") in _DRIVER_ENV and value:
                 return value
-    return None
+    hints = current_hints()
+    named = _named_driver(spec, hints.known_drivers)
+    if named is not None:
+        return named[1]
+    return hints.declared.get(_workload_key(body))
 
 
 def canary_for(body: dict[str, Any]) -> str | None:
@@ -267,9 +380,68 @@ def driver_template_digest(body: dict[str, Any]) -> str | None:
         ]
 
     material = {
+        # A changed template annotation restarts every driver pod (a config checksum, a restart stamp).
+        "annotations": as_dict(dig(body, "spec", "template", "metadata", "annotations")),
         "containers": containers("containers"),
         "initContainers": containers("initContainers"),
         "volumes": [without_volume_defaults(v) for v in as_list(spec.get("volumes"))],
     }
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# --- what a driver reads: its ConfigMaps and Secrets ------------------------------------------------
+
+CONFIG_KINDS = frozenset({"ConfigMap", "Secret"})
+
+
+def mounted_config(workload: dict[str, Any]) -> set[tuple[str, str]]:
+    """(kind, name) of the ConfigMaps and Secrets a workload's pods mount or read env from."""
+    spec = pod_spec_of(workload) or {}
+    found: set[tuple[str, str]] = set()
+    for volume in spec.get("volumes") or []:
+        if not isinstance(volume, dict):
+            continue
+        if isinstance(volume.get("configMap"), dict):
+            found.add(("ConfigMap", str(volume["configMap"].get("name"))))
+        if isinstance(volume.get("secret"), dict):
+            found.add(("Secret", str(volume["secret"].get("secretName"))))
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if isinstance(source, dict) and isinstance(source.get("configMap"), dict):
+                found.add(("ConfigMap", str(source["configMap"].get("name"))))
+            if isinstance(source, dict) and isinstance(source.get("secret"), dict):
+                found.add(("Secret", str(source["secret"].get("name"))))
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if not isinstance(container, dict):
+            continue
+        for env in container.get("env") or []:
+            value_from = env.get("valueFrom") if isinstance(env, dict) else None
+            if isinstance(value_from, dict) and isinstance(value_from.get("configMapKeyRef"), dict):
+                found.add(("ConfigMap", str(value_from["configMapKeyRef"].get("name"))))
+            if isinstance(value_from, dict) and isinstance(value_from.get("secretKeyRef"), dict):
+                found.add(("Secret", str(value_from["secretKeyRef"].get("name"))))
+        for env_from in container.get("envFrom") or []:
+            if isinstance(env_from, dict) and isinstance(env_from.get("configMapRef"), dict):
+                found.add(("ConfigMap", str(env_from["configMapRef"].get("name"))))
+            if isinstance(env_from, dict) and isinstance(env_from.get("secretRef"), dict):
+                found.add(("Secret", str(env_from["secretRef"].get("name"))))
+    return found
+
+
+def config_content_digest(body: dict[str, Any]) -> str:
+    """sha256 of a ConfigMap's or Secret's content (`data`, `binaryData`, `stringData`), not its name."""
+    material = {k: body.get(k) for k in ("data", "binaryData", "stringData") if body.get(k)}
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def driver_config_digest(
+    body: dict[str, Any], namespace: str, contents: Mapping[tuple[str, str, str], str]
+) -> str:
+    """sha256 of the content of every ConfigMap and Secret a driver workload's pods read, by content only:
+    a canary reading its own copy of the main driver's ConfigMap digests the same when the copy is equal.
+    `contents` maps (kind, namespace, name) to `config_content_digest`; one it lacks counts as absent."""
+    found = sorted(
+        f"{kind}:{contents.get((kind, namespace, name), 'absent')}" for kind, name in mounted_config(body)
+    )
+    return hashlib.sha256("\n".join(found).encode()).hexdigest()

@@ -29,7 +29,7 @@ TOP_KEYS = {
     "params",
 }
 REVISION_KEYS = {"sha", "parent", "message", "author", "signed"}
-CHANGE_KEYS = {"op", "ref", "stage", "old", "new", "driver_change"}
+CHANGE_KEYS = {"op", "ref", "stage", "old", "new", "driver_change", "driver_workloads"}
 CLUSTER_KEYS = {"version", "served", "deprecated", "kinds", "unavailable", "objects", "index"}
 INDEX_KEYS = {
     "device_classes",
@@ -63,6 +63,9 @@ DRA_KEYS = {
     "canary_for",
     "driver_template",
     "admin_access",
+    "driver_role",
+    "driver_config",
+    "recognized_by",
 }
 ROLES = {
     "namespace",
@@ -419,6 +422,9 @@ def test_dra_of_namespace(doc: dict[str, Any]) -> None:
         "canary_for": None,
         "driver_template": None,
         "admin_access": False,
+        "driver_role": None,
+        "driver_config": None,
+        "recognized_by": None,
     }
 
 
@@ -473,6 +479,9 @@ def test_dra_of_claim_template(doc: dict[str, Any]) -> None:
         "canary_for": None,
         "driver_template": None,
         "admin_access": True,
+        "driver_role": None,
+        "driver_config": None,
+        "recognized_by": None,
     }
 
 
@@ -511,6 +520,9 @@ def test_dra_of_pod_workload(doc: dict[str, Any]) -> None:
         "canary_for": None,
         "driver_template": None,
         "admin_access": False,
+        "driver_role": None,
+        "driver_config": None,
+        "recognized_by": None,
     }
 
 
@@ -531,6 +543,8 @@ def test_dra_of_driver_and_canary(doc: dict[str, Any]) -> None:
         "drv",
     )
     assert (canary["path"], canary["line"]) == ("drivers/canary.yaml", 1)
+    assert (main["driver_role"], canary["driver_role"]) == ("kubelet-plugin", "kubelet-plugin")
+    assert isinstance(main["recognized_by"], str) and main["recognized_by"]
     for info in (main, canary):
         assert isinstance(info["driver_template"], str) and len(info["driver_template"]) == 64
     # The canary runs drv:2, the main drv:1: different templates.

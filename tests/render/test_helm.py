@@ -190,7 +190,7 @@ def test_a_template_error_names_the_template_file_and_line(repo: Path) -> None:
         ({"chart": "charts/nope"}, "chart charts/nope does not exist"),
         ({"canaryFor": "nobody"}, "canaryFor 'nobody' is not a release of `charts`"),
         ({"releaseName": "Not_A_Name"}, "is not a valid release name"),
-        ({"colour": "blue"}, "unknown key 'colour'"),
+        ({"colour": "blue"}, "unknown key `charts[1].colour`"),
     ],
 )
 def test_a_bad_release_entry_is_refused_naming_the_config(
