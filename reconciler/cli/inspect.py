@@ -78,7 +78,7 @@ def check(
     With --repo both trees are read straight from Git (no checkout); a `dra-gitops.yaml` at the root of
     the checked tree selects `paths` and sets policy `params`.
     """
-    from reconciler.delivery.check import CheckOptions, check_git, check_paths
+    from reconciler.delivery.check import CheckOptions, check_git, check_paths, recognized_drivers
     from reconciler.policy.report import RenderOptions, render
     from reconciler.policy.result import error_result
 
@@ -115,6 +115,8 @@ def check(
         raise
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
+        for line in recognized_drivers(run):
+            click.echo(f"dra-gitops: {line}", err=True)
         for uninspected in run.result.uninspected:
             click.echo(f"dra-gitops: {uninspected.message}", err=True)
         if run.result.capacity is not None:

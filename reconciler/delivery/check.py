@@ -23,6 +23,7 @@ from reconciler.model.repoconfig import DriverDecl, declared_workloads
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
+from reconciler.render.capabilities import Capabilities, cluster_capabilities, from_served
 
 Progress = Callable[[str], None]
 
@@ -206,6 +207,28 @@ def _run_check(
     return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
 
 
+def recognized_drivers(run: CheckRun) -> list[str]:
+    """One line per driver workload of the checked state: what it is and how it was recognized (`-v`)."""
+    lines = []
+    for obj in run.input_doc.get("objects") or []:
+        info = obj["_dra"]
+        if info["role"] not in ("driver", "driver-canary"):
+            continue
+        what = "canary " if info["role"] == "driver-canary" else ""
+        lines.append(
+            f"driver workload {info['ref']} ({what}{info['driver_role']}, driver {info['driver'] or '?'}): "
+            f"recognized by {info['recognized_by']}"
+        )
+    return lines
+
+
+def _capabilities_of(cluster: ClusterFacts | None) -> Capabilities | None:
+    """Charts render with the `.Capabilities` of the cluster the check is given."""
+    if cluster is None:
+        return None
+    return from_served(cluster.version, cluster.kinds, f"the cluster, {cluster.version}")
+
+
 def _skipped_note(loaded: LoadResult) -> str:
     count = len(loaded.skipped)
     return f" ({count} manifest file{'s' if count != 1 else ''} skipped)" if count else ""
@@ -216,7 +239,8 @@ def check_paths(
 ) -> CheckRun:
     """`check PATH...`: the desired state on disk against no base (everything is a create)."""
     started = time.perf_counter()
-    desired = load_directories(paths, options.limits)
+    with cluster_capabilities(_capabilities_of(cluster)):
+        desired = load_directories(paths, options.limits)
     head = desired.manifests
     timings = {"load": time.perf_counter() - started}
     options.progress(
@@ -243,7 +267,8 @@ def check_git(
 ) -> CheckRun:
     """`check --repo --base --head`: both trees read from Git, only the change between them judged."""
     started = time.perf_counter()
-    head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
+    with cluster_capabilities(_capabilities_of(cluster)):
+        head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
     head, base = head_state.manifests, base_state.manifests
     timings = {"load": time.perf_counter() - started}
     head_sha, base_sha = head_state.revision.sha or "", base_state.revision.sha or ""

@@ -33,6 +33,7 @@ from reconciler.model.loader import (
 from reconciler.model.objects import Manifest
 from reconciler.model.repoconfig import DriverDecl, drivers_of
 from reconciler.policy.inputdoc import Revision
+from reconciler.render.capabilities import Capabilities, from_config
 from reconciler.render.helm import ChartRelease, chart_inputs, releases_of, render_releases
 from reconciler.render.kustomize import find_engine, kustomization_file, render_kustomization
 
@@ -76,10 +77,11 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     kustomized: list[tuple[Path, Path]] = []  # (repository root, kustomization directory)
     charted: list[tuple[Path, list[ChartRelease]]] = []  # (the config's directory, its releases)
     drivers: list[DriverDecl] = []
+    capabilities: dict[Path, Capabilities | None] = {}
     for path in paths:
         if path.is_dir():
             config_paths, config_params, rendered, releases = _config_paths(path)
-            drivers.extend(_config_drivers(path))
+            drivers.extend(_config_drivers(path, capabilities))
             to_load.extend(config_paths)
             params.update(config_params)
             kustomized.extend((repository_root(path), directory) for directory in rendered)
@@ -91,7 +93,7 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     if kustomized:
         _add_rendered(loaded, kustomized, limits)
     for root, releases in charted:
-        _merge(loaded, render_releases(root, releases, shown_path, limits), [])
+        _merge(loaded, render_releases(root, releases, shown_path, limits, capabilities.get(root)), [])
         inputs = [shown_path(root / relative) for relative in chart_inputs(releases)]
         loaded.skipped = [  # read by Helm: not skipped
             skip
@@ -101,11 +103,14 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     return DesiredState(loaded, Revision(), params, drivers=tuple(drivers))
 
 
-def _config_drivers(root: Path) -> tuple[DriverDecl, ...]:
+def _config_drivers(root: Path, capabilities: dict[Path, Capabilities | None]) -> tuple[DriverDecl, ...]:
+    """The `drivers:` of the config at `root`; its capabilities go to `capabilities`."""
     for name in REPO_CONFIG_NAMES:
         config_file = root / name
         if config_file.is_file():
-            return drivers_of(load_repo_config(config_file.read_bytes(), config_file.as_posix()))
+            config = load_repo_config(config_file.read_bytes(), config_file.as_posix())
+            capabilities[root] = _capabilities(config, shown_path(config_file))
+            return drivers_of(config)
     return ()
 
 
@@ -161,6 +166,7 @@ class _TreeConfig:
     exclude: tuple[str, ...] = ()
     releases: tuple[ChartRelease, ...] = ()
     drivers: tuple[DriverDecl, ...] = ()
+    capabilities: Capabilities | None = None
 
 
 def _tree_config(tree: TreeFiles) -> _TreeConfig:
@@ -176,7 +182,15 @@ def _tree_config(tree: TreeFiles) -> _TreeConfig:
         exclude=(*tuple(config.get("exclude") or ()), *chart_inputs(releases)),
         releases=tuple(releases),
         drivers=drivers_of(config),
+        capabilities=_capabilities(config, config_path),
     )
+
+
+def _capabilities(config: dict[str, Any], where: str) -> Capabilities | None:
+    """The `.Capabilities` a config asks charts to render with, if it says (`kubernetesVersion`, ...)."""
+    if "kubernetesVersion" in config or "apiVersions" in config:
+        return from_config(config, where)
+    return None
 
 
 def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
@@ -210,7 +224,7 @@ def _tree_state(
     limits: Limits,
     parsed: dict[tuple[str, str], list[Manifest]],
 ) -> DesiredState:
-    rendered = render_tree(tree, prefix, list(config.wanted), limits, config.releases)
+    rendered = render_tree(tree, prefix, list(config.wanted), limits, config.releases, config.capabilities)
     skipped = list(tree.skipped) + rendered.skipped
     blobs = _selected(rendered.blobs, prefix, config, skipped)
     commit = tree.commit

@@ -291,12 +291,12 @@ def recognized_by(body: dict[str, Any]) -> str | None:
     if mount is not None:
         return f"mounts the kubelet plugin directory {mount}"
     hints = current_hints()
-    named = _named_driver(spec, hints.known_drivers)
-    if named is not None:
-        return f"container {named[0]} names driver {named[1]}, used by a DeviceClass or ResourceSlice"
     declared = hints.declared.get(_workload_key(body))
     if declared is not None:
         return f"declared in `drivers` of dra-gitops.yaml (driver {declared})"
+    named = _named_driver(spec, hints.known_drivers)
+    if named is not None:
+        return f"container {named[0]} names driver {named[1]}, used by a DeviceClass or ResourceSlice"
     return None
 
 
@@ -386,8 +386,31 @@ def driver_template_digest(body: dict[str, Any]) -> str | None:
         "initContainers": containers("initContainers"),
         "volumes": [without_volume_defaults(v) for v in as_list(spec.get("volumes"))],
     }
-    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    canonical = json.dumps(
+        _without_config_names(material), sort_keys=True, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# Where a pod names the ConfigMaps and Secrets it reads: the names are left out of the template digest (a
+# canary may read its own copy), their content is `driver_config_digest`'s.
+_CONFIG_REFS = {
+    "configMap": ("name",),
+    "configMapKeyRef": ("name",),
+    "configMapRef": ("name",),
+    "secret": ("secretName", "name"),
+    "secretKeyRef": ("name",),
+    "secretRef": ("name",),
+}
+
+
+def _without_config_names(node: Any, key: str = "") -> Any:
+    if isinstance(node, dict):
+        names = _CONFIG_REFS.get(key, ())
+        return {k: _without_config_names(v, k) for k, v in node.items() if k not in names}
+    if isinstance(node, list):
+        return [_without_config_names(item) for item in node]
+    return node
 
 
 # --- what a driver reads: its ConfigMaps and Secrets ------------------------------------------------
