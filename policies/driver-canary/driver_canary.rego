@@ -260,3 +260,76 @@ warn contains v if {
 	)
 	v := violation(obj, msg)
 }
+
+# --- a main driver workload that can run on its canary's nodes --------------------------------------
+
+node_terms(obj) := object.get(
+	pod_spec(obj),
+	["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"],
+	[],
+)
+
+# The labels that make a node a canary node: the canary's nodeSelector and its required In-expressions.
+canary_labels(canary) := {[k, v] | some k, v in object.get(pod_spec(canary), "nodeSelector", {})} | {[e.key, val] |
+	some term in node_terms(canary)
+	some e in object.get(term, "matchExpressions", [])
+	e.operator == "In"
+	some val in object.get(e, "values", [])
+}
+
+excludes(main, key, value) if {
+	selector := object.get(pod_spec(main), "nodeSelector", {})
+	object.get(selector, key, value) != value
+}
+
+excludes(main, key, value) if {
+	terms := node_terms(main)
+	count(terms) > 0
+	every term in terms {
+		term_excludes(term, key, value)
+	}
+}
+
+term_excludes(term, key, _) if {
+	some e in object.get(term, "matchExpressions", [])
+	e.key == key
+	e.operator == "DoesNotExist"
+}
+
+term_excludes(term, key, value) if {
+	some e in object.get(term, "matchExpressions", [])
+	e.key == key
+	e.operator == "NotIn"
+	value in object.get(e, "values", [])
+}
+
+term_excludes(term, key, value) if {
+	some e in object.get(term, "matchExpressions", [])
+	e.key == key
+	e.operator == "In"
+	not value in object.get(e, "values", [])
+}
+
+excludes_any(main, labels) if {
+	some [key, value] in labels
+	excludes(main, key, value)
+}
+
+warn contains v if {
+	some canary in input.objects
+	canary._dra.role == "driver-canary"
+	labels := canary_labels(canary)
+	count(labels) > 0
+	some main in input.objects
+	main._dra.role == "driver"
+	main.kind == canary.kind
+	main._dra.name == canary._dra.canary_for
+	main._dra.namespace == canary._dra.namespace
+	not excludes_any(main, labels)
+	shown := concat(", ", sort([sprintf("%s=%s", [k, val]) | some [k, val] in labels]))
+	msg := sprintf(
+		"%s can also run on the canary's nodes (%s), where it would race its canary %s; keep it off them (node affinity: DoesNotExist or NotIn on that label)",
+		[main._dra.ref, shown, canary._dra.ref],
+	)
+	v := violation(main, msg)
+}

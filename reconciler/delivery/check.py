@@ -19,7 +19,7 @@ from reconciler.model.dra_workloads import uninspected_pod_specs
 from reconciler.model.loader import Limits, LoadResult
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan, compute_plan
-from reconciler.model.repoconfig import DriverDecl, declared_workloads
+from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
@@ -60,6 +60,30 @@ DUPLICATE_RULE = RuleInfo(
     severity="warn",
     source="reconciler/model/duplicates.py",
 )
+
+
+NOTHING_CHECKED_RULE = RuleInfo(
+    id="nothing-checked",
+    title="A check checks something",
+    description="A check that loads no object while manifest files were skipped fails: a wrong `paths`, "
+    "an `exclude` that matches everything or a kustomization no one renders would otherwise pass silently.",
+    severity="deny",
+    source="reconciler/delivery/check.py",
+)
+
+
+def _nothing_checked(head: LoadResult) -> list[Finding]:
+    """A denial when no object was loaded but manifest files were skipped, with every reason."""
+    if head.manifests or not head.skipped:
+        return []
+    reasons = "; ".join(f"{s.path} ({s.reason})" for s in head.skipped[:10])
+    more = f"; and {len(head.skipped) - 10} more" if len(head.skipped) > 10 else ""
+    msg = (
+        f"nothing was checked: 0 objects loaded while {len(head.skipped)} manifest file(s) were skipped: "
+        f"{reasons}{more}"
+    )
+    first = head.skipped[0]
+    return [Finding(NOTHING_CHECKED_RULE.id, "deny", msg, "(no object)", first.path, 1)]
 
 
 def _duplicate_findings(head: LoadResult, base: LoadResult | None) -> list[Finding]:
@@ -114,7 +138,8 @@ def run_check(
     """Policies judge `head` (against `base`, or the cluster's driver workloads); driver workloads are
     recognized with what the desired state, the base and the cluster say of drivers (`dra.hints_of`)."""
     seen = [*head.manifests, *(base.manifests if base else ()), *(cluster.objects if cluster else ())]
-    with dra.driver_hints(dra.hints_of(seen, declared_workloads(drivers))):
+    hints = dra.hints_of(seen, declared_workloads(drivers), allowing_no_nodes(drivers))
+    with dra.driver_hints(hints):
         return _run_check(
             head,
             base,
@@ -185,9 +210,10 @@ def _run_check(
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
         findings = [f for f in findings if f.ref in changed]
     findings += _duplicate_findings(head, base)
+    findings += _nothing_checked(head)
     timings["policy"] = time.perf_counter() - started
     rules = dict(policy_set.rules)
-    for extra in (WAIVER_RULE, DUPLICATE_RULE):
+    for extra in (WAIVER_RULE, DUPLICATE_RULE, NOTHING_CHECKED_RULE):
         if any(f.rule == extra.id for f in findings):
             rules[extra.id] = extra
     result = CheckResult(

@@ -50,6 +50,7 @@ from reconciler.model.dra_workloads import (
     ContainerClaimRef,
     DriverHints,
     PodClaim,
+    allows_no_nodes,
     canary_for,
     config_content_digest,
     container_claim_refs,
@@ -94,7 +95,9 @@ def role_of(body: dict[str, Any]) -> str:
 
 
 def hints_of(
-    manifests: Iterable[Manifest], declared: Mapping[tuple[str, str, str], str] | None = None
+    manifests: Iterable[Manifest],
+    declared: Mapping[tuple[str, str, str], str] | None = None,
+    allow_no_nodes: Iterable[str] = (),
 ) -> DriverHints:
     """What recognizes driver workloads among `manifests` (desired, base and live objects): the drivers
     their DeviceClasses and ResourceSlices use, and the workloads `drivers:` declares."""
@@ -106,7 +109,7 @@ def hints_of(
         elif kind == "ResourceSlice":
             known.add(slice_driver(manifest.body) or "")
     known.discard("")
-    return DriverHints(frozenset(known), dict(declared or {}))
+    return DriverHints(frozenset(known), dict(declared or {}), frozenset(allow_no_nodes))
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,7 @@ __all__ = [
     "COMPONENT_LABEL",
     "CONFIG_KINDS",
     "DriverHints",
+    "allows_no_nodes",
     "config_content_digest",
     "driver_config_digest",
     "driver_hints",

@@ -205,6 +205,7 @@ class DriverHints:
 
     known_drivers: frozenset[str] = frozenset()
     declared: Mapping[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
+    allow_no_nodes: frozenset[str] = frozenset()  # drivers whose main DaemonSet may run on no node
 
 
 _HINTS: ContextVar[DriverHints | None] = ContextVar("driver_hints", default=None)
@@ -223,6 +224,22 @@ def driver_hints(hints: DriverHints) -> Iterator[None]:
 
 def current_hints() -> DriverHints:
     return _HINTS.get() or _NO_HINTS
+
+
+ALLOW_NO_NODES_ANNOTATION = "dra-gitops.io/allow-no-nodes"
+
+
+def allows_no_nodes(body: dict[str, Any]) -> str | None:
+    """Why a main driver workload may desire 0 pods (a GPU pool autoscaled to zero), or None: the annotation
+    `dra-gitops.io/allow-no-nodes: "true"`, or `allowNoNodes: true` of its driver in `drivers:`."""
+    if not is_driver_workload(body) or canary_for(body) is not None:
+        return None
+    if str(annotations_of(body).get(ALLOW_NO_NODES_ANNOTATION, "")).strip().lower() == "true":
+        return f'annotation {ALLOW_NO_NODES_ANNOTATION}: "true"'
+    driver = workload_driver(body)
+    if driver is not None and driver in current_hints().allow_no_nodes:
+        return f"allowNoNodes of driver {driver} in dra-gitops.yaml"
+    return None
 
 
 def _is_driver_label(key: Any, value: Any) -> bool:

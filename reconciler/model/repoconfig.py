@@ -250,6 +250,11 @@ def drivers_of(config: Mapping[str, Any]) -> tuple[DriverDecl, ...]:
     return tuple(out)
 
 
+def allowing_no_nodes(drivers: tuple[DriverDecl, ...]) -> list[str]:
+    """The drivers whose main DaemonSet may run on no node (`allowNoNodes: true`)."""
+    return [driver.name for driver in drivers if driver.allow_no_nodes]
+
+
 def declared_workloads(drivers: tuple[DriverDecl, ...]) -> dict[tuple[str, str, str], str]:
     """(kind, namespace, name) of every declared driver workload, to its driver's name."""
     return {workload: driver.name for driver in drivers for workload in driver.workloads}
