@@ -235,7 +235,9 @@ runs_nowhere(live) if {
 	count([n | some n in live_nodes; node_matches(n, selector)]) == 0
 }
 
-nowhere_where(obj) := sprintf("nodeSelector %s matches no node", [selector_text(selector)]) if {
+nowhere_where(obj) := sprintf("%s %s not Ready", [concat(", ", names), be(names)]) if {
+	names := unready_canary_nodes(obj)
+} else := sprintf("nodeSelector %s matches no node", [selector_text(selector)]) if {
 	selector := object.get(pod_spec(obj), "nodeSelector", {})
 	count(selector) > 0
 } else := "its node affinity matches no node"
@@ -255,11 +257,35 @@ warn contains v if {
 	live._dra.driver_template == obj._dra.driver_template # unchanged: a changed one fails at apply
 	runs_nowhere(live)
 	msg := sprintf(
-		"%s: canary for %s runs on no node (%s, 0 pods desired), so it verifies nothing; label a canary node: %s",
-		[obj._dra.ref, obj._dra.canary_for, nowhere_where(live), label_hint(live)],
+		"%s: canary for %s runs on no node (%s, 0 pods desired), so it verifies nothing; %s",
+		[obj._dra.ref, obj._dra.canary_for, nowhere_where(live), nowhere_fix(live)],
 	)
 	v := violation(obj, msg)
 }
+
+be(names) := "is" if count(names) == 1 else := "are"
+
+node_ready(node) if {
+	some condition in object.get(node, ["status", "conditions"], [])
+	condition.type == "Ready"
+	condition.status == "True"
+}
+
+# The canary nodes its nodeSelector matches, when every one of them is not Ready.
+unready_canary_nodes(obj) := names if {
+	selector := object.get(pod_spec(obj), "nodeSelector", {})
+	count(selector) > 0
+	matching := [n | some n in live_nodes; node_matches(n, selector)]
+	count(matching) > 0
+	every n in matching {
+		not node_ready(n)
+	}
+	names := sort([n.metadata.name | some n in matching])
+}
+
+nowhere_fix(obj) := sprintf("bring %s back (kubectl describe node %s)", [concat(", ", names), names[0]]) if {
+	names := unready_canary_nodes(obj)
+} else := sprintf("label a canary node: %s", [label_hint(obj)])
 
 # --- a main driver workload that can run on its canary's nodes --------------------------------------
 

@@ -392,3 +392,24 @@ test_config_change_the_canary_already_ran_passes if {
 test_config_change_with_a_canary_on_another_template_is_denied if {
 	count(config_change(with_config(canary("v0"), "individual"))) == 1
 }
+
+# --- a canary whose node is not Ready ---------------------------------------------------------------
+
+with_ready(n, ready) := object.union(n, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
+
+test_canary_whose_node_is_not_ready_says_so if {
+	down := with_ready(node("node-2", {"dra-gitops.io/canary": "true"}), "False")
+	result := nowhere_warnings([canary("v2")], [down, plain_node, observed(canary("v2"), 0)])
+	count(result) == 1
+	some w in result
+	contains(w.msg, "runs on no node (node-2 is not Ready, 0 pods desired)")
+	contains(w.msg, "bring node-2 back (kubectl describe node node-2)")
+	not contains(w.msg, "label a canary node")
+}
+
+test_canary_with_a_ready_node_still_asks_for_a_label_when_nothing_matches if {
+	up := with_ready(plain_node, "True")
+	result := nowhere_warnings([canary("v2")], [up, observed(canary("v2"), 0)])
+	some w in result
+	contains(w.msg, "label a canary node")
+}
