@@ -86,6 +86,40 @@ def _nothing_checked(head: LoadResult) -> list[Finding]:
     return [Finding(NOTHING_CHECKED_RULE.id, "deny", msg, "(no object)", first.path, 1)]
 
 
+NAMESPACE_RULE = RuleInfo(
+    id="namespace-missing",
+    title="Every namespace exists or is created",
+    description="An object in a namespace that no manifest of the change creates and the cluster lacks "
+    "would fail the dry-run with 'not found': a chart release needs `createNamespace: true` (as helm "
+    "--create-namespace) or a Namespace manifest.",
+    severity="deny",
+    source="reconciler/delivery/check.py",
+)
+
+
+def _missing_namespaces(head: LoadResult, cluster: ClusterFacts | None) -> list[Finding]:
+    """With cluster data: a denial per namespace no manifest creates and the cluster lacks (its first object)."""
+    if cluster is None:
+        return []
+    known = {
+        m.ref.name for m in [*head.manifests, *cluster.objects] if m.kind == "Namespace" and not m.ref.group
+    }
+    findings: dict[str, Finding] = {}
+    for m in head.manifests:
+        namespace = m.ref.namespace
+        if not namespace or namespace in known or namespace in findings:
+            continue
+        fix = "add a Namespace manifest"
+        if m.rendered_by.startswith("release "):
+            release = m.rendered_by.split(" ")[1]
+            fix = f"set `createNamespace: true` on release {release} in `charts`, or {fix}"
+        msg = f"{m.ref}: namespace {namespace} is created by no manifest and the cluster has none; {fix}"
+        findings[namespace] = Finding(
+            NAMESPACE_RULE.id, "deny", msg, str(m.ref), m.path, m.line, via=m.rendered_by
+        )
+    return list(findings.values())
+
+
 def _duplicate_findings(head: LoadResult, base: LoadResult | None) -> list[Finding]:
     """A warning per repeated object of `head`; against a base, only repeats the change brings in."""
     known = {d.ref for d in base.duplicates} if base is not None else set()
@@ -211,9 +245,10 @@ def _run_check(
         findings = [f for f in findings if f.ref in changed]
     findings += _duplicate_findings(head, base)
     findings += _nothing_checked(head)
+    findings += [f for f in _missing_namespaces(head, cluster) if changed is None or f.ref in changed]
     timings["policy"] = time.perf_counter() - started
     rules = dict(policy_set.rules)
-    for extra in (WAIVER_RULE, DUPLICATE_RULE, NOTHING_CHECKED_RULE):
+    for extra in (WAIVER_RULE, DUPLICATE_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE):
         if any(f.rule == extra.id for f in findings):
             rules[extra.id] = extra
     result = CheckResult(

@@ -34,7 +34,7 @@ from reconciler.model.objects import Manifest
 from reconciler.model.repoconfig import DriverDecl, drivers_of
 from reconciler.policy.inputdoc import Revision
 from reconciler.render.capabilities import Capabilities, from_config
-from reconciler.render.helm import ChartRelease, chart_inputs, releases_of, render_releases
+from reconciler.render.helm import CREATED_NAMESPACE, ChartRelease, chart_inputs, releases_of, render_releases
 from reconciler.render.kustomize import find_engine, kustomization_file, render_kustomization
 
 if TYPE_CHECKING:
@@ -136,12 +136,19 @@ def _add_rendered(loaded: LoadResult, kustomized: list[tuple[Path, Path]], limit
 
 
 def _merge(loaded: LoadResult, manifests: list[Manifest], files: list[str]) -> None:
-    """Rendered objects join those read raw; one defined both ways is a duplicate like any other."""
+    """Rendered objects join those read raw; one defined both ways is a duplicate like any other (but a
+    release namespace `createNamespace` adds gives way to a manifest defining it)."""
+    defined = {m.ref for m in loaded.manifests} | {m.ref for m in manifests if not _created(m)}
+    manifests = [m for m in manifests if not (_created(m) and m.ref in defined)]
     earlier = loaded.duplicates
     loaded.manifests.extend(manifests)
     loaded.files.extend(files)
     loaded.deduplicate()
     loaded.duplicates = [*earlier, *loaded.duplicates]
+
+
+def _created(manifest: Manifest) -> bool:
+    return manifest.rendered_by.startswith(CREATED_NAMESPACE)
 
 
 def load_git_revisions(

@@ -31,6 +31,7 @@ from reconciler.render.capabilities import Capabilities, check_kube_version, eff
 from reconciler.render.kustomize_scan import Show
 
 __all__ = [
+    "CREATED_NAMESPACE",
     "ChartRelease",
     "chart_inputs",
     "clear_release_cache",
@@ -139,7 +140,29 @@ def render_releases(
             if release.canary_for:
                 main = next(r for r in releases if r.release_name == release.canary_for)
                 _pair_canaries(by_release[release.release_name], release, by_release[main.release_name], main)
+    created: set[str] = set()
+    for release in releases:
+        if release.create_namespace and release.namespace not in created:
+            created.add(release.namespace)
+            by_release[release.release_name].append(_release_namespace(release))
     return [m for r in releases for m in by_release[r.release_name]]
+
+
+CREATED_NAMESPACE = "createNamespace of"
+
+
+def _release_namespace(release: ChartRelease) -> Manifest:
+    """`createNamespace: true`: the release namespace, as `helm install --create-namespace` makes it (left
+    out when a manifest of the repository defines it)."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": release.namespace}}
+    where, _, line = release.where.partition(":")
+    return Manifest(
+        body=body,
+        ref=ref_of(body),
+        path=where,
+        line=int(line) if line.isdigit() else 1,
+        rendered_by=f"{CREATED_NAMESPACE} {release.label}",
+    )
 
 
 def render_release(

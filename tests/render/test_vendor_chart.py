@@ -19,6 +19,7 @@ from reconciler.delivery.desired import load_directories
 from reconciler.errors import DraGitopsError
 from reconciler.model.loader import DEFAULT_LIMITS
 from reconciler.model.objects import Manifest
+from reconciler.sim.server import SimCluster
 
 MAIN_PLUGIN = "DaemonSet/gpu-system/gpu-lookalike-kubelet-plugin"
 CANARY_PLUGIN = "DaemonSet/gpu-system/gpu-lookalike-canary-kubelet-plugin"
@@ -120,3 +121,23 @@ def test_objects_of_crds_keep_their_folder(repo: Path) -> None:
     crd = objects(repo)["CustomResourceDefinition/gpusettings.chart.example"]
     assert crd.path == "charts/gpu-lookalike/crds/gpu-settings.yaml"
     assert os.path.isfile(repo / crd.path)
+
+
+def test_a_release_namespace_nobody_creates_is_a_finding_until_create_namespace(
+    repo: Path, cluster: SimCluster, tmp_path: Path
+) -> None:
+    kubeconfig = str(cluster.write_kubeconfig(tmp_path / "kubeconfig"))
+    result = CliRunner().invoke(cli, ["check", str(repo), "--kubeconfig", kubeconfig, "-q", "-o", "json"])
+    report = json.loads(result.stdout)
+    missing = [f for f in report["findings"] if f["rule"] == "namespace-missing"]
+    assert result.exit_code == 1 and len(missing) == 1, report["findings"]
+    assert "namespace gpu-system is created by no manifest and the cluster has none" in missing[0]["msg"]
+    assert "set `createNamespace: true` on release gpu" in missing[0]["msg"]
+
+    config = yaml.safe_load((repo / "dra-gitops.yaml").read_text())
+    config["charts"][0]["createNamespace"] = True
+    (repo / "dra-gitops.yaml").write_text(yaml.safe_dump(config))
+    assert objects(repo)["Namespace/gpu-system"].rendered_by.startswith("createNamespace of release gpu")
+    result = CliRunner().invoke(cli, ["check", str(repo), "--kubeconfig", kubeconfig, "-q", "-o", "json"])
+    report = json.loads(result.stdout)
+    assert not [f for f in report["findings"] if f["rule"] == "namespace-missing"], report["findings"]
