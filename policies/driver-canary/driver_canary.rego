@@ -8,7 +8,12 @@
 #   template in the base revision. Creating a driver for the first time is allowed. A canary that is
 #   not limited to canary nodes (no nodeSelector, no node affinity) is a warning, and so is (with
 #   cluster data) an unchanged canary DaemonSet that runs on no node: 0 pods desired, or no live Node
-#   matches its nodeSelector. (A changed one fails its stage at apply time.)
+#   matches its nodeSelector, or its canary nodes are not Ready. (A changed one fails its stage at apply
+#   time.) A change of the content of a ConfigMap or Secret a main driver's pods read is denied the same
+#   way: a canary (reading it, or its own copy with that content) must have run it in the base. Driver
+#   workloads are DaemonSets, Deployments (a driver's controller) and StatefulSets recognized by label,
+#   plugin-directory mount, a driver name they carry, or `drivers:` of dra-gitops.yaml. A main driver
+#   workload that can also run on its canary's nodes is a warning.
 # custom:
 #   id: driver-canary
 #   severity: deny
