@@ -46,6 +46,7 @@ from reconciler.model.dra_workloads import (
     DRIVER_ANNOTATION,
     DRIVER_COMPONENTS,
     DRIVER_WORKLOAD_KINDS,
+    EXTENDED_ALIAS_PREFIX,
     POD_TEMPLATE_KINDS,
     ContainerClaimRef,
     DriverHints,
@@ -58,6 +59,7 @@ from reconciler.model.dra_workloads import (
     driver_hints,
     driver_role,
     driver_template_digest,
+    extended_resources,
     is_driver_workload,
     mounted_config,
     pod_claims,
@@ -128,6 +130,7 @@ class DraInfo:
     admin_access: bool
     driver_role: str | None = None  # kubelet-plugin or controller, for driver workloads
     driver_config: str | None = None  # the content its pods read (set by the input builder)
+    extended_resources: tuple[str, ...] = ()  # extended resources DRA may back (pods and workloads)
     recognized_by: str | None = None  # how a driver workload was recognized
 
     def to_json(self) -> dict[str, Any]:
@@ -144,6 +147,7 @@ class DraInfo:
             "admin_access": self.admin_access,
             "driver_role": self.driver_role,
             "driver_config": self.driver_config,
+            "extended_resources": list(self.extended_resources),
             "recognized_by": self.recognized_by,
         }
 
@@ -178,6 +182,7 @@ def describe(body: dict[str, Any], namespace: str) -> DraInfo:
         driver_template=driver_template_digest(body) if is_driver else None,
         admin_access=any(alt.admin_access for alt in alternatives),
         driver_role=driver_role(body) if is_driver else None,
+        extended_resources=tuple(extended_resources(spec)) if spec is not None else (),
         recognized_by=recognized_by(body) if is_driver else None,
     )
 
@@ -188,7 +193,9 @@ __all__ = [
     "COMPONENT_LABEL",
     "CONFIG_KINDS",
     "DriverHints",
+    "EXTENDED_ALIAS_PREFIX",
     "allows_no_nodes",
+    "extended_resources",
     "config_content_digest",
     "driver_config_digest",
     "driver_hints",

@@ -190,6 +190,30 @@ def container_claim_refs(pod_spec: dict[str, Any] | None) -> list[ContainerClaim
     return out
 
 
+# --- extended resources backed by DRA (1.34+, DRAExtendedResource) ---------------------------------------
+
+EXTENDED_ALIAS_PREFIX = "deviceclass.resource.kubernetes.io/"
+
+
+def extended_resources(pod_spec: dict[str, Any] | None) -> list[str]:
+    """Extended resources the pod's containers request (requests or limits) that DRA may back: the
+    implicit `deviceclass.resource.kubernetes.io/<class>` and any domain-qualified name outside
+    `kubernetes.io` (a DeviceClass's `extendedResourceName`, e.g. `nvidia.com/gpu`), sorted."""
+    spec = as_dict(pod_spec)
+    found: set[str] = set()
+    for container in as_dicts(spec.get("containers")) + as_dicts(spec.get("initContainers")):
+        resources = as_dict(container.get("resources"))
+        for field_name in ("requests", "limits"):
+            for name in as_dict(resources.get(field_name)):
+                name = str(name)
+                domain = name.split("/", 1)[0] if "/" in name else ""
+                if name.startswith(EXTENDED_ALIAS_PREFIX) or (
+                    domain and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+                ):
+                    found.add(name)
+    return sorted(found)
+
+
 # --- driver workloads --------------------------------------------------------------------------------
 
 # Where a kubelet plugin registers with the kubelet and keeps its socket: a pod template mounting either runs

@@ -119,6 +119,7 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     drivers: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[str]] = {}
     crds: dict[str, dict[str, dict[str, Any]]] = {}
+    extended: dict[str, str] = {}  # extendedResourceName -> the DeviceClass that backs it
 
     def driver_entry(name: str) -> dict[str, Any]:
         return drivers.setdefault(
@@ -136,6 +137,10 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 crds.setdefault(group, {})[kind] = {"ref": info["ref"], "versions": versions}
         if role == "device-class":
             classes[info["name"]] = info["ref"]
+            spec = doc.get("spec")
+            name = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+            if isinstance(name, str) and name:
+                extended[name] = info["name"]
             class_stages[info["name"]] = max(info["stage"], class_stages.get(info["name"], info["stage"]))
             if info["driver"]:
                 driver_entry(info["driver"])["classes"].append(info["name"])
@@ -168,6 +173,7 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "drivers": drivers,
         "canaries": canaries,
         "crds": crds,
+        "extended_resources": extended,
     }
 
 

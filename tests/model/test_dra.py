@@ -494,6 +494,7 @@ def test_describe_workload_uses_given_namespace_and_dedups() -> None:
         "driver_role": None,
         "driver_config": None,
         "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -1081,6 +1082,7 @@ def test_describe_template_json_keys_match_contract() -> None:
         "driver_role",
         "driver_config",
         "recognized_by",
+        "extended_resources",
     }
     assert doc["role"] == "claim"
     assert doc["device_classes"] == ["big-gpu.example.com", "gpu.example.com"]

@@ -40,6 +40,7 @@ INDEX_KEYS = {
     "drivers",
     "canaries",
     "crds",
+    "extended_resources",
 }
 CRD_KEYS = {"ref", "versions"}
 DRIVER_KEYS = {"workloads", "canaries", "classes", "slices", "devices"}
@@ -66,6 +67,7 @@ DRA_KEYS = {
     "driver_role",
     "driver_config",
     "recognized_by",
+    "extended_resources",
 }
 ROLES = {
     "namespace",
@@ -356,6 +358,7 @@ def test_default_revision_and_no_base() -> None:
         "drivers": {},
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -425,6 +428,7 @@ def test_dra_of_namespace(doc: dict[str, Any]) -> None:
         "driver_role": None,
         "driver_config": None,
         "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -482,6 +486,7 @@ def test_dra_of_claim_template(doc: dict[str, Any]) -> None:
         "driver_role": None,
         "driver_config": None,
         "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -523,6 +528,7 @@ def test_dra_of_pod_workload(doc: dict[str, Any]) -> None:
         "driver_role": None,
         "driver_config": None,
         "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -675,6 +681,7 @@ def test_index_from_head(doc: dict[str, Any]) -> None:
         },
         "canaries": {"DaemonSet/drivers/drv": ["DaemonSet/drivers/drv-canary"]},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -698,6 +705,7 @@ def test_base_index_from_base(doc: dict[str, Any]) -> None:
         },
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -781,6 +789,7 @@ def test_index_ignores_non_dra_objects() -> None:
         "drivers": {},
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -828,6 +837,7 @@ def test_cluster_facts(head: list[Manifest], base: list[Manifest]) -> None:
         },
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
     # The desired-state index is not mixed with the live one.
     assert doc["index"]["drivers"]["gpu.example.com"]["slices"] == 0
@@ -853,6 +863,7 @@ def test_cluster_facts_defaults() -> None:
             "drivers": {},
             "canaries": {},
             "crds": {},
+            "extended_resources": {},
         },
     }
 
