@@ -34,6 +34,7 @@ from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads
 from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.outcome import Outcome
+from reconciler.render.capabilities import Capabilities, from_served
 
 Progress = Callable[[str], None]
 
@@ -70,6 +71,12 @@ class DeliverHooks:
     after_stage: Callable[[str], None] | None = None
     # Asked between stages: a reason to stop (shutting down), or None to go on.
     cancelled: Callable[[], str | None] | None = None
+
+
+def cluster_capabilities_of(client: ClusterClient) -> Capabilities:
+    """The `.Capabilities` charts render with for this cluster: its version and what discovery lists."""
+    version = client.server_version()
+    return from_served(version, client.served_kinds().kinds, f"the cluster, {version}")
 
 
 def stale_manifests(

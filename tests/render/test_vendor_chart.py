@@ -141,3 +141,16 @@ def test_a_release_namespace_nobody_creates_is_a_finding_until_create_namespace(
     result = CliRunner().invoke(cli, ["check", str(repo), "--kubeconfig", kubeconfig, "-q", "-o", "json"])
     report = json.loads(result.stdout)
     assert not [f for f in report["findings"] if f["rule"] == "namespace-missing"], report["findings"]
+
+
+def test_plan_renders_the_chart_with_the_clusters_capabilities(repo: Path, tmp_path: Path) -> None:
+    # A 1.33 cluster serving resource.k8s.io v1beta2 (and v1beta1) only: the chart's own fallback fires, as
+    # `helm install` there would, and the dry-run accepts the class.
+    with SimCluster(served_versions=("v1beta2", "v1beta1"), kube_version="v1.33.4") as old:
+        kubeconfig = str(old.write_kubeconfig(tmp_path / "kubeconfig"))
+        config = yaml.safe_load((repo / "dra-gitops.yaml").read_text())
+        config["charts"][0]["createNamespace"] = True
+        (repo / "dra-gitops.yaml").write_text(yaml.safe_dump(config))
+        result = CliRunner().invoke(cli, ["plan", str(repo), "--kubeconfig", kubeconfig, "-q", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    assert "resource.k8s.io/v1beta2" in result.stdout and 'resource.k8s.io/v1"' not in result.stdout
