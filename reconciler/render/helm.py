@@ -139,6 +139,7 @@ def render_releases(
         for release in releases:
             if release.canary_for:
                 main = next(r for r in releases if r.release_name == release.canary_for)
+                _same_names(by_release[release.release_name], release, by_release[main.release_name], main)
                 _pair_canaries(by_release[release.release_name], release, by_release[main.release_name], main)
     created: set[str] = set()
     for release in releases:
@@ -382,6 +383,22 @@ def _first_line(exc: Exception, lines: int = 1) -> str:
     if lines == 0:
         return "\n".join(text) or type(exc).__name__
     return " ".join(line.strip() for line in text[:lines]) or type(exc).__name__
+
+
+def _same_names(
+    canary: list[Manifest], canary_release: ChartRelease, main: list[Manifest], main_release: ChartRelease
+) -> None:
+    """A chart naming its driver workloads after itself renders the same names in both releases of one
+    namespace: say how to tell them apart rather than report two definitions of one object."""
+    mains = {m.ref for m in main if dra.is_driver_workload(m.body)}
+    clash = [m for m in canary if m.ref in mains]
+    if clash:
+        raise ManifestError(
+            f"{canary_release.label} renders {clash[0].ref} like release {main_release.release_name} (the chart "
+            "names it after itself, not after the release): give the canary release its own name with "
+            "`values: {nameOverride: <name>}` (or the chart's equivalent), or another namespace",
+            where=canary_release.where,
+        )
 
 
 def _pairing_key(manifest: Manifest) -> tuple[str, str, str | None, str]:

@@ -154,3 +154,11 @@ def test_plan_renders_the_chart_with_the_clusters_capabilities(repo: Path, tmp_p
         result = CliRunner().invoke(cli, ["plan", str(repo), "--kubeconfig", kubeconfig, "-q", "-o", "json"])
     assert result.exit_code == 0, result.output
     assert "resource.k8s.io/v1beta2" in result.stdout and 'resource.k8s.io/v1"' not in result.stdout
+
+
+def test_a_canary_release_named_like_the_main_one_says_to_use_name_override(repo: Path) -> None:
+    set_config(repo, canary={"nameOverride": ""})
+    with pytest.raises(DraGitopsError) as error:
+        objects(repo)
+    assert f"renders {MAIN_CONTROLLER} like release gpu" in str(error.value)
+    assert "nameOverride" in str(error.value)
