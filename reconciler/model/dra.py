@@ -10,7 +10,8 @@ The accessors live in sibling modules by what they read; this module re-exports 
 the object's role in the DRA chain and the `_dra` summary of the policy input:
 
 * :mod:`reconciler.model.dra_readers`   defensive readers, the DRA group and versions
-* :mod:`reconciler.model.dra_workloads` PodSpecs, pod and container claims, driver workloads and canaries
+* :mod:`reconciler.model.dra_workloads` PodSpecs, pod and container claims, extended resources
+* :mod:`reconciler.model.dra_drivers`   driver workloads: recognition, driver, role, canary, digests
 * :mod:`reconciler.model.dra_claims`    claims and templates: requests, classes, allocation status
 * :mod:`reconciler.model.dra_devices`   DeviceClasses and ResourceSlices
 """
@@ -38,34 +39,36 @@ from reconciler.model.dra_devices import (
     slice_node,
     slice_pool,
 )
-from reconciler.model.dra_readers import CLASSIC_VERSIONS, DRA_GROUP, DRA_VERSIONS, dra_kind, is_dra_group
-from reconciler.model.dra_workloads import (
+from reconciler.model.dra_drivers import (
     CANARY_ANNOTATION,
     COMPONENT_LABEL,
     CONFIG_KINDS,
     DRIVER_ANNOTATION,
     DRIVER_COMPONENTS,
     DRIVER_WORKLOAD_KINDS,
-    EXTENDED_ALIAS_PREFIX,
-    POD_TEMPLATE_KINDS,
-    ContainerClaimRef,
     DriverHints,
-    PodClaim,
     allows_no_nodes,
     canary_for,
     config_content_digest,
-    container_claim_refs,
     driver_config_digest,
     driver_hints,
     driver_role,
     driver_template_digest,
-    extended_resources,
     is_driver_workload,
     mounted_config,
-    pod_claims,
-    pod_spec_of,
     recognized_by,
     workload_driver,
+)
+from reconciler.model.dra_readers import CLASSIC_VERSIONS, DRA_GROUP, DRA_VERSIONS, dra_kind, is_dra_group
+from reconciler.model.dra_workloads import (
+    EXTENDED_ALIAS_PREFIX,
+    POD_TEMPLATE_KINDS,
+    ContainerClaimRef,
+    PodClaim,
+    container_claim_refs,
+    extended_resources,
+    pod_claims,
+    pod_spec_of,
 )
 from reconciler.model.objects import Manifest, api_group
 from reconciler.model.readers import api_version_of, kind_of, unique
