@@ -4,7 +4,9 @@
 #   Every device class that a ResourceClaim or ResourceClaimTemplate requests (every alternative of a
 #   prioritized list, every resource.k8s.io version; a v1alpha2 ResourceClass by resourceClassName) must
 #   exist in the desired state or in the cluster, and the change must not apply the class in a later
-#   stage than the claim (a dra-gitops.io/stage override) unless the class already exists.
+#   stage than the claim (a dra-gitops.io/stage override) unless the class already exists. Extended
+#   resources backed by DRA count too: deviceclass.resource.kubernetes.io/<class> needs the class, and a
+#   class's extendedResourceName must not come later than the pods requesting it.
 # custom:
 #   id: class-before-template
 #   severity: deny
