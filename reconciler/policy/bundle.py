@@ -188,15 +188,3 @@ def tar_gz(bundle: Bundle, signatures: bytes | None = None) -> bytes:
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(files[name]))
     return gzip.compress(raw.getvalue(), mtime=0)
-
-
-def read_tar_gz(data: bytes) -> dict[str, bytes]:
-    """{name without the leading `/`: content} of a bundle tarball."""
-    files: dict[str, bytes] = {}
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            if member.isfile():
-                extracted = tar.extractfile(member)
-                assert extracted is not None
-                files[member.name.lstrip("/")] = extracted.read()
-    return files

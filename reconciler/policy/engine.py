@@ -92,11 +92,6 @@ def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
             into[key] = value
 
 
-def module_package(text: str, where: str = "<module>") -> str:
-    """The package a Rego module declares, read by the Rego parser (raises PolicyError if it does not parse)."""
-    return parse_module(where, text).package_name
-
-
 def rule_packages(policy_set: PolicySet) -> list[tuple[str, ...]]:
     """The paths under `data.dra` that hold a `deny` or `warn` rule of the policy set's modules: whatever
     spelling declares them (`package dra.x`, `package dra["x"]`, `x.deny contains ...` in `package dra`)."""

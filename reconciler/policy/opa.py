@@ -96,7 +96,7 @@ class OpaServerEngine:
             response = self._client._session.request(method, address, json=body, timeout=self.timeout)
         except requests.Timeout as exc:
             raise EnvironmentProblem(
-                f"OPA server at {self.url} did not answer {path} within {self.timeout:g}s (--opa-timeout)"
+                f"OPA server at {self.url} did not answer {method} /v1/{path} within {self.timeout:g}s (--opa-timeout)"
             ) from exc
         except requests.RequestException as exc:
             reason = exc.__class__.__name__
@@ -111,7 +111,7 @@ class OpaServerEngine:
             return response.json()
         except ValueError as exc:
             raise EnvironmentProblem(
-                f"OPA server at {self.url} answered {path} with something that is not JSON: "
+                f"OPA server at {self.url} answered {method} /v1/{path} with something that is not JSON: "
                 f"{' '.join(response.text.split())[:200]!r}"
             ) from exc
 
@@ -193,8 +193,24 @@ def run_policy_tests_on_opa(
     """Run the `test_*` rules of the bundle the server serves, once it is this policy set's bundle."""
     policy_set = opa_test_policy_set(dirs)
     engine = OpaServerEngine(url, policy_set, token=token, timeout=timeout)
+    packages: dict[tuple[str, ...], Any] = {}
+
+    def query(path: tuple[str, ...]) -> Any:
+        """A test's value from its package's, asked once per package; a package whose evaluation fails
+        (one erring rule spoils the whole document) is asked test by test, so only that test errs."""
+        package = path[:-1]
+        if package not in packages:
+            try:
+                packages[package] = engine.query(package)
+            except RuntimeError:
+                packages[package] = None
+        value = packages[package]
+        if value is None:
+            return engine.query(path)
+        return value.get(path[-1]) if isinstance(value, dict) else None
+
     try:
         engine.check_revision()
-        return run_tests_with(engine.query, policy_set, name_filter)
+        return run_tests_with(query, policy_set, name_filter)
     finally:
         engine.close()

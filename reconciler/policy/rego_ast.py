@@ -29,7 +29,6 @@ class RuleHead:
     path: tuple[str, ...]
     kind: str  # "single-value", "multi-value", "function/<arity>" or "default"
     line: int
-    col: int
 
     @property
     def dotted(self) -> str:
@@ -81,7 +80,7 @@ def _head(rule: dict[str, Any], package: tuple[str, ...]) -> RuleHead:
     if "Default" in rule:
         names, _ = ref_parts(rule["Default"]["refr"])
         span = rule["Default"]["span"]
-        return RuleHead((*package, *names), "default", span["line"], span["col"])
+        return RuleHead((*package, *names), "default", span["line"])
     ((head_kind, head),) = rule["Spec"]["head"].items()
     names, dynamic = ref_parts(head["refr"])
     if head_kind == "Func":
@@ -90,7 +89,7 @@ def _head(rule: dict[str, Any], package: tuple[str, ...]) -> RuleHead:
         kind = "multi-value"
     else:
         kind = "single-value"
-    return RuleHead((*package, *names), kind, head["span"]["line"], head["span"]["col"])
+    return RuleHead((*package, *names), kind, head["span"]["line"])
 
 
 def parse_module(path: str, text: str) -> ParsedModule:

@@ -27,8 +27,10 @@ otherwise regorus's; the real-server run (`DRA_GITOPS_OPA_URL`) is the authority
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
+import tarfile
 import threading
 import urllib.error
 import urllib.request
@@ -39,7 +41,6 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from reconciler.policy.bundle import read_tar_gz
 from reconciler.policy.rego_ast import ref_parts, walk
 
 _LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<row>\d+):(?P<col>\d+)")
@@ -181,6 +182,17 @@ def compile_modules(modules: dict[str, str]) -> None:
                 functions.setdefault(path, set()).add(int(kind.split("/")[1]))
     for module_id, ast in asts.items():
         _type_check(module_id, ast, functions)
+
+
+def read_tar_gz(data: bytes) -> dict[str, bytes]:
+    """{name without the leading `/`: content} of a bundle tarball."""
+    files: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            extracted = tar.extractfile(member) if member.isfile() else None
+            if extracted is not None:
+                files[member.name.lstrip("/")] = extracted.read()
+    return files
 
 
 class BundleRejected(Exception):
