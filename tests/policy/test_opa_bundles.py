@@ -21,6 +21,7 @@ from reconciler.cli import cli
 from reconciler.errors import PolicyError
 from reconciler.policy.bundle import MANIFEST, SIGNATURES, build_bundle, sign, tar_gz, verify
 from reconciler.policy.engine import load_policy_set
+from reconciler.policy.opa import run_policy_tests_on_opa
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "policies"
@@ -196,3 +197,19 @@ def test_a_bad_signing_key_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1 and "cannot sign" in result.output
     assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_the_overlays_bundle_build_writes_what_its_opa_loads_and_the_reconciler_expects(
+    tmp_path: Path,
+) -> None:
+    import yaml
+
+    patch = yaml.safe_load((REPO / "deploy" / "overlays" / "opa" / "opa-sidecar.yaml").read_text())
+    build, opa = patch["spec"]["template"]["spec"]["initContainers"]
+    bundle_path = opa["args"][opa["args"].index("--bundle") + 1]
+    args = [a.replace(bundle_path, str(tmp_path / "bundle.tar.gz")) for a in build["args"]]
+    result = CliRunner().invoke(cli, [*args, "-q"])
+    assert result.exit_code == 0, result.output
+    with serve_opa_standin((tmp_path / "bundle.tar.gz").read_bytes()) as server:
+        report = run_policy_tests_on_opa(server.url, [])  # the reconciler's policies: the bundled pack
+        assert report.ok and report.passed == 151
