@@ -254,7 +254,8 @@ class OpaStandIn:
         self.data: dict[str, Any] = {}
         self.bundles: dict[str, dict[str, Any]] = {}
         self.compiled: Any = None
-        self.queries = 0
+        self.queries = 0  # evaluations (POST or GET /v1/data)
+        self.requests = 0  # every HTTP request, of any kind
 
     def activate(self, name: str, tarball: bytes) -> None:
         files = read_tar_gz(tarball)
@@ -336,6 +337,8 @@ class OpaStandIn:
 
 
 def _handler(state: OpaStandIn, worker: ThreadPoolExecutor) -> type[BaseHTTPRequestHandler]:
+    lock = threading.Lock()
+
     def on_worker(call: Callable[..., tuple[int, dict[str, Any]]], *args: Any) -> tuple[int, dict[str, Any]]:
         return worker.submit(call, *args).result()
 
@@ -358,6 +361,8 @@ def _handler(state: OpaStandIn, worker: ThreadPoolExecutor) -> type[BaseHTTPRequ
             self.wfile.write(data)
 
         def _route(self) -> tuple[str, str]:
+            with lock:
+                state.requests += 1
             path = self.path.split("?")[0]
             for prefix in ("/v1/policies", "/v1/data", "/v1/status", "/health"):
                 if path == prefix or path.startswith(prefix + "/"):
@@ -409,6 +414,10 @@ class StandInServer:
     @property
     def queries(self) -> int:
         return self.state.queries
+
+    @property
+    def requests(self) -> int:
+        return self.state.requests
 
 
 @contextmanager
