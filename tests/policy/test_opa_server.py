@@ -21,6 +21,7 @@ from reconciler.model.loader import LoadResult, load_paths
 from reconciler.policy.bundle import ENTRYPOINT_PACKAGE, build_bundle, bundle_revision
 from reconciler.policy.engine import EmbeddedEngine, evaluate, load_policy_set
 from reconciler.policy.opa import OpaServerEngine, run_policy_tests_on_opa
+from reconciler.policy.testing import run_policy_tests
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "policies"
@@ -199,3 +200,19 @@ def test_the_server_refuses_a_module_upload_under_the_bundle_root(opa_url: str) 
         opa_url, "PUT", "/v1/policies/mine.rego", "package dra.capacity\n\ndeny contains 1\n"
     )
     assert status == 400, answer
+
+
+def test_a_test_whose_evaluation_fails_is_that_tests_error_on_both_engines(
+    opa_server: StandInServer, tmp_path: Path
+) -> None:
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "t_test.rego").write_text(
+        'package dra.t_test\n\ntest_ok if 1 == 1\n\ntest_boom if {\n\tx := {"a": "s"}\n\tx.a + 1 == 2\n}\n'
+    )
+    opa_server.activate(bundle_of(tmp_path))
+    embedded = run_policy_tests([tmp_path])
+    on_opa = run_policy_tests_on_opa(opa_server.url, [tmp_path])
+    for report in (embedded, on_opa):
+        statuses = {r.test.name: r.status for r in report.results}
+        assert statuses["test_ok"] == "pass" and statuses["test_boom"] == "error", statuses
+    assert on_opa.passed == 151 + 1  # with the bundled pack's, which the bundle holds too
