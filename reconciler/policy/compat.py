@@ -204,6 +204,27 @@ def _literal_comprehension_keys(module: Module, rule: dict[str, Any]) -> Iterato
                 )
 
 
+def _shadowing(module: Module, rule: dict[str, Any]) -> Iterator[Difference]:
+    """`f(data) := ...`, `some input in ...`: declaring a variable named `input` or `data`."""
+    head = (rule.get("Spec") or {}).get("head") or {}
+    declared = list((head.get("Func") or {}).get("args") or [])
+    for node in walk(rule):
+        some_in = node.get("SomeIn")
+        if isinstance(some_in, dict):
+            declared += [some_in.get("key") or {}, some_in.get("value") or {}]
+        assign = node.get("AssignExpr")
+        if isinstance(assign, dict) and assign.get("op") == "ColEq":
+            declared.append(assign["lhs"])
+    for name, line in (item for term in declared for item in _vars(term)):
+        if name in ("input", "data"):
+            yield Difference(
+                "shadowed-input-data",
+                f"{module.path}:{line}",
+                f"a variable named {name} hides the document of that name",
+                f"rego_compile_error: variables must not shadow {name} (strict)",
+            )
+
+
 def _outside_root(module: Module) -> Iterator[Difference]:
     if module.package_path[:1] != ("dra",):
         yield Difference(
@@ -231,6 +252,7 @@ def module_differences(modules: Iterable[Module]) -> list[Difference]:
         for rule in ast.get("rules") or []:
             found += _unused_assignments(module, rule)
             found += _literal_comprehension_keys(module, rule)
+            found += _shadowing(module, rule)
     return sorted(set(found), key=lambda d: (d.where, d.code))
 
 

@@ -30,6 +30,7 @@ DIFFERENCES = {
     "undefined-function": ("package dra.t\n\nx if {\n\tinput.never\n\tnosuch(1)\n}\n", 5),
     "function-arity": ("package dra.t\n\nf(a) := a\n\nx if {\n\tinput.never\n\tf(1, 2)\n}\n", 7),
     "outside-bundle-root": ("package lib.t\n\nx := 1\n", 1),
+    "shadowed-input-data": ("package dra.t\n\nf(data) := data\n\nx := f(1)\n", 3),
 }
 
 
