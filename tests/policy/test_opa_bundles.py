@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from conftest import bundle_of
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from opa_standin import BundleRejected, StandInServer, call, compile_modules, read_tar_gz, serve_opa_standin
+from opa_compiler import compile_modules
+from opa_standin import BundleRejected, StandInServer, call, read_tar_gz, serve_opa_standin
 
 from reconciler.cli import cli
 from reconciler.errors import PolicyError
