@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from reconciler.errors import EnvironmentProblem
+from reconciler.errors import EnvironmentProblem, UserError
 from reconciler.policy.bundle import ENTRYPOINT_PACKAGE, bundle_revision
 from reconciler.policy.engine import PolicySet, bundled_policy_dir, load_policy_set
 from reconciler.policy.testing import TestReport, run_tests_with
@@ -43,6 +43,8 @@ def _client(url: str, token: str | None, timeout: float) -> Any:
     from opa_client import OpaClient
 
     parsed = urlparse(url if "://" in url else f"http://{url}")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise UserError(f"the OPA URL must be http://host:port or https://host:port, not {url!r}")
     port = parsed.port or (443 if parsed.scheme == "https" else 8181)
     return OpaClient(
         host=parsed.hostname or "", port=port, ssl=parsed.scheme == "https", token=token, timeout=timeout

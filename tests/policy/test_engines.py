@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.delivery.check import CheckOptions, run_check
-from reconciler.errors import EnvironmentProblem, PolicyError
+from reconciler.errors import EnvironmentProblem, PolicyError, UserError
 from reconciler.model.loader import load_paths
 from reconciler.policy.engine import load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts
@@ -84,3 +84,8 @@ def test_unreachable_opa_server_is_an_environment_problem() -> None:
     with pytest.raises(EnvironmentProblem) as error:
         engine.evaluate({"objects": []})
     assert "127.0.0.1:9" in str(error.value) and "unreachable" in str(error.value)
+
+
+def test_an_opa_url_that_is_no_http_url_is_refused_outside_the_cli_too() -> None:
+    with pytest.raises(UserError, match="http://host:port"):
+        OpaServerEngine("ftp://x:1", load_policy_set([]))
