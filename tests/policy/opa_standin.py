@@ -268,6 +268,14 @@ class StandInServer:
         """Activate a bundle; raises BundleRejected (the active bundle keeps serving)."""
         self._worker.submit(self.state.activate, name, tarball).result()
 
+    def unload(self) -> None:
+        """No bundle at all, as a server started without one."""
+
+        def clear() -> None:
+            self.state.bundles, self.state.modules, self.state.data, self.state.compiled = {}, {}, {}, None
+
+        self._worker.submit(clear).result()
+
     @property
     def queries(self) -> int:
         return self.state.queries

@@ -109,7 +109,7 @@ def test_a_server_with_another_bundle_is_refused_naming_both_revisions(
 
 
 def test_a_server_without_a_bundle_says_so(opa_server: StandInServer, eight_gpus: LoadResult) -> None:
-    opa_server.state.bundles, opa_server.state.modules, opa_server.state.compiled = {}, {}, None
+    opa_server.unload()
     with pytest.raises(EnvironmentProblem) as error:
         findings(eight_gpus, opa_server.url)
     assert "has loaded no bundle" in str(error.value)
