@@ -34,6 +34,7 @@ class CheckOptions:
     policy_dirs: Sequence[Path] = ()
     opa_url: str | None = None
     opa_token: str | None = None
+    opa_timeout: float = 30.0  # seconds to wait for the OPA server's answer
     params: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     progress: Progress = _quiet
@@ -85,7 +86,9 @@ def make_engine(policy_set: PolicySet, options: CheckOptions) -> Engine:
     if options.opa_url:
         from reconciler.policy.opa import OpaServerEngine
 
-        return OpaServerEngine(options.opa_url, policy_set, token=options.opa_token)
+        return OpaServerEngine(
+            options.opa_url, policy_set, token=options.opa_token, timeout=options.opa_timeout
+        )
     return EmbeddedEngine(policy_set)
 
 
