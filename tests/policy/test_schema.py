@@ -127,7 +127,11 @@ def test_the_text_report_leads_with_path_line_and_the_field(tmp_path: Path) -> N
     ("field", "value", "message"),
     [
         ("replicas", '"3"', 'spec.replicas: Invalid value: "string": must be integer'),
-        ("revisionHistoryLimit", "true", 'spec.revisionHistoryLimit: Invalid value: "boolean": must be integer'),
+        (
+            "revisionHistoryLimit",
+            "true",
+            'spec.revisionHistoryLimit: Invalid value: "boolean": must be integer',
+        ),
         ("strategy", "{type: Recreate, rollingUpdat: {}}", "spec.strategy.rollingUpdat: unknown field"),
         ("selector", "null", "spec.selector: Required value"),
     ],
@@ -186,7 +190,10 @@ spec:
 
 def test_at_most_twenty_violations_an_object_then_a_count(tmp_path: Path) -> None:
     extra = "\n".join(f"extra{i}: x" for i in range(MAX_VIOLATIONS + 5))
-    _write(tmp_path, {"cm.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: ml}}\n{extra}\n"})
+    _write(
+        tmp_path,
+        {"cm.yaml": f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: ml}}\n{extra}\n"},
+    )
     _, doc = _check(tmp_path)
     messages = [f["msg"] for f in _schema_findings(doc)]
     assert len(messages) == MAX_VIOLATIONS + 1
@@ -310,6 +317,8 @@ def test_versions_are_clamped_to_the_bundled_releases() -> None:
 
 def test_the_bundled_schemas_are_generated_from_kubernetes_validate() -> None:
     result = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "openapi_schemas.py"), "--check"], capture_output=True, text=True
+        [sys.executable, str(REPO / "tools" / "openapi_schemas.py"), "--check"],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
