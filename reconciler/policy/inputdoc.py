@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.model import dra
+from reconciler.model.generators import generated_template
 from reconciler.model.objects import Manifest, api_version_only
 from reconciler.model.plan import Plan
 from reconciler.model.served import DEFAULT_RELEASE, parse_release, release_doc
@@ -80,6 +81,10 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         info = doc["_dra"]
         role = info["role"]
         key = f"{info['namespace']}/{info['name']}"
+        generated = generated_template(info["group"], info["kind"], doc)
+        if generated is not None:
+            # Created at run time by the object's controller: provided, as far as the pods are concerned.
+            templates.setdefault(f"{info['namespace']}/{generated[0]}", info["ref"])
         if info["kind"] == "CustomResourceDefinition" and info["group"] == "apiextensions.k8s.io":
             defined = crd_kind(doc)
             if defined is not None:
