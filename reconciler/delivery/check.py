@@ -126,13 +126,18 @@ def run_check(
     repo_params: dict[str, Any] | None = None,
     cluster: ClusterFacts | None = None,
     timings: dict[str, float] | None = None,
+    pruned: Sequence[Manifest] = (),
 ) -> CheckRun:
+    """Judge `head` (against `base` when given). Without a base, `pruned` are the live objects a one-shot
+    apply will delete (what it last delivered and `head` no longer has): the policies see them as deletes."""
     timings = dict(timings or {})
     started = time.perf_counter()
     base_manifests: list[Manifest] = base.manifests if base else []
     if base is None and cluster is not None:
         # No revision to compare with: a driver upgrade is judged against what the cluster runs.
         base_manifests = live_driver_base(head.manifests, cluster.objects)
+    if base is None:
+        base_manifests = base_manifests + list(pruned)
     plan = compute_plan(base_manifests, head.manifests)
     timings["plan"] = time.perf_counter() - started
     # The policies' view (head against base), not what an apply would write: that is the dry-run's.
@@ -140,7 +145,9 @@ def run_check(
     if base is not None:
         against = f"changes against {base_name}: {plan.summary()}"
     elif base_manifests:
-        against = f"no base revision; driver workloads against the cluster: {plan.summary()}"
+        against = (
+            f"no base revision; driver workloads and pruned objects against the cluster: {plan.summary()}"
+        )
     else:
         against = "no base revision"
     options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
