@@ -157,11 +157,14 @@ def run_check(
     engine = make_engine(policy_set, options)
     params = _merge_params(policy_set.params, repo_params or {}, options.params)
     capacity = None
+    changed_classes: list[dict[str, Any]] = []
     if cluster is not None:
         # Imported here: it brings the CEL runtime, which an offline check never needs (~0.1 s at start-up).
         from reconciler.dra.capacity import capacity_input
+        from reconciler.dra.class_change import class_changes
 
         capacity = capacity_input(plan, head.manifests, cluster.objects)
+        changed_classes = class_changes(head.manifests, cluster.objects)
     input_doc = build_input(
         head=head.manifests,
         base=base_manifests,
@@ -171,6 +174,7 @@ def run_check(
         has_base=base is not None,
         cluster=cluster,
         capacity=capacity,
+        class_changes=changed_classes,
         params=params,
     )
     timings["input"] = time.perf_counter() - started

@@ -203,6 +203,7 @@ def build_input(
     has_base: bool = False,
     cluster: ClusterFacts | None = None,
     capacity: dict[str, Any] | None = None,
+    class_changes: list[dict[str, Any]] | None = None,
     params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole input document for one check."""
@@ -257,5 +258,6 @@ def build_input(
         "base_index": build_index(base_docs.values()),
         "release": release_block,
         "capacity": capacity,
+        "class_changes": class_changes or [],
         "params": params,
     }
