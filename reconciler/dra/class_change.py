@@ -72,7 +72,7 @@ class _Users:
     def _classes(manifest: Manifest) -> set[str]:
         return set(dra.describe(manifest.body, manifest.ref.namespace).device_classes)
 
-    def of(self, class_name: str) -> tuple[list[str], list[Mapping[str, Any]]]:
+    def of(self, class_name: str) -> tuple[list[str], list[dict[str, Any]]]:
         """(refs of the users, the live claims requesting the class: what they hold is in their status)."""
         claims = [m for m in self.claims if class_name in self.claim_classes[_key(m)]]
         refs = {str(m.ref) for m in claims if not _generated(m.body)}
