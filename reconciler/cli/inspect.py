@@ -49,6 +49,13 @@ from reconciler.errors import DraGitopsError
 )
 @kube_options
 @policy_options
+@click.option(
+    "--kubernetes-version",
+    metavar="1.MINOR",
+    help="The Kubernetes release to judge for offline: its schemas validate the objects and served-versions "
+    "judges their API versions (default: the cluster's with --cluster, else the repository config's "
+    "`kubernetes_version` param, else the newest bundled schemas).",
+)
 @click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")
 @output_option()
 @color_option
@@ -66,6 +73,7 @@ def check(
     policy_dirs: tuple[Path, ...],
     opa_url: str | None,
     opa_token: str | None,
+    kubernetes_version: str | None,
     fail_on_warn: bool,
     output: str,
     color: str,
@@ -82,6 +90,7 @@ def check(
     the checked tree selects `paths` and sets policy `params`.
     """
     from reconciler.delivery.check import CheckOptions, check_git, check_paths
+    from reconciler.model.openapi import minor_of
     from reconciler.policy.report import RenderOptions, render
     from reconciler.policy.result import error_result
 
@@ -93,12 +102,19 @@ def check(
         raise click.UsageError("--repo needs --base (the revision the change starts from)")
     if repo is None and not paths:
         raise click.UsageError("give at least one PATH, or --repo with --base and --head")
+    if kubernetes_version is not None and minor_of(kubernetes_version) is None:
+        raise click.BadParameter(
+            f"{kubernetes_version!r} is no Kubernetes version such as 1.36", param_hint="--kubernetes-version"
+        )
     options = CheckOptions(
         policy_dirs=policy_dirs,
         opa_url=opa_url,
         opa_token=opa_token,
         opa_timeout=opa_timeout_setting(),
         progress=progress_printer(quiet),
+        kubernetes_version=kubernetes_version,
+        # The same release for served-versions' offline judgement as for the schemas.
+        params={"kubernetes_version": kubernetes_version} if kubernetes_version else {},
     )
     colored = use_color(color, sys.stdout)
     options_out = RenderOptions(color=colored, fail_on_warn=fail_on_warn)
@@ -124,6 +140,8 @@ def check(
         click.echo(run.plan.render(), err=True, nl=False)
         for uninspected in run.result.uninspected:
             click.echo(f"dra-gitops: {uninspected.message}", err=True)
+        for unvalidated in run.result.unvalidated:
+            click.echo(f"dra-gitops: {unvalidated.message}", err=True)
         if run.result.capacity is not None:
             from reconciler.dra.capacity import render_capacity
 

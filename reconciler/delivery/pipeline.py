@@ -119,7 +119,7 @@ def deliver(
     plan = compute_plan(stale, head)
     check = None
     if options.check:
-        check = _check(client, desired, base, check_options, progress)
+        check = _check(client, desired, base, check_options, progress, pruned=stale)
         timings["check"] = time.perf_counter() - started
         if check.result.denials:
             return Delivery(Outcome.DENIED, revision, plan, check=check, timings=timings)
@@ -181,8 +181,11 @@ def _check(
     base: DesiredState | None,
     check_options: CheckOptions,
     progress: Progress,
+    *,
+    pruned: list[Manifest],
 ) -> CheckRun:
-    """Policies judge the revision with live cluster data, and the change from `base` when there is one."""
+    """Policies judge the revision with live cluster data, and the change from `base` when there is one;
+    without one, what the delivery prunes is judged as deletes."""
     facts = collect_facts(client, progress)
     return run_check(
         desired.manifests,
@@ -192,6 +195,7 @@ def _check(
         base_sha=base.revision.sha if base is not None else None,
         repo_params=desired.params,
         cluster=facts,
+        pruned=pruned,
     )
 
 
