@@ -9,6 +9,7 @@ person running the tests with the bundled pack's bundle; tests that need another
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,3 +42,12 @@ def opa_url() -> Iterator[str]:
         return
     with serve_opa_standin(bundle_of()) as server:
         yield server.url
+
+
+@functools.cache
+def bundled_test_count() -> int:
+    """How many `test_*` rules the bundled pack has (the OPA runs must find every one)."""
+    from reconciler.policy.engine import bundled_policy_dir
+    from reconciler.policy.testing import run_policy_tests
+
+    return len(run_policy_tests([bundled_policy_dir()]).results)
