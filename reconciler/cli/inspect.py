@@ -200,7 +200,7 @@ def diagnose(
     \b
     TARGET: pod/NAME, claim/NAME, NS/NAME or NAME (in --namespace); without it, everything pending.
     Failure modes: driver-not-installed, exhaustion, node-failure, version-mismatch, missing-class,
-    selector-error, prepare-failure, pending. Exit 1 when a failure mode was found, 0 when nothing is
+    selector-error, prepare-failure, device-taint, pending. Exit 1 when a failure mode was found, 0 when nothing is
     wrong.
     """
     from reconciler.cluster.diagnose import diagnose as run_diagnose
