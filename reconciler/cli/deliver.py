@@ -18,6 +18,7 @@ from reconciler.cli.options import (
     grace_option,
     handle_errors,
     kube_options,
+    opa_timeout_setting,
     output_option,
     policy_options,
     progress_printer,
@@ -185,7 +186,11 @@ def apply_command(
 
     progress = progress_printer(quiet)
     check_options = CheckOptions(
-        policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress
+        policy_dirs=policy_dirs,
+        opa_url=opa_url,
+        opa_token=opa_token,
+        opa_timeout=opa_timeout_setting(),
+        progress=progress,
     )
     options = DeliverOptions(
         target=target_name,

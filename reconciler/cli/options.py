@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import click
 
@@ -134,10 +135,48 @@ def policy_options(func: F) -> F:
         type=click.Path(exists=True, file_okay=False, path_type=Path),
         help="Extra policy directory (Rego modules and data.json); repeatable. The bundled pack always runs.",
     )(func)
+    return opa_options(
+        func,
+        "Evaluate with an OPA server at this URL (http://host:port) that serves the bundle of these "
+        "policies (`dra-gitops policy bundle`), instead of the embedded engine.",
+    )
+
+
+def _opa_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--opa-url must be http(s)://host[:port]: anything else is a usage error (exit 2)."""
+    if not value:
+        return value
+    parsed = urlparse(value if "://" in value else f"http://{value}")
+    try:
+        port_ok = parsed.port is None or parsed.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok:
+        raise click.BadParameter(f"{value!r} is not http://host:port or https://host:port", ctx, param)
+    return value
+
+
+def _opa_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> None:
+    ctx.meta["dra_gitops.opa_timeout"] = value
+
+
+def opa_timeout_setting() -> float:
+    """The --opa-timeout of the running command (30 s when it has none)."""
+    ctx = click.get_current_context(silent=True)
+    value = ctx.meta.get("dra_gitops.opa_timeout") if ctx is not None else None
+    return float(value) if value else 30.0
+
+
+def opa_options(func: F, url_help: str) -> F:
+    """--opa-url (checked: exit 2 when it is no http(s) URL), --opa-token and --opa-timeout."""
+    func = click.option("--opa-url", envvar="DRA_GITOPS_OPA_URL", callback=_opa_url, help=url_help)(func)
     func = click.option(
-        "--opa-url",
-        envvar="DRA_GITOPS_OPA_URL",
-        help="Evaluate with an OPA server at this URL (http://host:port) instead of the embedded engine.",
+        "--opa-timeout",
+        type=Duration(),
+        envvar="DRA_GITOPS_OPA_TIMEOUT",
+        expose_value=False,
+        callback=_opa_timeout,
+        help="How long to wait for the OPA server's answer (default 30s); past it: exit 4.",
     )(func)
     return click.option(
         "--opa-token",
@@ -147,10 +186,12 @@ def policy_options(func: F) -> F:
 
 
 def check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
-    """The policy check's options from --policy, --opa-url and --opa-token (no progress of its own)."""
+    """The policy check's options from --policy, --opa-url, --opa-token and --opa-timeout."""
     from reconciler.delivery.check import CheckOptions
 
-    return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
+    return CheckOptions(
+        policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, opa_timeout=opa_timeout_setting()
+    )
 
 
 def connect(kubeconfig: str | None, context: str | None, **limits: Any) -> Any:

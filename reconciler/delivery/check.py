@@ -18,11 +18,13 @@ from reconciler.model.compare import live_driver_base
 from reconciler.model.dra_workloads import uninspected_pod_specs
 from reconciler.model.loader import Limits, LoadResult
 from reconciler.model.objects import Manifest
+from reconciler.model.openapi import minor_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
+from reconciler.policy.schema import SCHEMA_RULE, check_schemas
 from reconciler.render.capabilities import Capabilities, cluster_capabilities, from_served
 
 Progress = Callable[[str], None]
@@ -37,9 +39,13 @@ class CheckOptions:
     policy_dirs: Sequence[Path] = ()
     opa_url: str | None = None
     opa_token: str | None = None
+    opa_timeout: float = 30.0  # seconds to wait for the OPA server's answer
     params: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     progress: Progress = _quiet
+    # The Kubernetes release whose schemas validate the objects ("1.36"); the cluster's when one is given,
+    # else the newest bundled.
+    kubernetes_version: str | None = None
 
 
 @dataclass
@@ -146,7 +152,9 @@ def make_engine(policy_set: PolicySet, options: CheckOptions) -> Engine:
     if options.opa_url:
         from reconciler.policy.opa import OpaServerEngine
 
-        return OpaServerEngine(options.opa_url, policy_set, token=options.opa_token)
+        return OpaServerEngine(
+            options.opa_url, policy_set, token=options.opa_token, timeout=options.opa_timeout
+        )
     return EmbeddedEngine(policy_set)
 
 
@@ -155,6 +163,21 @@ def _merge_params(*layers: dict[str, Any]) -> dict[str, Any]:
     for layer in layers:
         merged.update(layer)
     return merged
+
+
+def _kubernetes_version(
+    options: CheckOptions, repo_params: dict[str, Any], cluster: ClusterFacts | None
+) -> str | None:
+    """The release objects are validated for: the cluster's, the one asked for, the repository config's
+    `kubernetes_version` param, else None (the newest bundled)."""
+    if cluster is not None and cluster.version:
+        return cluster.version
+    asked = (
+        options.kubernetes_version
+        or options.params.get("kubernetes_version")
+        or repo_params.get("kubernetes_version")
+    )
+    return str(asked) if asked is not None else None
 
 
 def run_check(
@@ -168,6 +191,7 @@ def run_check(
     cluster: ClusterFacts | None = None,
     timings: dict[str, float] | None = None,
     drivers: tuple[DriverDecl, ...] = (),
+    pruned: Sequence[Manifest] = (),
 ) -> CheckRun:
     """Policies judge `head` (against `base`, or the cluster's driver workloads); driver workloads are
     recognized with what the desired state, the base and the cluster say of drivers (`dra.hints_of`)."""
@@ -183,6 +207,7 @@ def run_check(
             repo_params=repo_params,
             cluster=cluster,
             timings=timings,
+            pruned=pruned,
         )
 
 
@@ -196,13 +221,18 @@ def _run_check(
     repo_params: dict[str, Any] | None = None,
     cluster: ClusterFacts | None = None,
     timings: dict[str, float] | None = None,
+    pruned: Sequence[Manifest] = (),
 ) -> CheckRun:
+    """Judge `head` (against `base` when given). Without a base, `pruned` are the live objects a one-shot
+    apply will delete (what it last delivered and `head` no longer has): the policies see them as deletes."""
     timings = dict(timings or {})
     started = time.perf_counter()
     base_manifests: list[Manifest] = base.manifests if base else []
     if base is None and cluster is not None:
         # No revision to compare with: a driver upgrade is judged against what the cluster runs.
         base_manifests = live_driver_base(head.manifests, cluster.objects)
+    if base is None:
+        base_manifests = base_manifests + list(pruned)
     plan = compute_plan(base_manifests, head.manifests)
     timings["plan"] = time.perf_counter() - started
     # The policies' view (head against base), not what an apply would write: that is the dry-run's.
@@ -210,7 +240,9 @@ def _run_check(
     if base is not None:
         against = f"changes against {base_name}: {plan.summary()}"
     elif base_manifests:
-        against = f"no base revision; driver workloads against the cluster: {plan.summary()}"
+        against = (
+            f"no base revision; driver workloads and pruned objects against the cluster: {plan.summary()}"
+        )
     else:
         against = "no base revision"
     options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
@@ -220,11 +252,14 @@ def _run_check(
     engine = make_engine(policy_set, options)
     params = _merge_params(policy_set.params, repo_params or {}, options.params)
     capacity = None
+    changed_classes: list[dict[str, Any]] = []
     if cluster is not None:
         # Imported here: it brings the CEL runtime, which an offline check never needs (~0.1 s at start-up).
         from reconciler.dra.capacity import capacity_input
+        from reconciler.dra.class_change import class_changes
 
         capacity = capacity_input(plan, head.manifests, cluster.objects)
+        changed_classes = class_changes(head.manifests, cluster.objects)
     input_doc = build_input(
         head=head.manifests,
         base=base_manifests,
@@ -234,21 +269,27 @@ def _run_check(
         has_base=base is not None,
         cluster=cluster,
         capacity=capacity,
+        class_changes=changed_classes,
         params=params,
     )
     timings["input"] = time.perf_counter() - started
     started = time.perf_counter()
-    findings = evaluate(engine, policy_set, input_doc)
     changed = {str(change.ref) for change in plan.changes} if base is not None else None
+    version = _kubernetes_version(options, repo_params or {}, cluster)
+    schema = check_schemas(head.manifests, minor_of(version), changed)
+    timings["schema"] = time.perf_counter() - started
+    started = time.perf_counter()
+    findings = evaluate(engine, policy_set, input_doc)
     if changed is not None:
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
         findings = [f for f in findings if f.ref in changed]
-    findings += _duplicate_findings(head, base)
+    # What the API server would reject comes first: no policy verdict matters for an object it refuses.
+    findings = schema.findings + findings + _duplicate_findings(head, base)
     findings += _nothing_checked(head)
     findings += [f for f in _missing_namespaces(head, cluster) if changed is None or f.ref in changed]
     timings["policy"] = time.perf_counter() - started
     rules = dict(policy_set.rules)
-    for extra in (WAIVER_RULE, DUPLICATE_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE):
+    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE):
         if any(f.rule == extra.id for f in findings):
             rules[extra.id] = extra
     result = CheckResult(
@@ -261,6 +302,7 @@ def _run_check(
         skipped=list(head.skipped),
         capacity=capacity,
         uninspected=_uninspected(head.manifests, changed),
+        unvalidated=schema.unvalidated,
     )
     options.progress(
         f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"

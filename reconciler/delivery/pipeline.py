@@ -144,7 +144,7 @@ def _deliver(
     plan = compute_plan(stale, head)
     check = None
     if options.check:
-        check = _check(client, desired, base, check_options, progress)
+        check = _check(client, desired, base, check_options, progress, pruned=stale)
         timings["check"] = time.perf_counter() - started
         if check.result.denials:
             return Delivery(Outcome.DENIED, revision, plan, check=check, timings=timings)
@@ -206,8 +206,11 @@ def _check(
     base: DesiredState | None,
     check_options: CheckOptions,
     progress: Progress,
+    *,
+    pruned: list[Manifest],
 ) -> CheckRun:
-    """Policies judge the revision with live cluster data, and the change from `base` when there is one."""
+    """Policies judge the revision with live cluster data, and the change from `base` when there is one;
+    without one, what the delivery prunes is judged as deletes."""
     facts = collect_facts(client, progress)
     return run_check(
         desired.manifests,
@@ -218,6 +221,7 @@ def _check(
         repo_params=desired.params,
         cluster=facts,
         drivers=desired.drivers,
+        pruned=pruned,
     )
 
 

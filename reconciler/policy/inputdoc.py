@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.model import dra
+from reconciler.model.generators import generated_template
 from reconciler.model.objects import Manifest, ObjRef, api_version_only
 from reconciler.model.plan import Plan
 from reconciler.model.served import DEFAULT_RELEASE, parse_release, release_doc
@@ -130,6 +131,10 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         info = doc["_dra"]
         role = info["role"]
         key = f"{info['namespace']}/{info['name']}"
+        generated = generated_template(info["group"], info["kind"], doc)
+        if generated is not None:
+            # Created at run time by the object's controller: provided, as far as the pods are concerned.
+            templates.setdefault(f"{info['namespace']}/{generated[0]}", info["ref"])
         if info["kind"] == "CustomResourceDefinition" and info["group"] == "apiextensions.k8s.io":
             defined = crd_kind(doc)
             if defined is not None:
@@ -194,6 +199,55 @@ def crd_kind(doc: dict[str, Any]) -> tuple[str, str, list[str]] | None:
     return group, kind, versions
 
 
+def _unlisted_owner(doc: dict[str, Any], owner: dict[str, Any], deleted: set[str]) -> str | None:
+    """The deleted object behind an owner the cluster facts do not list: the owner itself, or for a
+    Deployment's ReplicaSet (`<deployment>-<pod-template-hash>`) the Deployment."""
+    namespace = doc["_dra"]["namespace"]
+    kind, name = str(owner.get("kind") or ""), str(owner.get("name") or "")
+    direct = f"{kind}/{namespace}/{name}"
+    if direct in deleted:
+        return direct
+    template_hash = ((doc.get("metadata") or {}).get("labels") or {}).get("pod-template-hash")
+    if kind == "ReplicaSet" and template_hash and name.endswith(f"-{template_hash}"):
+        deployment = f"Deployment/{namespace}/{name[: -len(template_hash) - 1]}"
+        if deployment in deleted:
+            return deployment
+    return None
+
+
+def _mark_removed_with_owner(live: list[dict[str, Any]], deleted: set[str]) -> None:
+    """Set `_dra.removed_with` on each live object that an object this change deletes owns, through any
+    chain of owner references (a Deployment's ReplicaSet's pods, a Job's pods, a pod's generated claims):
+    the garbage collector removes it with its owner, so it is no user to keep a class or template for."""
+    if not deleted:
+        return
+    by_uid = {str(uid): doc for doc in live if (uid := (doc.get("metadata") or {}).get("uid"))}
+
+    def owner_deleted(doc: dict[str, Any], seen: set[int]) -> str | None:
+        if doc["_dra"]["ref"] in deleted:
+            return str(doc["_dra"]["ref"])
+        if id(doc) in seen:  # an owner loop (never made by Kubernetes): stop
+            return None
+        seen.add(id(doc))
+        for owner in (doc.get("metadata") or {}).get("ownerReferences") or []:
+            if not isinstance(owner, dict):
+                continue
+            parent = by_uid.get(str(owner.get("uid")))
+            found = (
+                owner_deleted(parent, seen) if parent is not None else _unlisted_owner(doc, owner, deleted)
+            )
+            if found is not None:
+                return found
+        return None
+
+    for doc in live:
+        if doc["_dra"]["ref"] in deleted:
+            continue
+        found = owner_deleted(doc, set())
+        if found is not None:
+            doc["_dra"]["removed_with"] = found
+
+
 def build_input(
     *,
     head: Sequence[Manifest],
@@ -204,6 +258,7 @@ def build_input(
     has_base: bool = False,
     cluster: ClusterFacts | None = None,
     capacity: dict[str, Any] | None = None,
+    class_changes: list[dict[str, Any]] | None = None,
     params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole input document for one check."""
@@ -230,6 +285,7 @@ def build_input(
     release_block = None
     if cluster is not None:
         live = [object_doc(manifest) for manifest in cluster.objects]
+        _mark_removed_with_owner(live, {str(c.ref) for c in plan.changes if c.op == "delete"})
         cluster_doc = {
             "version": cluster.version,
             "served": cluster.served,
@@ -260,5 +316,6 @@ def build_input(
         "base_index": build_index(base_docs.values()),
         "release": release_block,
         "capacity": capacity,
+        "class_changes": class_changes or [],
         "params": params,
     }

@@ -158,6 +158,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
         ],
         "skipped": skipped_dicts(result.skipped),
         "not_inspected": [u.to_json() for u in result.uninspected],
+        "not_validated": [u.to_json() for u in result.unvalidated],
         **({"capacity": result.capacity} if result.capacity is not None else {}),
         "rules": {
             r.id: {"title": r.title, "description": r.description, "severity": r.severity, "source": r.source}

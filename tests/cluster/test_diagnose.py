@@ -363,6 +363,7 @@ def test_render_formats() -> None:
         "missing-class",
         "selector-error",
         "prepare-failure",
+        "device-taint",
         "pending",
     }
 

@@ -17,6 +17,7 @@ from reconciler.policy.inputdoc import ClusterFacts, Revision, build_index, buil
 
 TOP_KEYS = {
     "capacity",
+    "class_changes",
     "revision",
     "base",
     "objects",
@@ -320,6 +321,7 @@ def test_top_level_shape(doc: dict[str, Any]) -> None:
     assert doc["base"] == {"sha": "beef"}
     assert doc["cluster"] is None
     assert doc["capacity"] is None  # computed only with cluster data
+    assert doc["class_changes"] == []
     assert doc["params"] == {"capacity_deny": True}
     for change in doc["changes"]:
         assert set(change) == CHANGE_KEYS
