@@ -132,8 +132,8 @@ def check_kube_version(constraint: Any, capabilities: Capabilities, label: str, 
         return
     try:
         allowed = kube_version_allows(constraint, capabilities.kube_version)
-    except ValueError:
-        raise UserError(f"{label}: cannot read the chart's kubeVersion {constraint!r}", where=where) from None
+    except ValueError as exc:
+        raise UserError(f"{label}: cannot read the chart's kubeVersion {constraint!r}", where=where) from exc
     if not allowed:
         raise UserError(
             f"{label}: the chart requires kubeVersion {constraint}, which is incompatible with Kubernetes "
