@@ -66,3 +66,17 @@ def test_a_kubelet_plugin_mounting_the_plugin_directory_is_a_driver_without_hint
     ]
     assert dra.recognized_by(body) == "mounts the kubelet plugin directory /var/lib/kubelet/plugins"
     assert dra.driver_role(body) == "kubelet-plugin"
+
+
+def test_allow_no_nodes_never_covers_a_canary() -> None:
+    canary = deployment("x", kind="DaemonSet")
+    canary["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "p", "hostPath": {"path": "/var/lib/kubelet/plugins_registry"}}
+    ]
+    canary["metadata"]["annotations"] = {
+        "dra-gitops.io/canary-for": "plugin",
+        "dra-gitops.io/allow-no-nodes": "true",
+    }
+    assert dra.is_driver_workload(canary) and dra.allows_no_nodes(canary) is None
+    del canary["metadata"]["annotations"]["dra-gitops.io/canary-for"]
+    assert dra.allows_no_nodes(canary) == 'annotation dra-gitops.io/allow-no-nodes: "true"'
