@@ -8,6 +8,7 @@ constraint is checked against the same version, as `helm install` checks it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,14 +31,15 @@ class Capabilities:
         return {"kube_version": self.kube_version, "api_versions": list(self.api_versions)}
 
 
-def _served_by_default(release: int) -> list[str]:
+@functools.lru_cache(maxsize=16)
+def _served_by_default(release: int) -> tuple[str, ...]:
     out: set[str] = set()
     for (group, kind), versions in KINDS.items():
         for version, (first, last) in versions.items():
             if first <= release <= last and re.fullmatch(r"v\d+", version):  # GA: on by default
                 gv = f"{group}/{version}" if group else version
                 out.update((gv, f"{gv}/{kind}"))
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 def from_config(config: Mapping[str, Any], where: str) -> Capabilities:
