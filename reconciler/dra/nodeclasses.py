@@ -1,0 +1,127 @@
+"""Which nodes are interchangeable while pods are placed (pure).
+
+Two nodes are in one class when swapping them changes nothing for any pod still to come: the same
+labels (the hostname apart, unless a pod names the node), taints, readiness and allocatable resources;
+node-local devices alike one by one (driver, name, attributes, capacity, taints, counters; the pool's
+name apart) with the same ones in use; the same node-independent devices reachable; and the same pods
+bound (by namespace and labels) requesting the same. Such nodes pass the same filters, allocate the
+same devices and score the same: the placement model asks one node per class, and the exploration of
+the scheduler's ties (:mod:`reconciler.dra.ties`) follows one node per class.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler.dra.allocator import Inventory
+from reconciler.dra.devices import Usage
+from reconciler.dra.podinfo import NodeInfo, PodInfo
+
+__all__ = ["NodeClasses", "named_nodes"]
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def named_nodes(nodes: Iterable[NodeInfo], texts: Iterable[Any]) -> set[str]:
+    """The nodes whose name appears in any of ``texts`` (pod specs, allocations): never merged."""
+    blob = "\n".join(json.dumps(t, sort_keys=True, default=str) for t in texts)
+    return {n.name for n in nodes if n.name in blob}
+
+
+def pod_texts(pods: Iterable[PodInfo]) -> list[Any]:
+    out: list[Any] = []
+    for p in pods:
+        out.append(p.spec)
+        out.extend(pc.claim for pc in p.claims if pc.claim is not None)
+    return out
+
+
+class NodeClasses:
+    """The static half of a node's class (computed once) and the dynamic half (what is held on it)."""
+
+    def __init__(self, inv: Inventory, nodes: Iterable[NodeInfo]) -> None:
+        self.inv = inv
+        self.named: set[str] = set()
+        self._ids: dict[Any, int] = {}
+        self.static: dict[str, int] = {}
+        self.local = {n.name: inv.local_devices(n.name) for n in nodes}
+        for n in nodes:
+            self.static[n.name] = self._ids.setdefault(self._static_key(n), len(self._ids))
+
+    def _static_key(self, node: NodeInfo) -> Any:
+        devices = self.local[node.name]
+        pools: dict[tuple[str, str], int] = {}
+        for d in devices:
+            pools.setdefault((d.driver, d.pool), len(pools))
+        described = tuple(
+            (
+                d.driver,
+                pools[(d.driver, d.pool)],
+                d.name,
+                json.dumps(d.attributes, sort_keys=True, default=str),
+                repr(sorted(d.capacity.items())),
+                json.dumps(d.taints, sort_keys=True, default=str),
+                repr(d.consumes),
+                d.multi,
+            )
+            for d in devices
+        )
+        counters = tuple(
+            sorted(
+                (pools[(drv, pool)], cs, repr(sorted(values.items())))
+                for (drv, pool, cs), values in self.inv.counter_sets.items()
+                if (drv, pool) in pools
+            )
+        )
+        remote = tuple(d.key for d in self.inv.devices_on_node(node.name, node.labels) if d.node_name is None)
+        return (
+            tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME)),
+            json.dumps(node.taints, sort_keys=True, default=str),
+            node.unschedulable,
+            node.ready,
+            tuple(sorted(node.allocatable.items())),
+            node.cpu,
+            node.memory,
+            described,
+            counters,
+            remote,
+        )
+
+    def dynamic(
+        self,
+        node: str,
+        usage: Usage,
+        held: Mapping[str, Any],
+        requested: Mapping[str, Mapping[str, Any]],
+        pods_on: Mapping[str, Counter[Any]],
+    ) -> Any:
+        devices = self.local.get(node, [])
+        pools: dict[tuple[str, str], int] = {}
+        used: list[Any] = []
+        for i, d in enumerate(devices):
+            pools.setdefault((d.driver, d.pool), len(pools))
+            if d.key in usage.used:
+                used.append(i)
+            elif d.key in usage.shared:
+                used.append((i, repr(sorted(usage.shared[d.key].items()))))
+        counters = tuple(
+            sorted(
+                (pools[(drv, pool)], cs, repr(sorted(values.items())))
+                for (drv, pool, cs), values in usage.counters.items()
+                if (drv, pool) in pools and any(values.values())
+            )
+        )
+        return (
+            tuple(used),
+            counters,
+            held.get(node),
+            tuple(sorted(requested.get(node, {}).items())),
+            frozenset(pods_on.get(node, Counter()).items()),
+        )
+
+    def key(self, node: str, dynamic: Any, *, ties: bool = False) -> Any:
+        """The class of ``node``; for ties a node a pod names is a class of its own."""
+        return (self.static[node], dynamic, node if ties and node in self.named else None)
