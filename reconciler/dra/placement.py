@@ -206,7 +206,7 @@ class Placement:
         feasible: list[list[NodeInfo]] = []
         outcomes_of: dict[str, list[AllocationOutcome]] = {}
         unknown: str | None = None
-        failed: list[NodeInfo] = []
+        failed: list[list[NodeInfo]] = []
         for members in groups.values():
             rep = members[0]
             if claims:
@@ -218,7 +218,7 @@ class Placement:
                     return result
                 if not outcomes[0].ok:
                     unknown = unknown or outcomes[0].unknown_reason
-                    failed.extend(members)
+                    failed.append(members)
                     continue
                 outcomes_of[rep.name] = outcomes
             feasible.append(members)
@@ -279,16 +279,17 @@ class Placement:
         return moved
 
     def _reject(
-        self, result: PodResult, failed: list[NodeInfo], to_allocate: list[PodClaim], claims: list[Any]
+        self, result: PodResult, failed: list[list[NodeInfo]], to_allocate: list[PodClaim], claims: list[Any]
     ) -> None:
-        """Every node the claims did not fit on says why (in numbers when explaining)."""
-        for node in failed:
+        """Every node the claims did not fit on says why (in numbers when explaining; alike in a class)."""
+        for members in failed:
             detail = CANNOT_ALLOCATE
             if self.explain:
-                devices = self.inv.devices_on_node(node.name, node.labels)
+                rep = members[0]
+                devices = self.inv.devices_on_node(rep.name, rep.labels)
                 named = [(pc.name, c) for pc, c in zip(to_allocate, claims, strict=True)]
-                detail = explain_node(self.inv, named, node.name, devices, self.usage)
-            result.rejections.append(Rejection(node.name, CANNOT_ALLOCATE, detail))
+                detail = explain_node(self.inv, named, rep.name, devices, self.usage)
+            result.rejections.extend(Rejection(node.name, CANNOT_ALLOCATE, detail) for node in members)
         order = {n.name: i for i, n in enumerate(self.nodes)}
         result.rejections.sort(key=lambda r: order[r.node])
 

@@ -43,6 +43,7 @@ class PodVerdict:
     miss: PodResult | None = None  # one where it does not (or is unknown, or fails with an error)
     deciders: list[str] = field(default_factory=list)  # earlier pods whose node decides it
     searched: bool = False  # judged in more than one placement
+    samples: int = 0  # its share comes from this many sampled placements (0: exact)
 
     @property
     def result(self) -> PodResult:
@@ -220,6 +221,8 @@ def _sample(
             if result.node is None and counted(ordered[i]):
                 count += 1
         pending.append(count)
+    for v in tally.verdicts[start:]:
+        v.samples = runs
     return Exploration(
         tally.finish(ordered, Fraction(1)),
         mode="sampled",
