@@ -221,6 +221,7 @@ class _Report:
                 "outcome": outcome,
                 "node": result.node,
                 "ties": [n for c in result.ties for n in c],
+                "nodes": sorted(verdict.nodes),
                 "reason": reason,
                 "unknown": unknown,
                 "claims": [pc.name for pc in pod.claims],

@@ -23,10 +23,10 @@ def render_capacity(capacity: dict[str, Any] | None) -> str:
     if pending.get("summary"):
         lines.append(f"  {pending['summary']}")
     for pod in capacity.get("pods") or []:
-        ties = pod.get("ties") or []
+        nodes = pod.get("nodes") or []
         where = f" on {pod['node']}" if pod.get("node") else ""
-        if len(ties) > 1:
-            where = f" on one of {', '.join(ties)} (equal scores)"
+        if len(nodes) > 1:
+            where = f" on one of {', '.join(nodes)} (equal scores decide)"
         live = " (waiting in the cluster)" if pod.get("live") else ""
         lines.append(f"  pod {pod['pod']}{live}: {pod['outcome']}{where}")
         if pod.get("reason"):

@@ -44,6 +44,7 @@ class PodVerdict:
     deciders: list[str] = field(default_factory=list)  # earlier pods whose node decides it
     searched: bool = False  # judged in more than one placement
     samples: int = 0  # its share comes from this many sampled placements (0: exact)
+    nodes: set[str] = field(default_factory=set)  # every node it may be bound to
 
     @property
     def result(self) -> PodResult:
@@ -97,6 +98,8 @@ class _Tally:
         v = self.verdicts[i]
         outcome = result.outcome
         v.outcomes[outcome] = v.outcomes.get(outcome, Fraction(0)) + weight
+        if result.node is not None:
+            v.nodes.update(n for c in result.ties for n in c)
         if outcome == "fits":
             v.fits += weight
             v.fit = v.fit or result
