@@ -231,6 +231,10 @@ class _Report:
                 },
                 "decided_by": list(verdict.deciders),
                 "searched": verdict.searched,
+                "explored": {
+                    "mode": "sampled" if verdict.samples else "exact",
+                    "placements": verdict.placements,
+                },
             }
         )
         if source.manifest is None:

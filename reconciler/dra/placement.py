@@ -121,6 +121,7 @@ class Placement:
         self._dynamic: dict[str, Any] = {}
         self.allocations: dict[tuple[str, str], dict[str, Any]] = {}
         self.allocated_on: dict[tuple[str, str], str] = {}  # claims this model allocated: on which node
+        self.shared_claims: set[tuple[str, str]] = set()  # claims of more than one pod to place
         self.reserved: Counter[tuple[str, str]] = Counter()
         for c in inventory.claims:
             md = as_dict(c.get("metadata"))
@@ -163,13 +164,20 @@ class Placement:
         """What is held, nodes of one class taken as interchangeable: equal keys, equal futures."""
         node_keys = {n.name: self.classes.key(n.name, self.dynamic(n.name), ties=True) for n in self.nodes}
         remote = tuple(sorted(k for k in self.usage.used if k not in self._local_keys()))
-        claims = tuple(sorted((key, repr(node_keys.get(node))) for key, node in self.allocated_on.items()))
+        # Only claims another pod may still use matter: where they went, how often they are reserved.
+        claims = tuple(
+            sorted(
+                (key, repr(node_keys.get(node)))
+                for key, node in self.allocated_on.items()
+                if key in self.shared_claims
+            )
+        )
         return (
             tuple(sorted(repr(k) for k in node_keys.values())),
             remote,
             tuple(sorted((repr(k), repr(sorted(v.items()))) for k, v in self.usage.shared.items())),
             claims,
-            tuple(sorted(self.reserved.items())),
+            tuple(sorted((k, n) for k, n in self.reserved.items() if k in self.shared_claims)),
         )
 
     def _local_keys(self) -> set[Any]:

@@ -16,6 +16,7 @@ when the model cannot decide, or a selector fails, in any placement.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -27,7 +28,7 @@ from reconciler.dra.podinfo import PodInfo, PodResult
 
 __all__ = ["BUDGET", "SAMPLES", "Exploration", "PodVerdict", "explore"]
 
-BUDGET = 64  # distinct placements followed exactly at once; past it, sampling
+BUDGET = 256  # distinct placements followed exactly at once; past it, sampling
 ATTEMPTS = 20_000  # pod placements the exact search may make in all
 SAMPLES = 32  # sampled placements (fewer when there are many pods left: SAMPLE_ATTEMPTS)
 SAMPLE_ATTEMPTS = 4_000
@@ -45,6 +46,7 @@ class PodVerdict:
     searched: bool = False  # judged in more than one placement
     samples: int = 0  # its share comes from this many sampled placements (0: exact)
     nodes: set[str] = field(default_factory=set)  # every node it may be bound to
+    placements: int = 0  # the placements it was judged in (distinct ones, or samples)
 
     @property
     def result(self) -> PodResult:
@@ -113,6 +115,7 @@ class _Tally:
             v.fits /= total
             v.outcomes = {k: w / total for k, w in v.outcomes.items()}
             v.searched = self.states[i] > 1
+            v.placements = self.states[i]
             kinds = set(v.outcomes)
             if "error" in kinds:
                 v.verdict = "error"
@@ -157,6 +160,8 @@ def explore(
     """
     ordered = queue_order(pods)
     placement.classes.named |= named_nodes(placement.nodes, pod_texts(ordered))
+    users = Counter(key for pod in ordered for key in {pc.key for pc in pod.claims})
+    placement.shared_claims = {key for key, n in users.items() if n > 1}
     tally = _Tally(ordered)
     states = [_State(placement, Fraction(1), frozenset())]
     attempts = 0
@@ -226,6 +231,7 @@ def _sample(
         pending.append(count)
     for v in tally.verdicts[start:]:
         v.samples = runs
+        v.placements = runs
     return Exploration(
         tally.finish(ordered, Fraction(1)),
         mode="sampled",
