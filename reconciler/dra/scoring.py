@@ -10,6 +10,10 @@ and zone maxSkew 5, ScheduleAnyway, for a pod whose owner gives a selector), Dyn
 are normalised over the feasible nodes as upstream does, then weighted and summed. ImageLocality and
 InterPodAffinity are not modelled (images are not known; inter-pod affinity makes a pod "unknown").
 
+Not modelled either: over 100 nodes kube-scheduler stops filtering once it found a share of the nodes
+feasible (percentageOfNodesToScore), starting where its last cycle stopped, so in a larger cluster it
+may also take a node that is not the best of all.
+
 The nodes left with the highest sum are ties: which one the scheduler binds to depends on its score
 heap and on the order parallel filtering finished, which cannot be predicted from outside.
 """

@@ -195,17 +195,7 @@ class Scheduler(Component):
                 return
             pod_claims.append(PodClaim(pcname, (ns, cname), claim))
         num_nodes = len(placement.nodes)
-        owner = controller_of(pod) or {}
-        info = PodInfo(
-            ns,
-            pname,
-            pod.get("spec") or {},
-            pod_claims,
-            uid=puid,
-            labels={str(k): str(v) for k, v in (md(pod).get("labels") or {}).items()},
-            spread=(owners or {}).get((ns, str(owner.get("kind")), str(owner.get("name")))),
-        )
-        result = placement.attempt(info)
+        result = placement.attempt(_pod_info(pod, pod_claims, owners or {}))
         if result.scheduler_error is not None:
             self.failed(pod, result.scheduler_error)
             return
@@ -345,6 +335,23 @@ class Scheduler(Component):
                         obj["metadata"].pop("finalizers", None)
 
                 self.try_mutate(RESOURCE, "resourceclaims", ns, name, drop)
+
+
+def _pod_info(
+    pod: Obj, claims: list[PodClaim], owners: dict[tuple[str, str, str], dict[str, Any]]
+) -> PodInfo:
+    """The pod as the placement model sees it; spread by default when a ReplicaSet or StatefulSet owns it."""
+    owner = controller_of(pod) or {}
+    ns = md(pod)["namespace"]
+    return PodInfo(
+        ns,
+        md(pod)["name"],
+        pod.get("spec") or {},
+        claims,
+        uid=md(pod).get("uid"),
+        labels={str(k): str(v) for k, v in (md(pod).get("labels") or {}).items()},
+        spread=owners.get((ns, str(owner.get("kind")), str(owner.get("name")))),
+    )
 
 
 def _node_requests(pods: list[Obj]) -> dict[str, dict[str, Fraction]]:
