@@ -22,7 +22,9 @@ def fraction_text(verdict: PodVerdict) -> str:
 def pending_range(exploration: Exploration, of: int) -> dict[str, Any]:
     """The fewest and most pods of the change that may stay Pending, and the summary line."""
     low, high = exploration.pending
-    if high == 0:
+    if of == 0:
+        summary = ""
+    elif high == 0:
         summary = f"all {of} pods get a node" if of != 1 else "the pod gets a node"
     elif low == high:
         summary = f"{low} of {of} pods stay Pending"
