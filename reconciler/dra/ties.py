@@ -64,6 +64,7 @@ class Exploration:
     cut: bool = False  # the budget cut the exact search
     pending: tuple[int, int] = (0, 0)  # the fewest and most counted pods left pending
     seed: int = 0
+    budget: int = BUDGET
 
     @property
     def searched(self) -> int:
@@ -74,7 +75,7 @@ class Exploration:
             "mode": self.mode,
             "placements": self.placements,
             "cut_by_budget": self.cut,
-            "budget": BUDGET,
+            "budget": self.budget,
             "seed": self.seed,
             "pods_searched": self.searched,
         }
@@ -188,13 +189,16 @@ def explore(
                 seen.history |= child.history
         states = list(merged.values())
         if len(states) > budget or attempts + len(states) * (len(ordered) - i - 1) > ATTEMPTS:
-            return _sample(ordered, i + 1, states, tally, counted, samples, seed)
+            found = _sample(ordered, i + 1, states, tally, counted, samples, seed)
+            found.budget = budget
+            return found
     pending = [s.pending for s in states]
     return Exploration(
         tally.finish(ordered, Fraction(1)),
         placements=len(states),
         pending=(min(pending), max(pending)),
         seed=seed,
+        budget=budget,
     )
 
 
