@@ -71,7 +71,11 @@ def live_state(nodes: int, devices: int, uneven: bool = False) -> list[Manifest]
                         "devices": [
                             {
                                 "name": f"gpu-{i}",
-                                "attributes": {"model": {"string": "A100"}, "index": {"int": i}},
+                                "attributes": {
+                                    "model": {"string": "A100"},
+                                    "index": {"int": i},
+                                    "uuid": {"string": f"GPU-{n:03d}-{i}"},
+                                },
                                 "capacity": {"memory": {"value": "80Gi"}},
                             }
                             for i in range(devices - (1 if uneven and n % 2 else 0))

@@ -2,8 +2,8 @@
 
 Two nodes are in one class when swapping them changes nothing for any pod still to come: the same
 labels (the hostname apart, unless a pod names the node), taints, readiness and allocatable resources;
-node-local devices alike one by one (driver, name, attributes, capacity, taints, counters; the pool's
-name apart) with the same ones in use; the same node-independent devices reachable; and the same pods
+node-local devices alike one by one (driver, name, the attributes a selector or constraint of the pods
+may read, capacity, taints, counters; the pool's name and a per-device UUID nobody selects on apart) with the same ones in use; the same node-independent devices reachable; and the same pods
 bound (by namespace and labels) requesting the same. Such nodes pass the same filters, allocate the
 same devices and score the same: the placement model asks one node per class, and the exploration of
 the scheduler's ties (:mod:`reconciler.dra.ties`) follows one node per class.
@@ -12,6 +12,7 @@ the scheduler's ties (:mod:`reconciler.dra.ties`) follows one node per class.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,7 +21,7 @@ from reconciler.dra.allocator import Inventory
 from reconciler.dra.devices import Usage
 from reconciler.dra.podinfo import NodeInfo, PodInfo
 
-__all__ = ["NodeClasses", "named_nodes"]
+__all__ = ["NodeClasses", "named_nodes", "pod_texts", "words"]
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -29,6 +30,12 @@ def named_nodes(nodes: Iterable[NodeInfo], texts: Iterable[Any]) -> set[str]:
     """The nodes whose name appears in any of ``texts`` (pod specs, allocations): never merged."""
     blob = "\n".join(json.dumps(t, sort_keys=True, default=str) for t in texts)
     return {n.name for n in nodes if n.name in blob}
+
+
+def words(texts: Iterable[Any]) -> set[str]:
+    """Every identifier in ``texts``: the attribute names a selector or constraint may read are among them."""
+    blob = "\n".join(json.dumps(t, sort_keys=True, default=str) for t in texts)
+    return set(re.findall(r"[A-Za-z0-9_-]+", blob))
 
 
 def pod_texts(pods: Iterable[PodInfo]) -> list[Any]:
@@ -44,12 +51,28 @@ class NodeClasses:
 
     def __init__(self, inv: Inventory, nodes: Iterable[NodeInfo]) -> None:
         self.inv = inv
+        self.nodes = list(nodes)
         self.named: set[str] = set()
-        self._ids: dict[Any, int] = {}
+        self.relevant: set[str] | None = None  # attribute names that matter (None: all of them)
         self.static: dict[str, int] = {}
-        self.local = {n.name: inv.local_devices(n.name) for n in nodes}
-        for n in nodes:
-            self.static[n.name] = self._ids.setdefault(self._static_key(n), len(self._ids))
+        self.local = {n.name: inv.local_devices(n.name) for n in self.nodes}
+        self._classify()
+
+    def _classify(self) -> None:
+        ids: dict[Any, int] = {}
+        self.static = {n.name: ids.setdefault(self._static_key(n), len(ids)) for n in self.nodes}
+
+    def focus(self, texts: Iterable[Any]) -> None:
+        """Only what ``texts`` (the pods to place, their claims) and the classes may read tells nodes apart."""
+        texts = list(texts)
+        self.named |= named_nodes(self.nodes, texts)
+        self.relevant = words([*texts, *self.inv.classes.values()])
+        self._classify()
+
+    def _attributes(self, attributes: Mapping[str, Any]) -> str:
+        if self.relevant is not None:
+            attributes = {k: v for k, v in attributes.items() if k.rpartition("/")[2] in self.relevant}
+        return json.dumps(attributes, sort_keys=True, default=str)
 
     def _static_key(self, node: NodeInfo) -> Any:
         devices = self.local[node.name]
@@ -61,7 +84,7 @@ class NodeClasses:
                 d.driver,
                 pools[(d.driver, d.pool)],
                 d.name,
-                json.dumps(d.attributes, sort_keys=True, default=str),
+                self._attributes(d.attributes),
                 repr(sorted(d.capacity.items())),
                 json.dumps(d.taints, sort_keys=True, default=str),
                 repr(d.consumes),

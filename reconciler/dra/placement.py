@@ -26,7 +26,7 @@ from typing import Any
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
 from reconciler.dra.devices import claim_spec
 from reconciler.dra.explain import explain_node
-from reconciler.dra.nodeclasses import NodeClasses, named_nodes, pod_texts
+from reconciler.dra.nodeclasses import NodeClasses, pod_texts
 from reconciler.dra.nodematch import node_selector_matches, pod_selects_node, tolerates, untolerated_taint
 from reconciler.dra.noderesources import extended_requests, insufficient
 from reconciler.dra.podinfo import (
@@ -399,7 +399,7 @@ class Placement:
     def place(self, pods: Iterable[PodInfo]) -> list[PodResult]:
         """Every pod in the scheduler's order, each bound (and holding its devices) when it fits."""
         ordered = queue_order(pods)
-        self.classes.named |= named_nodes(self.nodes, pod_texts(ordered))
+        self.classes.focus(pod_texts(ordered))
         out = []
         for pod in ordered:
             result = self.attempt(pod)

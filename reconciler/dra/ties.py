@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from reconciler.dra.nodeclasses import named_nodes, pod_texts
+from reconciler.dra.nodeclasses import pod_texts
 from reconciler.dra.placement import Placement, queue_order
 from reconciler.dra.podinfo import PodInfo, PodResult
 
@@ -160,7 +160,7 @@ def explore(
     ``counted``: the pods the pending range counts (the change's, not those waiting already).
     """
     ordered = queue_order(pods)
-    placement.classes.named |= named_nodes(placement.nodes, pod_texts(ordered))
+    placement.classes.focus(pod_texts(ordered))
     users = Counter(key for pod in ordered for key in {pc.key for pc in pod.claims})
     placement.shared_claims = {key for key, n in users.items() if n > 1}
     tally = _Tally(ordered)

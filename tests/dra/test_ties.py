@@ -65,3 +65,31 @@ def test_past_the_budget_the_rest_is_sampled_reproducibly() -> None:
     assert exact.pending[0] <= sampled.pending[0] <= sampled.pending[1] <= exact.pending[1]
     assert any(v.samples == 40 for v in sampled.verdicts)
     assert sampled.to_dict()["cut_by_budget"] is True
+
+
+def _uuid_setup(selector: str | None) -> tuple[Placement, list[PodInfo]]:
+    nodes = ["n0", "n1", "n2"]
+    slices = [
+        resource_slice(
+            {"node": n, "devices": [{"name": "gpu-0", "attrs": {"uuid": f"GPU-{n}", "model": "A"}}]}, i
+        )
+        for i, n in enumerate(nodes)
+    ]
+    request: dict[str, Any] = {"name": "gpu", **({"selector": selector} if selector else {})}
+    spec = template({"name": "t", "requests": [request]})["spec"]["spec"]
+    pods = []
+    for seq in range(3):
+        body = {"kind": "ResourceClaim", "metadata": {"name": f"p{seq}-gpu"}, "spec": spec}
+        claims = [PodClaim("gpu", ("default", f"p{seq}-gpu"), body)]
+        pods.append(PodInfo("default", f"p{seq}", {"containers": [{"name": "m"}]}, claims, seq=seq))
+    inv = Inventory(slices, classes_of({}))
+    return Placement(inv, [NodeInfo.from_node(node(n)) for n in nodes]), pods
+
+
+def test_devices_told_apart_only_by_an_attribute_nobody_reads_leave_nodes_interchangeable() -> None:
+    found = explore(*_uuid_setup('device.attributes["gpu.example.com"].model == "A"'))
+    assert found.verdicts[0].result.ties == [["n0", "n1", "n2"]]
+    assert found.searched == 0 and found.placements == 1
+    read = explore(*_uuid_setup('device.attributes["gpu.example.com"].uuid != "GPU-n9"'))
+    assert read.verdicts[0].result.ties == [["n0"], ["n1"], ["n2"]]
+    assert [v.verdict for v in read.verdicts] == ["fits"] * 3

@@ -153,6 +153,8 @@ class Scheduler(Component):
             bound_pods=[p for p in bound if not is_terminating(p)],
             choose=self.rng.choice,
         )
+        # nodes told apart only by what the pending pods and their claims may read are interchangeable
+        placement.classes.focus([*(p.get("spec") or {} for p in pending), *claims])
         owners = self._owner_selectors()
         for pod in pending:
             try:
