@@ -280,7 +280,10 @@ class Placement:
         """``result`` with the pod sent to ``node`` (another of its ties) instead."""
         if node == result.node:
             return result
-        to_allocate = [pc for pc in result.pod.claims if pc.key in result.allocations]
+        to_allocate: list[PodClaim] = []
+        for pc in result.pod.claims:  # in the pod's order, each claim once (as the prefilter takes them)
+            if pc.key in result.allocations and all(pc.key != other.key for other in to_allocate):
+                to_allocate.append(pc)
         claims = [pc.claim for pc in to_allocate if pc.claim is not None]
         moved = dataclasses.replace(result, node=node)
         moved.allocations = self._allocate(to_allocate, claims, node) if claims else {}
