@@ -118,6 +118,8 @@ class Placement:
         self.explain = explain
         self.choose = choose
         self.classes = NodeClasses(inventory, self.nodes)
+        # (id(pod spec), node) -> (the spec, kept alive so its id stays its own; the spec-only rejection)
+        self._spec_filter: dict[tuple[int, str], tuple[Mapping[str, Any], Rejection | None]] = {}
         self._dynamic: dict[str, Any] = {}
         self.allocations: dict[tuple[str, str], dict[str, Any]] = {}
         self.allocated_on: dict[tuple[str, str], str] = {}  # claims this model allocated: on which node
@@ -348,23 +350,13 @@ class Placement:
         pinned: list[tuple[PodClaim, dict[str, Any]]],
         wanted: Mapping[str, Fraction],
     ) -> Rejection | None:
-        spec = pod.spec
-        tolerations = as_list(spec.get("tolerations"))
-        if node.unschedulable and not any(
-            tolerates(as_dict(t), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-            for t in tolerations
-        ):
-            return Rejection(node.name, UNSCHEDULABLE, "node is cordoned (unschedulable)")
-        taint = untolerated_taint(node.taints, tolerations)
-        if taint is None and not node.ready:
-            not_ready = {"key": NOT_READY, "value": "", "effect": "NoSchedule"}
-            if not any(tolerates(as_dict(t), not_ready) for t in tolerations):
-                taint = not_ready
-        if taint is not None:
-            words = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
-            return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
-        if not pod_selects_node(spec, node.name, node.labels):
-            return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
+        # What only the pod spec and the node decide is asked once per spec (a workload's replicas share it).
+        key = (id(pod.spec), node.name)
+        cached = self._spec_filter.get(key)
+        if cached is None:
+            cached = self._spec_filter[key] = (pod.spec, _spec_filter(pod.spec, node))
+        if cached[1] is not None:
+            return cached[1]
         if wanted:
             short = insufficient(
                 wanted, node.allocatable, self.requested.get(node.name, {}), self.dra_resources
@@ -409,6 +401,27 @@ class Placement:
             self.commit(result)
             out.append(result)
         return out
+
+
+def _spec_filter(spec: Mapping[str, Any], node: NodeInfo) -> Rejection | None:
+    """The filters only the pod spec and the node decide: cordon, taints and readiness, node selection."""
+    tolerations = as_list(spec.get("tolerations"))
+    if node.unschedulable and not any(
+        tolerates(as_dict(t), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+        for t in tolerations
+    ):
+        return Rejection(node.name, UNSCHEDULABLE, "node is cordoned (unschedulable)")
+    taint = untolerated_taint(node.taints, tolerations)
+    if taint is None and not node.ready:
+        not_ready = {"key": NOT_READY, "value": "", "effect": "NoSchedule"}
+        if not any(tolerates(as_dict(t), not_ready) for t in tolerations):
+            taint = not_ready
+    if taint is not None:
+        words = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+        return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
+    if not pod_selects_node(spec, node.name, node.labels):
+        return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
+    return None
 
 
 def queue_order(pods: Iterable[PodInfo]) -> list[PodInfo]:
