@@ -4,10 +4,13 @@ The change's pods (a Pod, or one pod per replica of a workload; a DaemonSet one 
 :mod:`reconciler.dra.capacity_pods`) join the pods already waiting in the cluster, and the placement model (:mod:`reconciler.dra.placement`,
 the one the simulated scheduler uses) places them one at a time in the scheduler's order against the
 published devices minus what allocated claims hold (a claim whose pods are being deleted is releasing
-its devices: the scheduler hands them to the next pod within the pods' grace period). The answer is per
-pod and per claim: "fits" (node and devices), "does-not-fit" (why, node by node) or "unknown" (what the
-model could not decide). The `capacity` Rego rule turns the pods that do not fit into warnings or, with
-a param, denials; "unknown" never becomes a finding. A Deployment rollout that keeps its old pods until
+its devices: the scheduler hands them to the next pod within the pods' grace period), along every
+placement the scheduler's ties between equal node scores allow (:mod:`reconciler.dra.ties`). The answer
+is per pod and per claim: "fits" (in every placement: node and devices), "does-not-fit" (in none: why,
+node by node), "at-risk" (in some: the share, the earlier pods whose node decides it, what removes the
+risk) or "unknown" (what the model could not decide); and for the change, the range of its pods that may
+stay Pending. The `capacity` Rego rule turns the pods that do not fit, and those at risk, into warnings
+or, with params, denials; "unknown" never becomes a finding. A Deployment rollout that keeps its old pods until
 new ones run (maxUnavailable 0) adds its first new pods too (:func:`reconciler.model.rollouts.rollout_surge`).
 """
 
