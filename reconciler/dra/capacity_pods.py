@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.dra.nodematch import node_selector_for, pod_selects_node, untolerated_taint
 from reconciler.dra.placement import NodeInfo, PodClaim, PodInfo, pod_priority
+from reconciler.dra.scoring import default_spread
 from reconciler.model import dra
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan
@@ -94,7 +95,8 @@ def releasing_claims(live: Sequence[Manifest]) -> set[tuple[str, str]]:
 
 
 # Controllers whose pods kube-scheduler spreads by default (helper.DefaultSelector: ReplicaSets, and so
-# a Deployment's pods, StatefulSets and ReplicationControllers; a Job's pods are not spread).
+# a Deployment's pods, StatefulSets and ReplicationControllers; and any pod a Service selects: a Job's
+# pods only through a Service).
 SPREAD_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController")
 
 
@@ -157,6 +159,12 @@ class PodBuilder:
         }
         self.priority_classes = [m.body for m in [*live, *head] if m.kind == "PriorityClass"]
         self.owners = {(m.ref.namespace, m.kind, m.ref.name): m.body for m in live if m.kind in SPREAD_KINDS}
+        services = {(m.ref.namespace, m.ref.name): m.body for m in [*live, *head] if m.kind == "Service"}
+        self.services: dict[str, list[dict[str, Any]]] = {}  # namespace -> the Services' selectors
+        for (ns, _), body in services.items():
+            selector = as_dict(as_dict(body.get("spec")).get("selector"))
+            if selector:
+                self.services.setdefault(ns, []).append(selector)
         self.plan = plan
         self.live = live
         self.pods: list[PodInfo] = []
@@ -208,6 +216,10 @@ class PodBuilder:
                 return _spread_selector(owner) if owner is not None else None
         return None
 
+    def spread(self, ns: str, labels: dict[str, str], owner: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The pod's default spreading: its Services' and its owner's selectors."""
+        return default_spread(labels, self.services.get(ns, []), owner)
+
     def waiting_pods(self) -> None:
         """Pods already waiting for the scheduler come first (created earlier)."""
         waiting = [
@@ -231,7 +243,7 @@ class PodBuilder:
                 if as_dict(s).get("resourceClaimName")
             }
             spec = as_dict(m.body.get("spec"))
-            spread = self._owner_selector(m.ref.namespace, meta)
+            spread = self.spread(m.ref.namespace, labels, self._owner_selector(m.ref.namespace, meta))
             self.add(m.ref.namespace, m.ref.name, spec, PodSource(None, 1), statuses, labels, spread)
 
     def change_pods(self, nodes: Sequence[NodeInfo]) -> None:
@@ -271,7 +283,8 @@ class PodBuilder:
                     count, rollout = surge
             source = PodSource(new, count, rollout)
             labels = _template_labels(new.body)
-            spread = _spread_selector(new.body) if new.kind in ("Deployment", *SPREAD_KINDS) else None
+            owner = _spread_selector(new.body) if new.kind in ("Deployment", *SPREAD_KINDS) else None
+            spread = self.spread(ns, labels, owner)
             for index in range(count):
                 pod_name = name if new.kind == "Pod" else f"{name}-{index}"
                 self.add(ns, pod_name, pod_spec, source, {}, labels, spread)

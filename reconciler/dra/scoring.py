@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MEMORY",
     "Held",
     "Requests",
+    "default_spread",
     "dra_score",
     "node_scores",
     "pod_requests",
@@ -215,6 +216,26 @@ def _spread(
     if top == 0:
         return {n: MAX_SCORE for n in scores}
     return {n: MAX_SCORE * (top + low - s) // top for n, s in scores.items()}
+
+
+def default_spread(
+    labels: Mapping[str, str],
+    services: Sequence[Mapping[str, Any]],
+    owner: Mapping[str, Any] | None,
+) -> dict[str, Any] | None:
+    """helper.DefaultSelector: the selectors of the Services (of the pod's namespace) that select the pod,
+    and that of its owning ReplicaSet, StatefulSet or ReplicationController; None when that is empty."""
+    match: dict[str, str] = {}
+    for selector in services:
+        if selector and all(labels.get(str(k)) == str(v) for k, v in selector.items()):
+            match.update({str(k): str(v) for k, v in selector.items()})
+    expressions: list[Any] = []
+    if owner:
+        match.update({str(k): str(v) for k, v in as_dict(owner.get("matchLabels")).items()})
+        expressions = list(as_list(owner.get("matchExpressions")))
+    if not match and not expressions:
+        return None
+    return {"matchLabels": match, **({"matchExpressions": expressions} if expressions else {})}
 
 
 def dra_score(claims: Sequence[Mapping[str, Any]], outcomes: Sequence[AllocationOutcome]) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.dra.allocator import AllocationOutcome
 from reconciler.dra.podinfo import NodeInfo, PodInfo
-from reconciler.dra.scoring import dra_score, node_scores, pod_requests
+from reconciler.dra.scoring import default_spread, dra_score, node_scores, pod_requests
 
 GI = 1024**3
 
@@ -104,3 +104,14 @@ def test_first_available_scores_the_earlier_subrequest_higher() -> None:
     a, b = _node("a"), _node("b")
     scores = node_scores(_pod(), [a, b], [a, b], [a, b], {}, {}, {"a": 8, "b": 7})
     assert scores["a"] - scores["b"] == 100 - 87
+
+
+def test_the_default_spreading_selector_merges_services_and_the_owner() -> None:
+    labels = {"app": "t", "tier": "gpu"}
+    assert default_spread(labels, [], None) is None  # a bare pod, or a Job's, no Service: not spread
+    assert default_spread(labels, [{"app": "t"}, {"app": "other"}], None) == {"matchLabels": {"app": "t"}}
+    owner = {"matchLabels": {"tier": "gpu"}, "matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}
+    assert default_spread(labels, [{"app": "t"}], owner) == {
+        "matchLabels": {"app": "t", "tier": "gpu"},
+        "matchExpressions": [{"key": "x", "operator": "DoesNotExist"}],
+    }

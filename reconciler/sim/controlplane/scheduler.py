@@ -30,6 +30,7 @@ from typing import Any
 from reconciler.dra.allocator import Inventory
 from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import CLAIM_IN_USE, NodeInfo, Placement, PodClaim, PodInfo, pod_priority
+from reconciler.dra.scoring import default_spread
 from reconciler.sim.controlplane.base import Component
 from reconciler.sim.controlplane.objects import (
     CLAIM_FINALIZER,
@@ -165,8 +166,14 @@ class Scheduler(Component):
     # ------------------------------------------------------------------ one pod
 
     def _owner_selectors(self) -> dict[tuple[str, str, str], dict[str, Any]]:
-        """The selectors of the controllers whose pods are spread by default: (ns, kind, name) -> selector."""
+        """The selectors of the controllers whose pods are spread by default: (ns, kind, name) -> selector;
+        and the Services' selectors: (ns, "Service", "") -> {"selectors": [...]}."""
         out: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for svc in self.store.list_ref("", "services")[0]:
+            selector = (svc.get("spec") or {}).get("selector")
+            if selector:
+                entry = out.setdefault((md(svc)["namespace"], "Service", ""), {"selectors": []})
+                entry["selectors"].append(selector)
         for group, plural, kind in (
             ("apps", "replicasets", "ReplicaSet"),
             ("apps", "statefulsets", "StatefulSet"),
@@ -345,14 +352,17 @@ def _pod_info(
     """The pod as the placement model sees it; spread by default when a ReplicaSet or StatefulSet owns it."""
     owner = controller_of(pod) or {}
     ns = md(pod)["namespace"]
+    labels = {str(k): str(v) for k, v in (md(pod).get("labels") or {}).items()}
+    services = owners.get((ns, "Service", ""), {}).get("selectors") or []
+    owned = owners.get((ns, str(owner.get("kind")), str(owner.get("name"))))
     return PodInfo(
         ns,
         md(pod)["name"],
         pod.get("spec") or {},
         claims,
         uid=md(pod).get("uid"),
-        labels={str(k): str(v) for k, v in (md(pod).get("labels") or {}).items()},
-        spread=owners.get((ns, str(owner.get("kind")), str(owner.get("name")))),
+        labels=labels,
+        spread=default_spread(labels, services, owned),
     )
 
 
