@@ -5,7 +5,7 @@ taints), NodeAffinity (2: the weights of the preferred terms that match), NodeRe
 LeastAllocated over cpu and memory, counting 100m cpu and 200Mi memory for a container that requests
 none), NodeResourcesBalancedAllocation (1: cpu and memory used in the same proportion; skipped for a
 pod that requests neither), PodTopologySpread (2: the system default constraints, hostname maxSkew 3
-and zone maxSkew 5, ScheduleAnyway, for a pod whose owner gives a selector), DynamicResources (1: a
+and zone maxSkew 5, ScheduleAnyway, for a pod its owner or a Service selects), DynamicResources (1: a
 ``firstAvailable`` request scores 8 minus the index of the subrequest it got). Each plugin's scores
 are normalised over the feasible nodes as upstream does, then weighted and summed. ImageLocality and
 InterPodAffinity are not modelled (images are not known; inter-pod affinity makes a pod "unknown").
