@@ -3,7 +3,7 @@ said it could happen.
 
 For each seeded random scenario (nodes, slices with attributes and taints, classes, templates with
 counts, All, firstAvailable, selectors, tolerations and constraints, shared claims, 1-6 pods with 1-2
-claims), the sim publishes the slices and classes, `check --cluster -o json` runs over the change's
+claims, half of them requesting cpu and memory), the sim publishes the slices and classes, `check --cluster -o json` runs over the change's
 manifests (claims, templates, pods) and records each pod's verdict and the range of Pending pods; then,
 once per tie-break seed of the sim's scheduler (which breaks ties between equal scores at random, as
 the real one does in effect), a fresh sim gets the manifests over real HTTP, pods one at a time in the
@@ -96,7 +96,10 @@ def scenario(seed: int) -> dict[str, Any]:
                 claims[f"c{j}"] = "claim:shared"
             else:
                 claims[f"c{j}"] = f"template:{rng.choice(templates)['name']}"
-        pods.append({"name": f"p{i}", "claims": claims})
+        pod: dict[str, Any] = {"name": f"p{i}", "claims": claims}
+        if rng.random() < 0.5:  # cpu and memory weigh in the scores (LeastAllocated, BalancedAllocation)
+            pod["requests"] = {"cpu": rng.choice(["250m", "1", "3"]), "memory": rng.choice(["256Mi", "4Gi"])}
+        pods.append(pod)
     return {"nodes": nodes, "slices": slices, "templates": templates, "claims": shared, "pods": pods}
 
 
