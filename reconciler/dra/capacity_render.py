@@ -27,6 +27,8 @@ def render_capacity(capacity: dict[str, Any] | None) -> str:
         where = f" on {pod['node']}" if pod.get("node") else ""
         if len(nodes) > 1:
             where = f" on one of {', '.join(nodes)} (equal scores decide)"
+        if pod["outcome"] == "at-risk":
+            where = f" (where it fits: on {', '.join(nodes) or pod.get('node')})"
         live = " (waiting in the cluster)" if pod.get("live") else ""
         lines.append(f"  pod {pod['pod']}{live}: {pod['outcome']}{where}")
         if pod.get("reason"):

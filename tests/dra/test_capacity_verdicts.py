@@ -110,7 +110,7 @@ def test_the_pod_whose_fate_the_ties_decide_is_at_risk() -> None:
     assert "one more matching device on n1, n2" in failure["advice"]
     text = render_capacity(capacity)
     assert "  0\u20131 of 2 pods may stay Pending" in text
-    assert "  pod ml/b-second: at-risk on n1" in text
+    assert "  pod ml/b-second: at-risk (where it fits: on n1)" in text
 
 
 def test_a_deployment_spread_over_equal_nodes_with_room_stays_fits() -> None:
