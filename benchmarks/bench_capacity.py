@@ -8,7 +8,9 @@ pod by pod over 100 nodes with 8 devices each (800 devices: the last 200 pods do
 node-by-node explanation), each pod's nodes scored as kube-scheduler scores them and every placement
 the ties between equal scores allow explored: target < 2 s for `capacity_input`, the whole prediction.
 Also prints the share of pods whose verdict needed a search (judged in more than one placement).
-``--uneven``: every other node has one device less, so the ties are between unequal nodes.
+``--uneven``: every other node has one device less, so the ties are between unequal nodes; with
+``--count 2`` (devices per claim) which of them a pod takes can leave a device stranded, and the
+exploration has to search (past its budget: a sample).
 Prints one line per figure (best of --repeat); exits 1 on a wrong prediction, and with --strict on a missed
 target (a timing on a shared machine swings past it by noise alone, as bench_check's does).
 """
@@ -87,7 +89,7 @@ def live_state(nodes: int, devices: int, uneven: bool = False) -> list[Manifest]
     return out
 
 
-def change(pods: int) -> list[Manifest]:
+def change(pods: int, count: int = 1) -> list[Manifest]:
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
@@ -100,6 +102,7 @@ def change(pods: int) -> list[Manifest]:
                             "name": "gpu",
                             "exactly": {
                                 "deviceClassName": "gpu",
+                                "count": count,
                                 "selectors": [
                                     {"cel": {"expression": f'device.attributes["{DRIVER}"].model == "A100"'}}
                                 ],
@@ -138,10 +141,11 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--uneven", action="store_true", help="every other node has one device less")
+    parser.add_argument("--count", type=int, default=1, help="devices per claim")
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
     args = parser.parse_args()
     live = live_state(args.nodes, args.devices, args.uneven)
-    head = change(args.pods)
+    head = change(args.pods, args.count)
     plan = compute_plan([], head)
     elapsed = float("inf")
     for _ in range(max(1, args.repeat)):
@@ -149,8 +153,8 @@ def main() -> int:
         capacity = capacity_input(plan, head, live)
         elapsed = min(elapsed, time.perf_counter() - started)
     fits = sum(1 for p in capacity["pods"] if p["outcome"] == "fits")
-    devices = args.nodes * args.devices - (args.nodes // 2 if args.uneven else 0)
-    expected_fits = min(args.pods, devices)
+    per_node = [args.devices - (1 if args.uneven and n % 2 else 0) for n in range(args.nodes)]
+    expected_fits = min(args.pods, sum(k // args.count for k in per_node))
     if fits != expected_fits:
         print(f"capacity prediction wrong: {fits} pods fit, expected {expected_fits}", file=sys.stderr)
         return 1

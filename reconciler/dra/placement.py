@@ -350,13 +350,9 @@ class Placement:
         pinned: list[tuple[PodClaim, dict[str, Any]]],
         wanted: Mapping[str, Fraction],
     ) -> Rejection | None:
-        # What only the pod spec and the node decide is asked once per spec (a workload's replicas share it).
-        key = (id(pod.spec), node.name)
-        cached = self._spec_filter.get(key)
-        if cached is None:
-            cached = self._spec_filter[key] = (pod.spec, _spec_filter(pod.spec, node))
-        if cached[1] is not None:
-            return cached[1]
+        rejection = self._spec_rejection(pod, node)
+        if rejection is not None:
+            return rejection
         if wanted:
             short = insufficient(
                 wanted, node.allocatable, self.requested.get(node.name, {}), self.dra_resources
@@ -371,6 +367,18 @@ class Placement:
                     node.name, NOT_AVAILABLE_ON_NODE, f"claim {pc.name} is allocated on another node"
                 )
         return None
+
+    def _spec_rejection(self, pod: PodInfo, node: NodeInfo) -> Rejection | None:
+        """What only the pod spec and the node decide, asked once per spec (a workload's replicas share it)."""
+        key = (id(pod.spec), node.name)
+        cached = self._spec_filter.get(key)
+        if cached is None:
+            cached = self._spec_filter[key] = (pod.spec, _spec_filter(pod.spec, node))
+        return cached[1]
+
+    def passes_spec_filters(self, pod: PodInfo, node: NodeInfo) -> bool:
+        """Whether the node passes the filters that only the pod spec and the node decide."""
+        return self._spec_rejection(pod, node) is None
 
     def commit(self, result: PodResult) -> None:
         """The pod is bound: its claims hold their devices, its shared claims are reserved."""

@@ -5,7 +5,8 @@ whichever its score heap yields first: unpredictable from outside. The pods are 
 along every such choice, one node per class of interchangeable nodes (:mod:`reconciler.dra.nodeclasses`),
 each class as likely as its share of the tied nodes; placements that hold the same devices and pods on
 equal nodes are merged (their likelihoods added). Most pods have one best node, or tie only between
-equal nodes: then there is one placement and nothing to search. Past a budget of placements the rest
+equal nodes, or every pod takes one device of one kind wherever it goes
+(:mod:`reconciler.dra.interchangeable`): then there is one placement and nothing to search. Past a budget of placements the rest
 is sampled instead: seeded random tie-breaks, reproducible, the sample size reported.
 
 Per pod the verdict is ``fits`` (in every placement), ``does-not-fit`` (in none) or ``at-risk`` (in
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from reconciler.dra.interchangeable import ties_cannot_matter
 from reconciler.dra.nodeclasses import pod_texts
 from reconciler.dra.placement import Placement, queue_order
 from reconciler.dra.podinfo import PodInfo, PodResult
@@ -132,9 +134,10 @@ class _Tally:
         return self.verdicts
 
 
-def _branches(state: _State, result: PodResult, i: int) -> list[_State]:
-    """The state after the pod, one per class of tied nodes (the state itself when there is no choice)."""
-    if result.node is None or len(result.ties) <= 1:
+def _branches(state: _State, result: PodResult, i: int, free: bool) -> list[_State]:
+    """The state after the pod, one per class of tied nodes (the state itself when there is no choice,
+    or when ``free``: no choice can change whether a pod fits)."""
+    if result.node is None or len(result.ties) <= 1 or free:
         state.placement.commit(result)
         return [state]
     total = sum(len(c) for c in result.ties)
@@ -163,6 +166,7 @@ def explore(
     placement.classes.focus(pod_texts(ordered))
     users = Counter(key for pod in ordered for key in {pc.key for pc in pod.claims})
     placement.shared_claims = {key for key, n in users.items() if n > 1}
+    free = ties_cannot_matter(placement, ordered)
     tally = _Tally(ordered)
     states = [_State(placement, Fraction(1), frozenset())]
     attempts = 0
@@ -175,7 +179,7 @@ def explore(
             tally.add(i, result, state.weight, state.history)
             if result.node is None and counted(pod):
                 state.pending += 1
-            children.extend(_branches(state, result, i))
+            children.extend(_branches(state, result, i, free))
         if len(children) == len(states):
             states = children  # no choice anywhere: nothing new to merge
             continue

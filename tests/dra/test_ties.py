@@ -93,3 +93,19 @@ def test_devices_told_apart_only_by_an_attribute_nobody_reads_leave_nodes_interc
     read = explore(*_uuid_setup('device.attributes["gpu.example.com"].uuid != "GPU-n9"'))
     assert read.verdicts[0].result.ties == [["n0"], ["n1"], ["n2"]]
     assert [v.verdict for v in read.verdicts] == ["fits"] * 3
+
+
+def test_single_device_pods_need_no_search_whatever_nodes_tie() -> None:
+    placement, pods = _setup([3, 1, 2], [[1]] * 7)
+    found = explore(placement, pods)
+    assert [v.verdict for v in found.verdicts] == ["fits"] * 6 + ["does-not-fit"]
+    assert found.mode == "exact" and found.placements == 1 and found.searched == 0
+    assert found.pending == (1, 1)
+    assert len(found.verdicts[0].result.ties) > 1  # the nodes do tie: the choice just cannot matter
+
+
+def test_a_pod_asking_two_devices_makes_the_ties_matter_again() -> None:
+    placement, pods = _setup([2, 2], [[1], [1], [2]])
+    found = explore(placement, pods)
+    assert found.searched > 0 and found.verdicts[2].verdict == "at-risk"
+    assert str(found.verdicts[2].fits) == "1/2"  # only when the first two share a node
