@@ -26,6 +26,7 @@ from reconciler.dra.capacity_pods import PodBuilder, PodSource, pod_done, releas
 from reconciler.dra.capacity_render import ORDER_NOTE, render_capacity
 from reconciler.dra.capacity_selectors import selector_errors
 from reconciler.dra.capacity_verdicts import at_risk_advice, fraction_text, pending_range
+from reconciler.dra.nodematch import BLOCKING_EFFECTS
 from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult
 from reconciler.dra.simulate import simulate
@@ -48,6 +49,17 @@ def _devices(result: PodResult, key: tuple[str, str], allocation: dict[str, Any]
         for r in as_list(as_dict(alloc.get("devices")).get("results"))
         if isinstance(r, dict)
     ]
+
+
+def _taint_rules(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest]) -> list[dict[str, Any]]:
+    """The DeviceTaintRules as the scheduler will see them once the change is in: the head's (added or
+    changed), the live ones the change leaves alone, none that it deletes."""
+    deleted = {c.ref for c in plan.changes if c.op == "delete"}
+    in_head = {m.ref: m.body for m in head if m.kind == "DeviceTaintRule"}
+    kept = [
+        m.body for m in live if m.kind == "DeviceTaintRule" and m.ref not in in_head and m.ref not in deleted
+    ]
+    return [*kept, *in_head.values()]
 
 
 def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest]) -> dict[str, Any]:
@@ -77,7 +89,7 @@ def capacity_input(plan: Plan, head: Sequence[Manifest], live: Sequence[Manifest
             "totals": {},
             "note": ORDER_NOTE,
         }
-    inv = Inventory(slices, classes, live_claims, [m.body for m in live if m.kind == "DeviceTaintRule"])
+    inv = Inventory(slices, classes, live_claims, _taint_rules(plan, head, live))
     placement = Placement(
         inv,
         nodes,
@@ -244,7 +256,7 @@ class _Report:
             return
         if outcome in ("does-not-fit", "at-risk"):
             risk = outcome == "at-risk"
-            advice = at_risk_advice(verdict) if risk else _advice(result)
+            advice = at_risk_advice(verdict) if risk else _advice(result, reason, self.placement.inv)
             group = self.failures.setdefault(
                 (where["ref"], reason),
                 {**where, "pods": [], "of": source.pods, "reason": reason, "advice": advice, "at_risk": risk},
@@ -291,13 +303,22 @@ class _Report:
         return out
 
 
-def _advice(result: PodResult) -> str:
+def _advice(result: PodResult, reason: str, inv: Inventory) -> str:
     """What to do about a pod that does not fit (the `capacity` rule's last words)."""
     parked = result.parked or ""
     if ": ResourceClaimTemplate " in parked:
         return "create the ResourceClaimTemplate or fix the pod's resourceClaims"
     if ": ResourceClaim " in parked:
         return "create the ResourceClaim or fix the pod's resourceClaims"
+    if "no matching device" in reason and "free" not in reason:
+        # Nothing published matches at all: more nodes of the same kind would not either.
+        return "no published device matches: check the DeviceClass selector and the request's own selectors"
+    if "tainted" in reason:
+        taints = sorted(
+            {d.taint_label(t) for d in inv.devices for t in d.taints if t.get("effect") in BLOCKING_EFFECTS}
+        )
+        shown = "; ".join(taints[:3]) + (f" and {len(taints) - 3} more" if len(taints) > 3 else "")
+        return f"devices are tainted ({shown}): remove or narrow the taint, tolerate it in the request, or {ADVICE}"
     return ADVICE
 
 
