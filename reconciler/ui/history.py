@@ -53,6 +53,7 @@ class HistoryRow:
     reason: str
     took: float | None
     live: bool
+    anchor: str  # unique on the page (a rollback record shares the id of the apply it answers)
 
 
 def _took(record: Mapping[str, Any]) -> float | None:
@@ -60,12 +61,24 @@ def _took(record: Mapping[str, Any]) -> float | None:
     return float(sum(values)) if values else None
 
 
-def live_record_id(records: Sequence[Mapping[str, Any]], last_good: str | None) -> Any:
-    """The record that put the live revision on the cluster: the newest good one of the last good sha."""
-    for record in records:
+def live_record(records: Sequence[Mapping[str, Any]], last_good: str | None) -> int | None:
+    """The index of the record that put the live revision on the cluster: the newest good one of the
+    last good sha."""
+    for index, record in enumerate(records):
         if last_good and record.get("sha") == last_good and record.get("outcome") in GOOD:
-            return record.get("id")
+            return index
     return None
+
+
+def anchors(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`record-<id>` for each record, `-2`, `-3`... after a repeated id."""
+    seen: dict[str, int] = {}
+    out = []
+    for index, record in enumerate(records):
+        key = str(record.get("id") if record.get("id") is not None else f"n{index}")
+        seen[key] = seen.get(key, 0) + 1
+        out.append(f"record-{key}" + (f"-{seen[key]}" if seen[key] > 1 else ""))
+    return out
 
 
 def history_page(target: TargetView, outcome: str = "", page: int = 1) -> str:
@@ -77,18 +90,19 @@ def history_page(target: TargetView, outcome: str = "", page: int = 1) -> str:
         else (outcome if any(r.get("outcome") == outcome for r in records) else "")
     )
     keep = FILTERS[chosen][1] if chosen in FILTERS else frozenset({chosen})
-    kept = [r for r in records if keep is None or r.get("outcome") in keep]
+    live = live_record(records, target.status.get("lastGood"))
+    names = anchors(records)
+    kept = [i for i, r in enumerate(records) if keep is None or r.get("outcome") in keep]
     pages = max(1, -(-len(kept) // PAGE_SIZE))
     page = min(max(1, page), pages)
-    live = live_record_id(records, target.status.get("lastGood"))
     rows = []
-    for record in kept[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
+    for index in kept[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
+        record = records[index]
         commit = target.commits.get(str(record.get("sha") or ""), {})
         message = str(record.get("message") or "").strip()
         reason = message.splitlines()[0] if message and record.get("outcome") not in WAITING else ""
-        rows.append(
-            HistoryRow(record, commit.get("subject", ""), reason, _took(record), record.get("id") == live)
-        )
+        subject = commit.get("subject", "")
+        rows.append(HistoryRow(record, subject, reason, _took(record), index == live, names[index]))
     outcomes = sorted({str(r.get("outcome")) for r in records if r.get("outcome")})
     choices = [(key, words) for key, (words, _) in FILTERS.items()] + [(o, o) for o in outcomes]
 

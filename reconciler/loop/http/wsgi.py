@@ -204,7 +204,8 @@ class WsgiServer:
                 asyncore_loop_timeout=1,
                 ident="dra-gitops",
                 url_scheme=self.url_scheme,
-                clear_untrusted_proxy_headers=True,
+                # X-Forwarded-* reach the application as sent: it believes them from its trusted proxies only
+                clear_untrusted_proxy_headers=False,
             )
         except OSError as exc:
             raise UserError(
