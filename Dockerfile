@@ -31,10 +31,10 @@ USER 65532:65532
 # HOME on /tmp: git and gpg write their config and sockets there.
 ENV HOME=/tmp PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 RUST_BACKTRACE=0
 WORKDIR /tmp
-EXPOSE 8080
+EXPOSE 8080 8081
 # /healthz answers 200 while the controller runs (no curl in the image: Python's urllib does it).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4).status == 200 else 1)"]
 ENTRYPOINT ["dra-gitops"]
 # The targets come from the mounted ConfigMap (deploy/base/config/targets.yaml); clones go to /tmp.
-CMD ["run", "--config=/etc/dra-gitops/config/targets.yaml", "--listen=0.0.0.0:8080", "--cache-dir=/tmp/cache"]
+CMD ["run", "--config=/etc/dra-gitops/config/targets.yaml", "--listen=0.0.0.0:8080", "--webhook-listen=0.0.0.0:8081", "--ui-token-file=/etc/dra-gitops/ui/token", "--cache-dir=/tmp/cache"]
