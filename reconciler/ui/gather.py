@@ -44,6 +44,7 @@ class DeviceData:
     cluster: str = ""  # the key of the cluster this map is of
     error: str = ""  # why that cluster could not be read
     pending: list[PendingClaim] = field(default_factory=list)  # claims waiting for a device
+    live: dict[str, str] = field(default_factory=dict)  # target -> its live (last good) commit
 
 
 class ClusterData:
@@ -137,7 +138,23 @@ class ClusterData:
         except DraGitopsError as exc:
             return DeviceData([], [], clusters, place.key, error=f"{place.label} cannot be read: {exc}")
         data.clusters, data.cluster = clusters, place.key
+        data.live = self._live({d.target for d in data.cells if d.target} | {p.target for p in data.pending})
         return data
+
+    def _live(self, names: set[str]) -> dict[str, str]:
+        """The last good commit of each named target (its state ConfigMap's `lastGood`)."""
+        out = {}
+        for name, namespace in self._names():
+            if name not in names:
+                continue
+            try:
+                live = self._place(name).read(partial(_state_configmap, namespace=namespace, name=name))
+            except DraGitopsError:
+                continue
+            sha = str(((live or {}).get("data") or {}).get("lastGood") or "")
+            if sha:
+                out[name] = sha
+        return out
 
 
 def _state_configmap(client: ClusterClient, namespace: str, name: str) -> dict[str, Any] | None:

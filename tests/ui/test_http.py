@@ -140,8 +140,13 @@ def test_device_map_totals_add_up_to_inventory(world: World, served: int) -> Non
     )
     assert page.count('data-state="allocated"') == totals["allocated"]
     assert page.count('class="tile ') - 4 == totals["devices"]  # the legend has one tile per state
-    # The holder of each allocated device, and the hostile annotation shown as text.
+    # The holder of each allocated device (to its workload, target and live commit), and the hostile
+    # annotation shown as text.
     assert "ml-team/shared-gpu" in text_of(page)
+    status = world.cli_json("status", "--target", TARGET)
+    assert f'href="/targets/{TARGET}/history"' in page and "workload" in text_of(page)
+    assert f'href="/targets/{TARGET}/commits/{status["lastGood"]}"' in page
+    assert 'id="pending"' in page
     assert ANNOTATION_KEY in page and HOSTILE_ANNOTATION in text_of(page)
     assert "<img src=x" not in page
 
