@@ -7,6 +7,8 @@
     verification chains and diagnoses in each): targets, history, a commit, its report; the device map
     with 1,000 devices on 50 nodes (600 allocated, cards), and with 10,000 devices on 1,250 nodes
     (compact). Best and median of --repeat. Targets: < 50 ms each page, < 100 ms the 10,000-device map.
+(c) Webhook → pass start: a signed generic webhook POSTed to the receiver (waitress, a connection kept
+    alive as a forge's) until the controller's trigger runs. Best and median of 200.
 (b) Memory: RSS of a `dra-gitops run` process managing --objects objects after its first pass, while a
     reader keeps the dashboard open (every page fetched again and again, as the page's script polls).
     Target: < 150 MB.
@@ -213,6 +215,40 @@ def bench_render(repeat: int) -> dict[str, tuple[float, float, int]]:
     return figures
 
 
+def bench_webhook(rounds: int = 200) -> tuple[float, float]:
+    """(best ms, median ms) from a webhook's POST to its trigger running."""
+    import threading
+
+    from reconciler.loop.httpserver import ControllerServer, HookTarget
+    from reconciler.loop.metrics import Metrics
+
+    fired = threading.Event()
+    token = "w" * 32
+    server = ControllerServer(
+        trigger=lambda names, reason: fired.set(),
+        metrics=Metrics(),
+        hook_targets=[HookTarget("bench", "/srv/bench.git", "main", generic_token=token.encode())],
+        webhook_port=0,
+    )
+    server.start()
+    assert server.webhook_port is not None
+    conn = http.client.HTTPConnection("127.0.0.1", server.webhook_port, timeout=30)
+    times = []
+    try:
+        for _ in range(rounds):
+            fired.clear()
+            started = time.perf_counter()
+            conn.request("POST", "/hooks/generic", body=b"{}", headers={"Authorization": f"Bearer {token}"})
+            answer = conn.getresponse()
+            answer.read()
+            assert answer.status == 202 and fired.wait(30)
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        conn.close()
+        server.stop()
+    return min(times), statistics.median(times)
+
+
 def _get(port: int, path: str) -> int:
     """The status of a GET (a report page that could not be produced counts as 404)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -294,6 +330,8 @@ def main() -> int:
         )
         if median >= target:
             missed.append(f"render {path}")
+    best, median = bench_webhook()
+    print(f"webhook -> pass start (trigger called): best {best:.2f} ms, median {median:.2f} ms")
     with tempfile.TemporaryDirectory() as name:
         rss, statuses = bench_memory(Path(name), args.objects)
     print(
