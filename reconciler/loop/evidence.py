@@ -12,9 +12,11 @@ from reconciler.loop.state import RECORD_ITEMS, now_iso
 
 # Characters of a verify-exec's output an evidence record keeps.
 EXEC_OUTPUT = 500
-# Changed lines of an object's diff a record keeps (each cut to DIFF_LINE characters).
-DIFF_LINES = 12
-DIFF_LINE = 200
+# Changed objects a record keeps, the changed lines of each (each cut to DIFF_LINE characters): at most
+# about 25 kB a record, within the history's byte budget (state.HISTORY_BYTES).
+DIFF_OBJECTS = 20
+DIFF_LINES = 8
+DIFF_LINE = 160
 
 
 def drift_text(refs: dict[str, list[str]]) -> str:
@@ -49,7 +51,7 @@ def changed_objects(delivery: Delivery) -> list[dict[str, object]]:
         if r.error:
             entry["error"] = r.error[: DIFF_LINE * 2]
         out.append(entry)
-        if len(out) >= RECORD_ITEMS:
+        if len(out) >= DIFF_OBJECTS:
             break
     return out
 
@@ -88,5 +90,5 @@ def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> Hist
         decisions_omitted=len(findings) - RECORD_ITEMS if len(findings) > RECORD_ITEMS else None,
         message=delivery.failure_message() or None,
         # The failure's diagnosis (mode, evidence, fixes) as the pass saw it: the dashboard shows it later.
-        diagnoses=(data.get("diagnoses") or [])[:RECORD_ITEMS] or None,
+        diagnoses=(data.get("diagnoses") or [])[:DIFF_OBJECTS] or None,
     )

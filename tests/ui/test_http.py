@@ -88,6 +88,9 @@ def test_history_lists_every_record_newest_first_linkable_by_sha(world: World, s
     text = text_of(page)
     assert code == 200 and "Failure and diagnosis" in text and "Rolled back to" in text
     assert "claim" in text and "→" in text
+    # Recorded by the pass that failed: its diagnosis, and the object it changed, field by field.
+    assert 'class="diagnosis"' in page and "Evidence" in text
+    assert "Changed objects" in text and "replicas" in text
     code, _, page = get(served, f"/targets/{TARGET}/commits/{world.shas['denied']}")
     assert HOSTILE_MESSAGE in text_of(page) and "driver-canary" in text_of(page)
     assert "<script>window.pwned" not in page

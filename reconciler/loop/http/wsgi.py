@@ -145,15 +145,16 @@ class _RefusalTask(ErrorTask):
             message = f"the body is larger than {limit} bytes" if status == 413 else str(error.reason).lower()
             body = (json.dumps({"message": message}) + "\n").encode()
             headers = [("Content-Length", str(len(body))), ("Content-Type", "application/json")]
+        # Counted and logged before answering: a sender (or a test) that has the answer finds them.
+        log.info("refused %s -> %d", path, status)
+        refusal = getattr(self.channel.server, "on_refusal", None)
+        if refusal is not None:
+            refusal(status, path)
         self.status = status_line
         self.response_headers.extend(with_security_headers(headers))
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
-        log.info("refused %s -> %d", path, status)
-        refusal = getattr(self.channel.server, "on_refusal", None)
-        if refusal is not None:
-            refusal(status, path)
 
 
 class _Channel(HTTPChannel):
