@@ -185,6 +185,81 @@ def opa_options(func: F, url_help: str) -> F:
     )(func)
 
 
+def ui_access_options(func: F) -> F:
+    """Who may read the dashboard (`ui`, and `run`'s operator port): `reconciler/ui/auth.py`."""
+    for option in reversed(
+        [
+            click.option(
+                "--ui-auth",
+                type=click.Choice(["token", "proxy"]),
+                default="token",
+                show_default=True,
+                help="token: the token file's token (a bearer header, or a login form giving a session "
+                "cookie); proxy: an authenticating reverse proxy's user header, from --ui-proxy-cidr only.",
+            ),
+            click.option(
+                "--ui-proxy-cidr",
+                multiple=True,
+                metavar="CIDR",
+                help="Addresses of the trusted reverse proxies (repeatable): their user header "
+                "(--ui-auth=proxy) and X-Forwarded-Proto are believed.",
+            ),
+            click.option(
+                "--ui-proxy-header",
+                default="X-Forwarded-User",
+                show_default=True,
+                help="The header naming the user the proxy authenticated.",
+            ),
+            click.option(
+                "--ui-host",
+                multiple=True,
+                metavar="NAME",
+                help="Host names the dashboard answers to besides localhost and the loopback addresses "
+                "(repeatable; `.example.com` also takes its subdomains). Others get 421.",
+            ),
+            click.option(
+                "--ui-insecure-open",
+                is_flag=True,
+                help="Serve the dashboard on a non-loopback address without a token or proxy (logged at "
+                "every start). Without it, that start is refused.",
+            ),
+            click.option(
+                "--ui-session",
+                type=DURATION,
+                default="12h",
+                show_default=True,
+                help="How long a browser's session lasts after it gave the token.",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def ui_access(params: dict[str, Any], token_file: str | None, host: str, where: str = "--listen") -> Any:
+    """The dashboard's `Access` from the options of `ui_access_options` and the token file; UserError
+    when serving on `host` would open it to the network (see `Access.exposure`), a warning logged when
+    --ui-insecure-open does."""
+    import logging
+
+    from reconciler.loop.http.wsgi import is_loopback
+    from reconciler.ui.auth import Access, parse_cidrs, read_token
+
+    access = Access(
+        token=read_token(token_file),
+        auth=params["ui_auth"],
+        proxy_cidrs=parse_cidrs(params["ui_proxy_cidr"]),
+        proxy_header=params["ui_proxy_header"],
+        hosts=tuple(params["ui_host"]),
+        insecure_open=params["ui_insecure_open"],
+        session_seconds=max(60, int(params["ui_session"])),
+    )
+    warning = access.exposure(host, is_loopback(host), where)
+    if warning:
+        logging.getLogger("reconciler.ui").warning("%s", warning)
+    return access
+
+
 def check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
     """The policy check's options from --policy, --opa-url, --opa-token and --opa-timeout."""
     from reconciler.delivery.check import CheckOptions

@@ -122,6 +122,15 @@ class Device:
             return None
         return None if raw is None else ("raw", raw)
 
+    def taint_label(self, taint: Mapping[str, Any]) -> str:
+        """`DeviceTaintRule/gpu-maintenance: example.com/maintenance=true:NoSchedule`: a taint of this
+        device, led by where it comes from."""
+        value = f"={taint['value']}" if taint.get("value") else ""
+        text = f"{taint.get('key')}{value}:{taint.get('effect')}"
+        index = next((i for i, t in enumerate(self.taints) if t is taint), None)
+        source = self.taint_sources[index] if index is not None and index < len(self.taint_sources) else ""
+        return f"{source}: {text}" if source else text
+
     def reachable_from(self, node: str, labels: Mapping[str, str]) -> bool:
         if self.node_name is not None:
             return self.node_name == node

@@ -42,9 +42,6 @@ class Schemas:
     roots: dict[str, str]
     definitions: dict[str, Any]
 
-    def knows(self, api_version: str, kind: str) -> bool:
-        return f"{api_version}/{kind}" in self.roots
-
     def validate(self, body: dict[str, Any]) -> list[Violation] | None:
         """The body's violations; None when this release has no schema for its apiVersion and kind."""
         root = self.roots.get(f"{body.get('apiVersion')}/{body.get('kind')}")

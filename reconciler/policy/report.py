@@ -21,6 +21,7 @@ from reconciler.policy.report_common import (
     TOOL_NAME,
     RenderOptions,
     all_rules,
+    capacity_line,
     error_dicts,
     finding_dict,
     finding_label,
@@ -110,6 +111,9 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
         out.append("")
     v = verdict(result, options.fail_on_warn)
     colour = _RED if v == "Denied" else _YELLOW if result.warnings else _GREEN
+    pending = capacity_line(result)
+    if pending:
+        out.append(_paint(pending, _YELLOW, c))
     out.append(_paint(f"{summary_line(result)} ({v.lower()})", colour, c))
     return "\n".join(out) + "\n"
 
@@ -181,6 +185,9 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
     v = verdict(result, options.fail_on_warn)
     ch = result.changes
     out = [f"## {md_text(options.title)}", "", f"**{v}** — {summary_line(result)}.", ""]
+    pending = capacity_line(result)
+    if pending:
+        out += [md_text(pending[0].upper() + pending[1:]) + ".", ""]
     if result.errors:
         # Nothing was checked: no rule table, no "No violations." that would read as a pass.
         out += ["### Errors", ""]

@@ -252,13 +252,15 @@ def test_verbose_check_prints_the_predicted_placement(
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     start = lines.index("capacity (predicted placement):")
-    assert lines[start + 1 : start + 5] == [
+    assert lines[start + 1 : start + 6] == [
+        "  1 of 3 pods stay Pending",
         "  pod ml/trainer-0: fits on sim-node-0",
         "  pod ml/trainer-1: fits on sim-node-0",
         "  pod ml/trainer-2: does-not-fit",
         "    sim-node-0: claim gpu: needs 1, 0 of 2 matching devices free (2 held by pods placed before it)",
     ]
     assert "  claim ml/trainer-0-gpu: fits on sim-node-0 [gpu.example.com/sim-node-0/gpu-0]" in lines
+    assert "  placements explored: 1 exact; 0 pods needed a search" in lines
     assert any(
         line.startswith("  note: pods are placed one at a time in the scheduler's order") for line in lines
     )

@@ -12,7 +12,6 @@ from typing import Any
 
 from reconciler.cluster.objects import meta, namespace_of, nsname
 from reconciler.dra.allocator import Inventory, normalise_requests
-from reconciler.dra.devices import Device
 from reconciler.dra.nodematch import untolerated_taint
 from reconciler.model import dra
 from reconciler.model.readers import as_dict, as_list
@@ -110,15 +109,6 @@ def _selectors(body: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def taint_label(device: Device, taint: Mapping[str, Any]) -> str:
-    """`DeviceTaintRule/gpu-maintenance: example.com/maintenance=true:NoSchedule` (where it comes from)."""
-    value = f"={taint['value']}" if taint.get("value") else ""
-    text = f"{taint.get('key')}{value}:{taint.get('effect')}"
-    index = next((i for i, t in enumerate(device.taints) if t is taint), None)
-    source = device.taint_sources[index] if index is not None and index < len(device.taint_sources) else ""
-    return f"{source}: {text}" if source else text
-
-
 def class_counts(inv: Inventory, spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per requested class: needed / free / total devices; "unknown" (with ``unknown_reason``) where a CEL
     selector cannot be evaluated by the model; ``failing``: devices a selector fails on at run time."""
@@ -141,7 +131,7 @@ def class_counts(inv: Inventory, spec: Mapping[str, Any]) -> dict[str, dict[str,
         for device in matched:
             taint = untolerated_taint(device.taints, body.get("tolerations"))
             if taint is not None:
-                entry["_tainted"][device.key] = taint_label(device, taint)
+                entry["_tainted"][device.key] = device.taint_label(taint)
         entry["unknown"] = entry["unknown"] or unknown
         if unknown and "unknown_reason" not in entry:
             entry["unknown_reason"] = inv.unknown_reason(cls, _selectors(body), inv.devices)
