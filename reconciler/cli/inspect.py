@@ -86,10 +86,11 @@ def check(
     dra-gitops check manifests/                       # files or directories, no base
     dra-gitops check --repo . --base main --head HEAD  # only what changed between two revisions
 
-    With --repo both trees are read straight from Git (no checkout); a `dra-gitops.yaml` at the root of
-    the checked tree selects `paths` and sets policy `params`.
+    With --repo both trees are read straight from Git (no checkout), each with the `dra-gitops.yaml` at
+    its own root (`paths`, `charts`, policy `params`). -v prints the plan and how each driver workload
+    was recognized.
     """
-    from reconciler.delivery.check import CheckOptions, check_git, check_paths
+    from reconciler.delivery.check import CheckOptions, check_git, check_paths, recognized_drivers
     from reconciler.model.openapi import minor_of
     from reconciler.policy.report import RenderOptions, render
     from reconciler.policy.result import error_result
@@ -138,6 +139,8 @@ def check(
         raise
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
+        for line in recognized_drivers(run):
+            click.echo(f"dra-gitops: {line}", err=True)
         for uninspected in run.result.uninspected:
             click.echo(f"dra-gitops: {uninspected.message}", err=True)
         for unvalidated in run.result.unvalidated:

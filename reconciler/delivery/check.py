@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.delivery.desired import load_directories, load_git_revisions
+from reconciler.model import dra
 from reconciler.model.compare import live_driver_base
 from reconciler.model.dra_workloads import uninspected_pod_specs
 from reconciler.model.loader import Limits, LoadResult
 from reconciler.model.objects import Manifest
 from reconciler.model.openapi import minor_of
 from reconciler.model.plan import Plan, compute_plan
+from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
 from reconciler.policy.schema import SCHEMA_RULE, check_schemas
+from reconciler.render.capabilities import Capabilities, cluster_capabilities, from_served
 
 Progress = Callable[[str], None]
 
@@ -63,6 +66,64 @@ DUPLICATE_RULE = RuleInfo(
     severity="warn",
     source="reconciler/model/duplicates.py",
 )
+
+
+NOTHING_CHECKED_RULE = RuleInfo(
+    id="nothing-checked",
+    title="A check checks something",
+    description="A check that loads no object while manifest files were skipped fails: a wrong `paths`, "
+    "an `exclude` that matches everything or a kustomization no one renders would otherwise pass silently.",
+    severity="deny",
+    source="reconciler/delivery/check.py",
+)
+
+
+def _nothing_checked(head: LoadResult) -> list[Finding]:
+    """A denial when no object was loaded but manifest files were skipped, with every reason."""
+    if head.manifests or not head.skipped:
+        return []
+    reasons = "; ".join(f"{s.path} ({s.reason})" for s in head.skipped[:10])
+    more = f"; and {len(head.skipped) - 10} more" if len(head.skipped) > 10 else ""
+    msg = (
+        f"nothing was checked: 0 objects loaded while {len(head.skipped)} manifest file(s) were skipped: "
+        f"{reasons}{more}"
+    )
+    first = head.skipped[0]
+    return [Finding(NOTHING_CHECKED_RULE.id, "deny", msg, "(no object)", first.path, 1)]
+
+
+NAMESPACE_RULE = RuleInfo(
+    id="namespace-missing",
+    title="Every namespace exists or is created",
+    description="An object in a namespace that no manifest of the change creates and the cluster lacks "
+    "would fail the dry-run with 'not found': a chart release needs `createNamespace: true` (as helm "
+    "--create-namespace) or a Namespace manifest.",
+    severity="deny",
+    source="reconciler/delivery/check.py",
+)
+
+
+def _missing_namespaces(head: LoadResult, cluster: ClusterFacts | None) -> list[Finding]:
+    """With cluster data: a denial per namespace no manifest creates and the cluster lacks (its first object)."""
+    if cluster is None:
+        return []
+    known = {
+        m.ref.name for m in [*head.manifests, *cluster.objects] if m.kind == "Namespace" and not m.ref.group
+    }
+    findings: dict[str, Finding] = {}
+    for m in head.manifests:
+        namespace = m.ref.namespace
+        if not namespace or namespace in known or namespace in findings:
+            continue
+        fix = "add a Namespace manifest"
+        if m.rendered_by.startswith("release "):
+            release = m.rendered_by.split(" ")[1]
+            fix = f"set `createNamespace: true` on release {release} in `charts`, or {fix}"
+        msg = f"{m.ref}: namespace {namespace} is created by no manifest and the cluster has none; {fix}"
+        findings[namespace] = Finding(
+            NAMESPACE_RULE.id, "deny", msg, str(m.ref), m.path, m.line, via=m.rendered_by
+        )
+    return list(findings.values())
 
 
 def _duplicate_findings(head: LoadResult, base: LoadResult | None) -> list[Finding]:
@@ -120,6 +181,37 @@ def _kubernetes_version(
 
 
 def run_check(
+    head: LoadResult,
+    base: LoadResult | None,
+    options: CheckOptions,
+    *,
+    revision: Revision = Revision(),
+    base_sha: str | None = None,
+    repo_params: dict[str, Any] | None = None,
+    cluster: ClusterFacts | None = None,
+    timings: dict[str, float] | None = None,
+    drivers: tuple[DriverDecl, ...] = (),
+    pruned: Sequence[Manifest] = (),
+) -> CheckRun:
+    """Policies judge `head` (against `base`, or the cluster's driver workloads); driver workloads are
+    recognized with what the desired state, the base and the cluster say of drivers (`dra.hints_of`)."""
+    seen = [*head.manifests, *(base.manifests if base else ()), *(cluster.objects if cluster else ())]
+    hints = dra.hints_of(seen, declared_workloads(drivers), allowing_no_nodes(drivers))
+    with dra.driver_hints(hints):
+        return _run_check(
+            head,
+            base,
+            options,
+            revision=revision,
+            base_sha=base_sha,
+            repo_params=repo_params,
+            cluster=cluster,
+            timings=timings,
+            pruned=pruned,
+        )
+
+
+def _run_check(
     head: LoadResult,
     base: LoadResult | None,
     options: CheckOptions,
@@ -193,9 +285,11 @@ def run_check(
         findings = [f for f in findings if f.ref in changed]
     # What the API server would reject comes first: no policy verdict matters for an object it refuses.
     findings = schema.findings + findings + _duplicate_findings(head, base)
+    findings += _nothing_checked(head)
+    findings += [f for f in _missing_namespaces(head, cluster) if changed is None or f.ref in changed]
     timings["policy"] = time.perf_counter() - started
     rules = dict(policy_set.rules)
-    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE):
+    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE):
         if any(f.rule == extra.id for f in findings):
             rules[extra.id] = extra
     result = CheckResult(
@@ -216,6 +310,28 @@ def run_check(
     return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
 
 
+def recognized_drivers(run: CheckRun) -> list[str]:
+    """One line per driver workload of the checked state: what it is and how it was recognized (`-v`)."""
+    lines = []
+    for obj in run.input_doc.get("objects") or []:
+        info = obj["_dra"]
+        if info["role"] not in ("driver", "driver-canary"):
+            continue
+        what = "canary " if info["role"] == "driver-canary" else ""
+        lines.append(
+            f"driver workload {info['ref']} ({what}{info['driver_role']}, driver {info['driver'] or '?'}): "
+            f"recognized by {info['recognized_by']}"
+        )
+    return lines
+
+
+def _capabilities_of(cluster: ClusterFacts | None) -> Capabilities | None:
+    """Charts render with the `.Capabilities` of the cluster the check is given."""
+    if cluster is None:
+        return None
+    return from_served(cluster.version, cluster.kinds, f"the cluster, {cluster.version}")
+
+
 def _skipped_note(loaded: LoadResult) -> str:
     count = len(loaded.skipped)
     return f" ({count} manifest file{'s' if count != 1 else ''} skipped)" if count else ""
@@ -226,13 +342,22 @@ def check_paths(
 ) -> CheckRun:
     """`check PATH...`: the desired state on disk against no base (everything is a create)."""
     started = time.perf_counter()
-    desired = load_directories(paths, options.limits)
+    with cluster_capabilities(_capabilities_of(cluster)):
+        desired = load_directories(paths, options.limits)
     head = desired.manifests
     timings = {"load": time.perf_counter() - started}
     options.progress(
         f"loaded {len(head.manifests)} objects from {len(head.files)} files{_skipped_note(head)}"
     )
-    return run_check(head, None, options, repo_params=desired.params, cluster=cluster, timings=timings)
+    return run_check(
+        head,
+        None,
+        options,
+        repo_params=desired.params,
+        cluster=cluster,
+        timings=timings,
+        drivers=desired.drivers,
+    )
 
 
 def check_git(
@@ -245,7 +370,8 @@ def check_git(
 ) -> CheckRun:
     """`check --repo --base --head`: both trees read from Git, only the change between them judged."""
     started = time.perf_counter()
-    head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
+    with cluster_capabilities(_capabilities_of(cluster)):
+        head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
     head, base = head_state.manifests, base_state.manifests
     timings = {"load": time.perf_counter() - started}
     head_sha, base_sha = head_state.revision.sha or "", base_state.revision.sha or ""
@@ -262,4 +388,5 @@ def check_git(
         repo_params=head_state.params,
         cluster=cluster,
         timings=timings,
+        drivers=head_state.drivers,
     )

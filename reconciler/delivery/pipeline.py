@@ -31,8 +31,10 @@ from reconciler.delivery.result import Delivery
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
+from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads
 from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.outcome import Outcome
+from reconciler.render.capabilities import Capabilities, from_served
 
 Progress = Callable[[str], None]
 
@@ -71,6 +73,12 @@ class DeliverHooks:
     cancelled: Callable[[], str | None] | None = None
 
 
+def cluster_capabilities_of(client: ClusterClient) -> Capabilities:
+    """The `.Capabilities` charts render with for this cluster: its version and what discovery lists."""
+    version = client.server_version()
+    return from_served(version, client.served_kinds().kinds, f"the cluster, {version}")
+
+
 def stale_manifests(
     client: ClusterClient, set_id: str, head: list[Manifest], keep: frozenset[ObjRef] = frozenset()
 ) -> list[Manifest]:
@@ -90,6 +98,23 @@ def workloads_of(head: list[Manifest]) -> list[dict[str, Any]]:
 
 
 def deliver(
+    client: ClusterClient,
+    desired: DesiredState,
+    check_options: CheckOptions,
+    options: DeliverOptions,
+    progress: Progress,
+    base: DesiredState | None = None,
+    *,
+    hooks: DeliverHooks | None = None,
+) -> Delivery:
+    """`_deliver` with driver workloads recognized by what the revision (and its base) say of drivers."""
+    seen = [*desired.manifests.manifests, *(base.manifests.manifests if base is not None else ())]
+    hints = dra.hints_of(seen, declared_workloads(desired.drivers), allowing_no_nodes(desired.drivers))
+    with dra.driver_hints(hints):
+        return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
+
+
+def _deliver(
     client: ClusterClient,
     desired: DesiredState,
     check_options: CheckOptions,
@@ -195,6 +220,7 @@ def _check(
         base_sha=base.revision.sha if base is not None else None,
         repo_params=desired.params,
         cluster=facts,
+        drivers=desired.drivers,
         pruned=pruned,
     )
 

@@ -173,7 +173,11 @@ def _installing(head: Sequence[Manifest], slices: Sequence[dict[str, Any]]) -> s
     A driver that already publishes slices is judged on them, even when its workload is in the change.
     """
     publishing = {as_dict(s.get("spec")).get("driver") or s.get("driverName") for s in slices}
-    installing = {dra.workload_driver(m.body) for m in head if dra.is_driver_workload(m.body)} - {None}
+    drivers = [dra.workload_driver(m.body) for m in head if dra.is_driver_workload(m.body)]
+    installing = set(drivers) - {None}
+    if None in drivers:  # a driver workload whose name only its DeviceClass tells (no flag names it)
+        classes = [m for m in head if m.kind == "DeviceClass" and dra.is_dra_group(m.api_version)]
+        installing |= {dra.class_driver(m.body) for m in classes} - {None}
     return {str(d) for d in installing - publishing}
 
 

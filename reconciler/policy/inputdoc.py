@@ -12,7 +12,7 @@ from typing import Any
 
 from reconciler.model import dra
 from reconciler.model.generators import generated_template
-from reconciler.model.objects import Manifest, api_version_only
+from reconciler.model.objects import Manifest, ObjRef, api_version_only
 from reconciler.model.plan import Plan
 from reconciler.model.served import DEFAULT_RELEASE, parse_release, release_doc
 from reconciler.model.stages import stage_of
@@ -61,6 +61,55 @@ def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
     return {**manifest.body, "_dra": info}
 
 
+def _with_driver_config(
+    manifests: Sequence[Manifest], docs: dict[ObjRef, dict[str, Any]], shared: set[int] | None = None
+) -> dict[ObjRef, set[tuple[str, str, str]]]:
+    """Set `_dra.driver_config` on the driver workloads' docs: the content of the ConfigMaps and Secrets
+    their pods read, found among `manifests`. A doc in `shared` (also the head's) is copied before it is
+    changed. Returns what each driver workload reads: (kind, namespace, name)."""
+    contents = {
+        (m.kind, m.ref.namespace, m.ref.name): dra.config_content_digest(m.body)
+        for m in manifests
+        if m.kind in dra.CONFIG_KINDS and m.ref.group == ""
+    }
+    reads: dict[ObjRef, set[tuple[str, str, str]]] = {}
+    for manifest in manifests:
+        doc = docs.get(manifest.ref)
+        if doc is None or doc["_dra"]["role"] not in ("driver", "driver-canary"):
+            continue
+        namespace = manifest.ref.namespace
+        digest = dra.driver_config_digest(manifest.body, namespace, contents)
+        reads[manifest.ref] = {(k, namespace, n) for k, n in dra.mounted_config(manifest.body)}
+        if doc["_dra"].get("driver_config") == digest:
+            continue
+        if shared is not None and id(doc) in shared:
+            doc = docs[manifest.ref] = {**doc, "_dra": dict(doc["_dra"])}
+        doc["_dra"]["driver_config"] = digest
+    return reads
+
+
+def _config_readers(
+    ref: ObjRef,
+    reads: dict[ObjRef, set[tuple[str, str, str]]],
+    head_docs: dict[ObjRef, dict[str, Any]],
+    base_docs: dict[ObjRef, dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The main driver workloads (head docs) that read the ConfigMap or Secret `ref` and whose config
+    content changes with it: a driver change to roll out through a canary."""
+    if ref.kind not in dra.CONFIG_KINDS or ref.group != "":
+        return []
+    out = []
+    for workload, names in reads.items():
+        if (ref.kind, ref.namespace, ref.name) not in names:
+            continue
+        new, old = head_docs[workload], base_docs.get(workload)
+        if new["_dra"]["role"] != "driver" or old is None:
+            continue
+        if old["_dra"].get("driver_config") != new["_dra"].get("driver_config"):
+            out.append(new)
+    return out
+
+
 def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Lookup tables over object docs (see docs/policy-input.md, Index)."""
     classes: dict[str, str] = {}
@@ -71,6 +120,7 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     drivers: dict[str, dict[str, Any]] = {}
     canaries: dict[str, list[str]] = {}
     crds: dict[str, dict[str, dict[str, Any]]] = {}
+    extended: dict[str, str] = {}  # extendedResourceName -> the DeviceClass that backs it
 
     def driver_entry(name: str) -> dict[str, Any]:
         return drivers.setdefault(
@@ -92,6 +142,10 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 crds.setdefault(group, {})[kind] = {"ref": info["ref"], "versions": versions}
         if role == "device-class":
             classes[info["name"]] = info["ref"]
+            spec = doc.get("spec")
+            name = spec.get("extendedResourceName") if isinstance(spec, dict) else None
+            if isinstance(name, str) and name:
+                extended[name] = info["name"]
             class_stages[info["name"]] = max(info["stage"], class_stages.get(info["name"], info["stage"]))
             if info["driver"]:
                 driver_entry(info["driver"])["classes"].append(info["name"])
@@ -124,6 +178,7 @@ def build_index(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "drivers": drivers,
         "canaries": canaries,
         "crds": crds,
+        "extended_resources": extended,
     }
 
 
@@ -211,6 +266,8 @@ def build_input(
     # A base object parsed from the same file as the head's is the same Manifest: its doc is made once.
     same = {id(manifest): head_docs[manifest.ref] for manifest in head}
     base_docs = {manifest.ref: same.get(id(manifest)) or object_doc(manifest) for manifest in base}
+    head_configs = _with_driver_config(head, head_docs)
+    _with_driver_config(base, base_docs, shared=set(map(id, head_docs.values())))
     changes = [
         {
             "op": change.op,
@@ -219,6 +276,7 @@ def build_input(
             "old": base_docs.get(change.ref) if change.old is not None else None,
             "new": head_docs.get(change.ref) if change.new is not None else None,
             "driver_change": change.driver_change,
+            "driver_workloads": _config_readers(change.ref, head_configs, head_docs, base_docs),
         }
         for change in plan.changes
     ]

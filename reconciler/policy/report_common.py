@@ -105,6 +105,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "path": f.path,
         "line": f.line,
         "waived": f.waived,
+        # A rendered object: the kustomization, or the chart release with its values files.
+        **({"renderedBy": f.via} if f.via else {}),
     }
 
 
