@@ -9,21 +9,12 @@ person running the tests with the bundled pack's bundle; tests that need another
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from opa_standin import StandInServer, serve_opa_standin
-
-from reconciler.policy.bundle import build_bundle, tar_gz
-from reconciler.policy.engine import load_policy_set
-
-
-def bundle_of(*policy_dirs: Path) -> bytes:
-    """The bundle `dra-gitops policy bundle --policy-dir ...` writes for these directories."""
-    return tar_gz(build_bundle(load_policy_set(list(policy_dirs))))
+from opa_support import bundle_of
 
 
 @pytest.fixture
@@ -42,12 +33,3 @@ def opa_url() -> Iterator[str]:
         return
     with serve_opa_standin(bundle_of()) as server:
         yield server.url
-
-
-@functools.cache
-def bundled_test_count() -> int:
-    """How many `test_*` rules the bundled pack has (the OPA runs must find every one)."""
-    from reconciler.policy.engine import bundled_policy_dir
-    from reconciler.policy.testing import run_policy_tests
-
-    return len(run_policy_tests([bundled_policy_dir()]).results)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import bundle_of, bundled_test_count
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from opa_compiler import compile_modules
 from opa_standin import BundleRejected, StandInServer, call, read_tar_gz, serve_opa_standin
+from opa_support import bundle_of, bundled_test_count
 
 from reconciler.cli import cli
 from reconciler.errors import PolicyError

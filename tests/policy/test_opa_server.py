@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import bundle_of, bundled_test_count
 from opa_standin import StandInServer, call
+from opa_support import bundle_of, bundled_test_count
 
 from reconciler.delivery.check import CheckOptions, run_check
 from reconciler.errors import EnvironmentProblem, PolicyError
