@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.delivery.desired import load_directories, load_git_revisions
+from reconciler.delivery.desired import DesiredState, load_directories, load_git_revisions
 from reconciler.model import dra
 from reconciler.model.compare import live_driver_base
 from reconciler.model.dra_workloads import uninspected_pod_specs
@@ -22,6 +22,7 @@ from reconciler.model.openapi import minor_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
+from reconciler.policy.gate import GATE_RULE, GateSettings, judge_gate
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
 from reconciler.policy.schema import SCHEMA_RULE, check_schemas
@@ -46,6 +47,9 @@ class CheckOptions:
     # The Kubernetes release whose schemas validate the objects ("1.36"); the cluster's when one is given,
     # else the newest bundled.
     kubernetes_version: str | None = None
+    # A person reviews what is checked (a pull request): a loosened gate setting is a denial; a merged
+    # commit the loop or `apply` delivers was reviewed: a warning.
+    reviewed: bool = True
 
 
 @dataclass
@@ -192,9 +196,12 @@ def run_check(
     timings: dict[str, float] | None = None,
     drivers: tuple[DriverDecl, ...] = (),
     pruned: Sequence[Manifest] = (),
+    settings: tuple[GateSettings, GateSettings] | None = None,
 ) -> CheckRun:
     """Policies judge `head` (against `base`, or the cluster's driver workloads); driver workloads are
-    recognized with what the desired state, the base and the cluster say of drivers (`dra.hints_of`)."""
+    recognized with what the desired state, the base and the cluster say of drivers (`dra.hints_of`).
+    With `settings` (the base's, the head's), the head is judged by the base's and `gate-settings` names
+    what the change loosens."""
     seen = [*head.manifests, *(base.manifests if base else ()), *(cluster.objects if cluster else ())]
     hints = dra.hints_of(seen, declared_workloads(drivers), allowing_no_nodes(drivers))
     with dra.driver_hints(hints):
@@ -208,6 +215,7 @@ def run_check(
             cluster=cluster,
             timings=timings,
             pruned=pruned,
+            settings=settings,
         )
 
 
@@ -222,6 +230,7 @@ def _run_check(
     cluster: ClusterFacts | None = None,
     timings: dict[str, float] | None = None,
     pruned: Sequence[Manifest] = (),
+    settings: tuple[GateSettings, GateSettings] | None = None,
 ) -> CheckRun:
     """Judge `head` (against `base` when given). Without a base, `pruned` are the live objects a one-shot
     apply will delete (what it last delivered and `head` no longer has): the policies see them as deletes."""
@@ -250,6 +259,9 @@ def _run_check(
     started = time.perf_counter()
     policy_set = load_policy_set(options.policy_dirs)
     engine = make_engine(policy_set, options)
+    if settings is not None:
+        # The protected side's settings judge the change: its own take effect from the next commit.
+        repo_params = dict(settings[0].params)
     params = _merge_params(policy_set.params, repo_params or {}, options.params)
     capacity = None
     changed_classes: list[dict[str, Any]] = []
@@ -283,13 +295,24 @@ def _run_check(
     if changed is not None:
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
         findings = [f for f in findings if f.ref in changed]
+    gate = None
+    if settings is not None and base is not None:
+        gate = judge_gate(
+            findings,
+            *settings,
+            head.manifests,
+            base.manifests,
+            defaults=policy_set.params,
+            reviewed=options.reviewed,
+        )
+        findings = gate.judged + gate.findings
     # What the API server would reject comes first: no policy verdict matters for an object it refuses.
     findings = schema.findings + findings + _duplicate_findings(head, base)
     findings += _nothing_checked(head)
     findings += [f for f in _missing_namespaces(head, cluster) if changed is None or f.ref in changed]
     timings["policy"] = time.perf_counter() - started
     rules = dict(policy_set.rules)
-    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE):
+    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE, GATE_RULE):
         if any(f.rule == extra.id for f in findings):
             rules[extra.id] = extra
     result = CheckResult(
@@ -303,6 +326,7 @@ def _run_check(
         capacity=capacity,
         uninspected=_uninspected(head.manifests, changed),
         unvalidated=schema.unvalidated,
+        settings_changes=[c.to_json() for c in gate.changes] if gate is not None else [],
     )
     options.progress(
         f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"
@@ -389,4 +413,12 @@ def check_git(
         cluster=cluster,
         timings=timings,
         drivers=head_state.drivers,
+        settings=_settings(base_state, head_state),
     )
+
+
+def _settings(base: DesiredState, head: DesiredState) -> tuple[GateSettings, GateSettings] | None:
+    """The gate settings of a base and a head read from Git (None when either is not)."""
+    if base.settings is None or head.settings is None:
+        return None
+    return base.settings, head.settings

@@ -32,6 +32,7 @@ from reconciler.model.loader import (
 )
 from reconciler.model.objects import Manifest
 from reconciler.model.repoconfig import DriverDecl, drivers_of
+from reconciler.policy.gate import GateSettings
 from reconciler.policy.inputdoc import Revision
 from reconciler.render.capabilities import Capabilities, from_config
 from reconciler.render.helm import CREATED_NAMESPACE, ChartRelease, chart_inputs, releases_of, render_releases
@@ -52,6 +53,8 @@ class DesiredState:
     render_inputs: frozenset[str] = frozenset()
     # The `drivers:` the repository config declares.
     drivers: tuple[DriverDecl, ...] = ()
+    # The settings that decide how a revision is judged (a revision read from Git): its base's judge it.
+    settings: GateSettings | None = None
 
     @property
     def skipped(self) -> list[SkippedFile]:
@@ -174,6 +177,7 @@ class _TreeConfig:
     releases: tuple[ChartRelease, ...] = ()
     drivers: tuple[DriverDecl, ...] = ()
     capabilities: Capabilities | None = None
+    settings: GateSettings = field(default_factory=GateSettings)
 
 
 def _tree_config(tree: TreeFiles) -> _TreeConfig:
@@ -184,6 +188,13 @@ def _tree_config(tree: TreeFiles) -> _TreeConfig:
     releases = releases_of(config, config_path)
     return _TreeConfig(
         path=config_path,
+        settings=GateSettings(
+            params=dict(config.get("params") or {}),
+            paths=tuple(str(p) for p in config.get("paths") or ()),
+            exclude=tuple(str(p) for p in config.get("exclude") or ()),
+            canary_for={r.release_name: r.canary_for for r in releases if r.canary_for},
+            where=config_path,
+        ),
         params=dict(config.get("params") or {}),
         wanted=tuple(p.strip("/") for p in config.get("paths") or []),
         exclude=(*tuple(config.get("exclude") or ()), *chart_inputs(releases)),
@@ -240,7 +251,9 @@ def _tree_state(
     loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed)
     if rendered.manifests:
         _merge(loaded, rendered.manifests, rendered.files)
-    return DesiredState(loaded, revision, config.params, frozenset(rendered.inputs), config.drivers)
+    return DesiredState(
+        loaded, revision, config.params, frozenset(rendered.inputs), config.drivers, config.settings
+    )
 
 
 def _selected(

@@ -6,6 +6,7 @@ print: the result (`delivery/result.py`) renders itself as text or JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -212,16 +213,21 @@ def _check(
     """Policies judge the revision with live cluster data, and the change from `base` when there is one;
     without one, what the delivery prunes is judged as deletes."""
     facts = collect_facts(client, progress)
+    settings = None
+    if base is not None and base.settings is not None and desired.settings is not None:
+        settings = (base.settings, desired.settings)
     return run_check(
         desired.manifests,
         base.manifests if base is not None else None,
-        check_options,
+        # A merged commit was reviewed: a loosened gate setting is a warning here, judged by the base's.
+        dataclasses.replace(check_options, reviewed=False),
         revision=desired.revision,
         base_sha=base.revision.sha if base is not None else None,
         repo_params=desired.params,
         cluster=facts,
         drivers=desired.drivers,
         pruned=pruned,
+        settings=settings,
     )
 
 

@@ -163,6 +163,7 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
         "skipped": skipped_dicts(result.skipped),
         "not_inspected": [u.to_json() for u in result.uninspected],
         "not_validated": [u.to_json() for u in result.unvalidated],
+        "settings_changes": result.settings_changes,
         **({"capacity": result.capacity} if result.capacity is not None else {}),
         "rules": {
             r.id: {"title": r.title, "description": r.description, "severity": r.severity, "source": r.source}
@@ -220,6 +221,15 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
             )
     else:
         out.append("No violations.")
+    if result.settings_changes:
+        out += ["", "### Gate settings changed", ""]
+        out += ["This change is judged by the base's settings; its own take effect from the next commit.", ""]
+        out += ["| Setting | Base | This change | Loosens the gate |", "|---|---|---|---|"]
+        for c in result.settings_changes:
+            out.append(
+                f"| {md_code(c['setting'])} | {md_code(c['old'])} | {md_code(c['new'])} | "
+                f"{'yes' if c['loosens'] else 'no'} |"
+            )
     waived = sorted_findings(result.waived)
     if waived:
         out += ["", "### Waivers", ""]

@@ -148,6 +148,8 @@ class CheckResult:
     uninspected: list[Uninspected] = field(default_factory=list)
     # Objects of kinds no schema describes (custom resources whose CRD is elsewhere): reported, never failing.
     unvalidated: list[Unvalidated] = field(default_factory=list)
+    # Against a base: the gate settings the change edits (`gate-settings`), each {setting, old, new, loosens}.
+    settings_changes: list[dict[str, Any]] = field(default_factory=list)
     # Set instead of everything above when the check could not run (see `error_result`).
     errors: list[CheckError] = field(default_factory=list)
 

@@ -188,6 +188,7 @@ def test_json_round_trip_and_ordering(result: CheckResult) -> None:
         "skipped",
         "not_inspected",
         "not_validated",
+        "settings_changes",
         "rules",
     ]
     assert (doc["summary"]["skipped"], doc["skipped"]) == (0, [])
