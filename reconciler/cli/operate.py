@@ -1,8 +1,8 @@
 """Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`, `abort`, `diff`,
 `approve`.
 
-Parse, call, print, return an exit code; the work is in `loop/operations.py` (what they write) and
-`loop/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
+Parse, call, print, return an exit code; the work is in `loop/store/operations.py` (what they write) and
+`loop/store/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
 """
 
 from __future__ import annotations
@@ -59,13 +59,13 @@ def get_command(
 
     Exit 0 when every last attempt applied, else the worst of their exit codes (as `status`).
     """
-    from reconciler.loop.operations import cluster_targets
-    from reconciler.loop.state import StateStore
-    from reconciler.loop.statusview import render_targets, target_row
+    from reconciler.loop.store.operations import cluster_targets
+    from reconciler.loop.store.state import StateStore
+    from reconciler.loop.store.statusview import render_targets, target_row
     from reconciler.outcome import worst_exit_code
 
     if config_file is not None:
-        # Each target's state in its own cluster (`loop/clusters.py`).
+        # Each target's state in its own cluster (`loop/run/clusters.py`).
         names = [t.name for t in config_targets(config_file)]
         states = []
         for name in names:
@@ -106,7 +106,7 @@ def suspend_command(
     A pass running now finishes; later ones do nothing. Exit 1 when the target is suspended already.
     """
     from reconciler.cluster.whoami import requester
-    from reconciler.loop.operations import TargetRef, suspend
+    from reconciler.loop.store.operations import TargetRef, suspend
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         by = requester(target.state)
@@ -132,7 +132,7 @@ def resume_command(
 ) -> int:
     """Follow Git again after `suspend`; the controller is asked for a pass at once."""
     from reconciler.cluster.whoami import requester
-    from reconciler.loop.operations import TargetRef, resume
+    from reconciler.loop.store.operations import TargetRef, resume
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         by = requester(target.state)
@@ -173,11 +173,11 @@ def reconcile_command(
     """
     from reconciler.cluster.whoami import requester
     from reconciler.errors import EnvironmentProblem
-    from reconciler.loop.operations import TargetRef, request_pass, wait_for_pass
-    from reconciler.loop.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, request_pass, wait_for_pass
+    from reconciler.loop.store.state import StateStore
     from reconciler.outcome import worst_exit_code
 
-    del with_source  # every pass fetches first (`loop/reconcile.py`)
+    del with_source  # every pass fetches first (`loop/passes/reconcile.py`)
     progress = progress_printer(quiet)
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as connection:
         client = connection.state
@@ -226,8 +226,8 @@ def history_command(
 
     The id (or the sha) is what `rollback` takes.
     """
-    from reconciler.loop.state import StateStore
-    from reconciler.loop.statusview import render_history
+    from reconciler.loop.store.state import StateStore
+    from reconciler.loop.store.statusview import render_history
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         state = StateStore(target.state, target.name, target.namespace).load()
@@ -265,8 +265,8 @@ def abort_command(
     is in progress; with --wait, 0 once rolled back, 5 when the rollback failed.
     """
     from reconciler.cluster.whoami import requester
-    from reconciler.loop.operations import TargetRef, abort, wait_for_pass
-    from reconciler.loop.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, abort, wait_for_pass
+    from reconciler.loop.store.state import StateStore
     from reconciler.outcome import Outcome, exit_code_of
 
     progress = progress_printer(quiet)
@@ -308,11 +308,11 @@ def diff_command(**kwargs: Any) -> int:
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run, render_plan
     from reconciler.delivery.pipeline import stale_manifests
-    from reconciler.loop.clusters import connect_target as connect_to
-    from reconciler.loop.clusters import select_target
-    from reconciler.loop.keep import KeptRevision
-    from reconciler.loop.revisions import GitRevisions
-    from reconciler.loop.worker import git_source_for
+    from reconciler.loop.passes.keep import KeptRevision
+    from reconciler.loop.passes.revisions import GitRevisions
+    from reconciler.loop.run.clusters import connect_target as connect_to
+    from reconciler.loop.run.clusters import select_target
+    from reconciler.loop.run.worker import git_source_for
     from reconciler.model.plan import compute_plan
 
     targets = targets_of(kwargs)
@@ -370,9 +370,9 @@ def approve_command(
     """
     from reconciler.cluster.whoami import requester
     from reconciler.errors import UserError
-    from reconciler.loop.approval import approve
-    from reconciler.loop.clusters import select_target
-    from reconciler.loop.operations import TargetRef
+    from reconciler.loop.promotion.approval import approve
+    from reconciler.loop.run.clusters import select_target
+    from reconciler.loop.store.operations import TargetRef
 
     targets = config_targets(config_file)
     if targets is not None:

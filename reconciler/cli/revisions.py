@@ -1,7 +1,7 @@
 """`rollback` and `sync --revision`: deliver a chosen revision of a target now, through every check.
 
-Parse, call, print, return an exit code; the work is in `loop/requested.py` (the delivery) and
-`loop/handoff.py` (through the controller, or from here under the target's Lease).
+Parse, call, print, return an exit code; the work is in `loop/passes/requested.py` (the delivery) and
+`loop/passes/handoff.py` (through the controller, or from here under the target's Lease).
 """
 
 from __future__ import annotations
@@ -66,12 +66,18 @@ def revision_options(func: F) -> F:
 def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -> int:
     from reconciler.cluster.whoami import requester
     from reconciler.delivery.pipeline import DeliverOptions
-    from reconciler.loop.clusters import connect_target, select_target
-    from reconciler.loop.handoff import Ask, controller_holds, deliver_here, hand_to_controller, outcome_of
-    from reconciler.loop.keep import KeptRevision
-    from reconciler.loop.revisions import GitRevisions
-    from reconciler.loop.targets import RESOURCE_PREFIX
-    from reconciler.loop.worker import git_source_for
+    from reconciler.loop.config.targets import RESOURCE_PREFIX
+    from reconciler.loop.passes.handoff import (
+        Ask,
+        controller_holds,
+        deliver_here,
+        hand_to_controller,
+        outcome_of,
+    )
+    from reconciler.loop.passes.keep import KeptRevision
+    from reconciler.loop.passes.revisions import GitRevisions
+    from reconciler.loop.run.clusters import connect_target, select_target
+    from reconciler.loop.run.worker import git_source_for
     from reconciler.outcome import requested_rollback_exit_code
 
     targets = targets_of(kwargs) if kwargs.get("repo") or kwargs.get("config_file") else []

@@ -40,7 +40,7 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True)
 class DeliverOptions:
     """How one revision is delivered. The reconcile loop holds one for all its deliveries
-    (`loop/reconcile_types.py`'s `ReconcileOptions.delivery`) and sets the last four per delivery."""
+    (`loop/passes/reconcile_types.py`'s `ReconcileOptions.delivery`) and sets the last four per delivery."""
 
     target: str = applyset.DEFAULT_TARGET
     namespace: str = applyset.DEFAULT_NAMESPACE

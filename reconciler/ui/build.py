@@ -12,10 +12,10 @@ from pathlib import Path
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.clusters import TargetClusters
-from reconciler.loop.controller import Controller
-from reconciler.loop.targets import Target
-from reconciler.loop.worker import git_source_for
+from reconciler.loop.config.targets import Target
+from reconciler.loop.run.clusters import TargetClusters
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.worker import git_source_for
 from reconciler.ui.app import Dashboard
 from reconciler.ui.gather import ClusterData
 from reconciler.ui.places import READ_TIMEOUT, Place, home_place, target_places

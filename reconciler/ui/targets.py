@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from reconciler.ui.html import Html, esc, join, link, path, short, tag
 from reconciler.ui.layout import badge, note, page, table
 
-# Keys of a target's status JSON that promotion writes (`loop/state.py`: `promotion`, `approval` of a
+# Keys of a target's status JSON that promotion writes (`loop/store/state.py`: `promotion`, `approval` of a
 # promoted target, `verified` of one that others promote from).
 PROMOTION_KEYS = ("promotion", "approval", "verified")
 

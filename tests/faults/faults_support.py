@@ -24,7 +24,7 @@ from helpers import GitRemote, freeze_process, wait_for
 
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore, TargetState
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.sim.storebase import Change

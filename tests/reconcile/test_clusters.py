@@ -24,8 +24,9 @@ from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.leaseshard import REPLICA_LABEL
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
 from reconciler.sim.server import SimCluster
 
 EXAMPLE = REPO / "examples" / "two-clusters" / "targets.yaml"

@@ -19,7 +19,7 @@ from pass_support import TARGET, edit, reconciler_for
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseLock
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.sim.server import SimCluster
 
 DRIVER = "10-driver/kubelet-plugin.yaml"

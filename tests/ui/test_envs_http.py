@@ -23,8 +23,8 @@ from cluster_support import write_kubeconfig
 from envs_support import HOSTILE_SUBJECT, Envs
 from ui_support import HOSTILE_SCRIPT
 
-from reconciler.loop.clusters import TargetClusters
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.run.clusters import TargetClusters
 from reconciler.ui.build import build_dashboard
 from reconciler.ui.html import esc
 from reconciler.ui.server import DashboardServer

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.loop.gates import Gates
-from reconciler.loop.records import Approval, VerifiedCommit
+from reconciler.loop.config.gates import Gates
+from reconciler.loop.store.records import Approval, VerifiedCommit
 
 # How many verified commits a target keeps for its downstreams.
 VERIFIED_LIMIT = 10

@@ -15,11 +15,11 @@ from typing import Any
 
 from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.result import Delivery
-from reconciler.loop.passbase import short_sha
-from reconciler.loop.reconcile_types import Cancelled, PassResult
-from reconciler.loop.records import HistoryRecord, InProgress
-from reconciler.loop.rollback import RollbackSteps
-from reconciler.loop.state import TargetState, now_iso
+from reconciler.loop.passes.passbase import short_sha
+from reconciler.loop.passes.reconcile_types import Cancelled, PassResult
+from reconciler.loop.passes.rollback import RollbackSteps
+from reconciler.loop.store.records import HistoryRecord, InProgress
+from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.outcome import Outcome
 
 

@@ -25,7 +25,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from reconciler.cluster.client import ClusterClient, Conflict
 from reconciler.cluster.leasemanager import LeaseManager
@@ -33,15 +32,13 @@ from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
-from reconciler.loop.evidence import count_violations, evidence_record
-from reconciler.loop.promotion import note_verified, withdraw
-from reconciler.loop.reconcile_types import PassResult
-from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress, RevisionRequest
-from reconciler.loop.state import StateConflict, TargetState, now_iso
+from reconciler.loop.passes.passbase import PassBase
+from reconciler.loop.passes.reconcile_types import PassResult
+from reconciler.loop.promotion.decide import note_verified, withdraw
+from reconciler.loop.store.evidence import count_violations, evidence_record
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress, RevisionRequest
+from reconciler.loop.store.state import StateConflict, TargetState, now_iso
 from reconciler.outcome import Outcome
-
-if TYPE_CHECKING:
-    from reconciler.loop.reconcile import Reconciler
 
 _HISTORY_ID = re.compile(r"\d{1,6}")  # shorter than any sha we accept: a sha prefix needs 7 characters
 _SHA = re.compile(r"[0-9a-f]{7,40}")
@@ -148,7 +145,7 @@ def hold_lease(
 class RequestedDelivery:
     """Runs one `rollback` or `sync` for the reconciler of its target (its client, source, store, events)."""
 
-    def __init__(self, reconciler: Reconciler) -> None:
+    def __init__(self, reconciler: PassBase) -> None:
         self.r = reconciler
 
     def _desired(self, sha: str | None) -> DesiredState:
@@ -305,7 +302,7 @@ class RequestedDelivery:
         return result
 
 
-def run_pending(reconciler: Reconciler, state: TargetState) -> PassResult | None:
+def run_pending(reconciler: PassBase, state: TargetState) -> PassResult | None:
     """The pass's first duty after recovery: a `request` waiting in the state is taken up (cleared, so
     it runs once) and run; a refusal is recorded under its id for the command waiting on it."""
     request = state.request

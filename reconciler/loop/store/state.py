@@ -4,7 +4,7 @@ One ConfigMap per target, `dra-gitops-<target>` in the state namespace: the same
 ApplySet parent (its labels and annotations belong to the applyset field manager; the state owns `data`).
 Every key is a string `kubectl get configmap -o yaml` shows as it is: `lastGood` a bare sha, the others
 JSON. Every write is a PUT with the resourceVersion that was read, so two writers never silently overwrite
-each other: the loser gets `StateConflict` and re-reads. The records are typed (`loop/records.py`): JSON
+each other: the loser gets `StateConflict` and re-reads. The records are typed (`loop/store/records.py`): JSON
 only here, at the edge.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient, Conflict, ResourceInfo
 from reconciler.errors import DraGitopsError
-from reconciler.loop.records import (
+from reconciler.loop.store.records import (
     AbortRequest,
     Approval,
     AttemptRecord,
@@ -65,12 +65,12 @@ class TargetState:
     retry: str | None = None
     # Set by `dra-gitops rollback`: stay on last good until a commit newer than this sha arrives.
     hold: str | None = None
-    # A `rollback` or `sync` handed to the controller, not taken up yet (`loop/requested.py`).
+    # A `rollback` or `sync` handed to the controller, not taken up yet (`loop/passes/requested.py`).
     request: RevisionRequest | None = None
     suspended: Suspension | None = None  # `dra-gitops suspend`: no pass applies or corrects anything
     abort: AbortRequest | None = None  # `dra-gitops abort`: the running pass stops and rolls back
     source: SourceHealth | None = None  # the last fetch of the remote
-    # Promotion (`loop/promotion.py`): the commits this target verified (newest first, bounded), what its
+    # Promotion (`loop/promotion/decide.py`): the commits this target verified (newest first, bounded), what its
     # own gates decided last, the commit awaiting (or given) approval.
     verified: list[VerifiedCommit] = field(default_factory=list)
     promotion: PromotionView | None = None
@@ -183,7 +183,7 @@ class TargetState:
         return out
 
 
-# What the operator verbs write while a pass may run (`loop/operations.py`, `loop/handoff.py`, retry).
+# What the operator verbs write while a pass may run (`loop/store/operations.py`, `loop/passes/handoff.py`, retry).
 OPERATOR_KEYS = frozenset({"suspended", "retry", "request", "hold", "abort", "approval"})
 # The history records those verbs add (`approve` records who approved what).
 OPERATOR_RECORDS = frozenset({"suspend", "resume", "approve"})

@@ -1,4 +1,4 @@
-"""The command's side of `rollback` and `sync` (`loop/requested.py` runs them): which way to go, and each way.
+"""The command's side of `rollback` and `sync` (`loop/passes/requested.py` runs them): which way to go, and each way.
 
 * Through the controller (the Argo CD way, the default while a controller holds the target's Lease): the
   request goes into the target's state, the Lease is stamped so the holder starts a pass now, and the
@@ -21,10 +21,9 @@ from reconciler.cluster.lease import LEASE_API_VERSION, REQUEST_ANNOTATION, Leas
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import EnvironmentProblem
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
-from reconciler.loop.records import HistoryRecord, RevisionRequest
-from reconciler.loop.requested import (
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import PassResult, ReconcileOptions
+from reconciler.loop.passes.requested import (
     RequestedDelivery,
     RequestRefused,
     answer_of,
@@ -34,8 +33,9 @@ from reconciler.loop.requested import (
     refusal,
     resolve,
 )
-from reconciler.loop.revisions import GitRevisions
-from reconciler.loop.state import StateStore, TargetState
+from reconciler.loop.passes.revisions import GitRevisions
+from reconciler.loop.store.records import HistoryRecord, RevisionRequest
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.outcome import Outcome
 
 Progress = Callable[[str], None]

@@ -13,8 +13,8 @@ from dataclasses import replace
 
 from reconciler.delivery.desired import DesiredState, desired_from_trees
 from reconciler.errors import EnvironmentProblem
-from reconciler.loop.keep import KeptRevision
-from reconciler.loop.reconcile_types import SourceHead
+from reconciler.loop.passes.keep import KeptRevision
+from reconciler.loop.passes.reconcile_types import SourceHead
 from reconciler.model.loader import DEFAULT_LIMITS, Limits
 from reconciler.source.git import TreeFiles
 from reconciler.source.remote import GitSource

@@ -18,15 +18,15 @@ from reconciler.cluster.apply import scan_drift
 from reconciler.cluster.client import Forbidden
 from reconciler.delivery.pipeline import deliver_drift
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
-from reconciler.loop.evidence import count_violations, drift_text, evidence_record
-from reconciler.loop.passbase import Progress, short_sha
-from reconciler.loop.promotionstep import PromotionSteps
-from reconciler.loop.reconcile_types import Cancelled, PassResult, SourceHead
-from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
-from reconciler.loop.rehearsal import RehearsalSteps
-from reconciler.loop.requested import run_pending
-from reconciler.loop.sourcehealth import observe_fetch
-from reconciler.loop.state import RECORD_ITEMS, TargetState, now_iso
+from reconciler.loop.passes.passbase import Progress, short_sha
+from reconciler.loop.passes.promotionstep import PromotionSteps
+from reconciler.loop.passes.reconcile_types import Cancelled, PassResult, SourceHead
+from reconciler.loop.passes.rehearsal import RehearsalSteps
+from reconciler.loop.passes.requested import run_pending
+from reconciler.loop.passes.sourcehealth import observe_fetch
+from reconciler.loop.store.evidence import count_violations, drift_text, evidence_record
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.store.state import RECORD_ITEMS, TargetState, now_iso
 from reconciler.outcome import Outcome
 
 __all__ = ["Progress", "Reconciler"]

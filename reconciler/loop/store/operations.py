@@ -1,4 +1,4 @@
-"""What an operator does to a target from a laptop, besides rollback and sync (`loop/handoff.py`):
+"""What an operator does to a target from a laptop, besides rollback and sync (`loop/passes/handoff.py`):
 suspend and resume it, ask its controller for a pass now, list the targets a cluster holds.
 
 Each writes only the target's state ConfigMap (re-read on conflicts) and the request annotation of its
@@ -15,9 +15,9 @@ from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseLock
 from reconciler.errors import UserError
-from reconciler.loop.records import AbortRequest, HistoryRecord, Suspension
-from reconciler.loop.state import StateStore, TargetState, now_iso
-from reconciler.loop.targets import RESOURCE_PREFIX
+from reconciler.loop.config.targets import RESOURCE_PREFIX
+from reconciler.loop.store.records import AbortRequest, HistoryRecord, Suspension
+from reconciler.loop.store.state import StateStore, TargetState, now_iso
 from reconciler.outcome import Outcome
 
 

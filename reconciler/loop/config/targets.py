@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.errors import UserError
-from reconciler.loop.durations import parse_duration
-from reconciler.loop.gates import GATE_KEYS, Gates, build_gates
+from reconciler.loop.config.durations import parse_duration
+from reconciler.loop.config.gates import GATE_KEYS, Gates, build_gates
 from reconciler.notify.config import CommitStatusConfig, NotificationConfig, resolve_repository
 
 DEFAULT_STATE_NAMESPACE = "dra-gitops"
@@ -53,7 +53,7 @@ class WebhookAuth:
 @dataclass(frozen=True)
 class ClusterRef:
     """The cluster a target's state and objects live in, when not the controller's own: a kubeconfig file
-    (a mounted Secret) and/or one of its contexts (`loop/clusters.py` checks both and connects)."""
+    (a mounted Secret) and/or one of its contexts (`loop/run/clusters.py` checks both and connects)."""
 
     kubeconfig: str | None = None
     context: str | None = None
@@ -89,7 +89,7 @@ class Target:
     # Argo CD's switches: delete what Git no longer has; put back what drifted from the last good revision.
     prune: bool = True
     self_heal: bool = True
-    # Promotion from an upstream target, soak, approval, rollback rehearsal (`loop/gates.py`).
+    # Promotion from an upstream target, soak, approval, rollback rehearsal (`loop/config/gates.py`).
     gates: Gates = Gates()
     # Its own cluster (state, ApplySet, Events, objects); None: the controller's. Its Lease stays home.
     cluster: ClusterRef | None = None

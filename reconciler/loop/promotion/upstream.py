@@ -1,4 +1,4 @@
-"""Where a promoted target reads what its upstream verified (`promotionstep.UpstreamReader`).
+"""Where a promoted target reads what its upstream verified (an `UpstreamReader`, for `passes/promotionstep.py`).
 
 * `state_reader`: the upstream target's state, with a client of the cluster that state lives in (today
   the controller's own; a target on another cluster passes that cluster's client).
@@ -8,11 +8,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.promotionstep import UpstreamReader
-from reconciler.loop.records import VerifiedCommit
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.records import VerifiedCommit
+from reconciler.loop.store.state import StateStore
 from reconciler.source.remote import GitSource
+
+# The upstream's verified commits, newest first; raises DraGitopsError when they cannot be read.
+UpstreamReader = Callable[[], list[VerifiedCommit]]
 
 
 def state_reader(client: ClusterClient, name: str, namespace: str) -> UpstreamReader:

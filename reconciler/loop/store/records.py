@@ -1,4 +1,4 @@
-"""The records of a target's state (`loop/state.py`): the last attempt, the pass in progress, the history.
+"""The records of a target's state (`loop/store/state.py`): the last attempt, the pass in progress, the history.
 
 Typed values inside the package, JSON only at the edge where `state.py` reads and writes the state
 ConfigMap. `from_json` takes what any version wrote; `to_json` gives a record back with its keys as they
@@ -134,7 +134,7 @@ class InProgress(_Record):
 @dataclass(kw_only=True)
 class RevisionRequest(_Record):
     """`request`: a delivery a person asked the controller for (`rollback`, `sync --revision`), waiting for
-    the replica that holds the target's Lease (`loop/requested.py` runs it and clears it)."""
+    the replica that holds the target's Lease (`loop/passes/requested.py` runs it and clears it)."""
 
     READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
         **{name: _text for name in ("verb", "revision", "by", "at", "id")},
@@ -151,7 +151,7 @@ class RevisionRequest(_Record):
 
 @dataclass(kw_only=True)
 class HistoryRecord(_Record):
-    """One evidence record of the history (`loop/evidence.py` builds those of a delivery): what a pass
+    """One evidence record of the history (`loop/store/evidence.py` builds those of a delivery): what a pass
     decided and why. The evidence parts (`diff`, `decisions`, `devices`, ...) are the JSON of the
     delivery's report (`delivery/result.py`), bounded."""
 
@@ -194,12 +194,12 @@ class HistoryRecord(_Record):
     drift: dict[str, list[str]] | None = None  # missing | changed | extra -> refs
     from_sha: str | None = None  # a rollback: the revision it rolled back from
     requested_by: str | None = None  # who asked for it (`rollback`, `sync`: cluster/whoami.py)
-    request: str | None = None  # the id of the request (`loop/requested.py`) this record answers
+    request: str | None = None  # the id of the request (`loop/passes/requested.py`) this record answers
     forced: list[str] | None = None  # what `--force` overrode (not in the history, a policy denial)
     rolled_back_to: str | None = None  # a failed apply: the revision it was rolled back to
     rollback: Outcome | str | None = None  # ... and how that rollback's delivery ended
     revert: dict[str, Any] | None = None  # {"branch", "sha" | "error"}: the revert commit pushed
-    # Promotion (`loop/promotion.py`, `loop/rehearsal.py`): who approved the commit, its rollback rehearsal
+    # Promotion (`loop/promotion/decide.py`, `loop/passes/rehearsal.py`): who approved the commit, its rollback rehearsal
     # ({"ok", "steps": [{"step", "sha", "outcome", "at", "seconds", "message"}]}), the ref published.
     approval: dict[str, Any] | None = None
     rehearsal: dict[str, Any] | None = None
@@ -275,7 +275,7 @@ class SourceHealth(_Record):
     since: str = ""  # the first fetch of the current run of successes or failures
 
 
-# ---- promotion between targets (`loop/promotion.py`) -------------------------------------------------------
+# ---- promotion between targets (`loop/promotion/decide.py`) -------------------------------------------------------
 
 
 @dataclass(kw_only=True)

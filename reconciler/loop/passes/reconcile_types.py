@@ -13,8 +13,8 @@ from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
-from reconciler.loop.gates import Gates
-from reconciler.loop.records import HistoryRecord
+from reconciler.loop.config.gates import Gates
+from reconciler.loop.store.records import HistoryRecord
 from reconciler.outcome import Outcome
 
 
@@ -58,7 +58,9 @@ class ReconcileOptions:
     git_revert_branch: str | None = None
     identity: str = ""
     self_heal: bool = True  # false: drift is reported (status, an Event), not corrected
-    gates: Gates = field(default_factory=Gates)  # promotion from an upstream, rehearsal (`loop/gates.py`)
+    gates: Gates = field(
+        default_factory=Gates
+    )  # promotion from an upstream, rehearsal (`loop/config/gates.py`)
 
     @property
     def target(self) -> str:

@@ -8,11 +8,11 @@ from typing import Any
 
 from reconciler.delivery.result import Delivery
 from reconciler.errors import DraGitopsError
-from reconciler.loop.evidence import evidence_record
-from reconciler.loop.passbase import PassBase, short_sha
-from reconciler.loop.reconcile_types import PassResult
-from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
-from reconciler.loop.state import TargetState, now_iso
+from reconciler.loop.passes.passbase import PassBase, short_sha
+from reconciler.loop.passes.reconcile_types import PassResult
+from reconciler.loop.store.evidence import evidence_record
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.model.objects import ObjRef
 from reconciler.outcome import Outcome
 

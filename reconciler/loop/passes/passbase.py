@@ -15,9 +15,9 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
-from reconciler.loop.reconcile_types import Cancelled, PassResult, ReconcileOptions, RevisionSource
-from reconciler.loop.records import InProgress
-from reconciler.loop.state import StateConflict, StateStore, TargetState, now_iso
+from reconciler.loop.passes.reconcile_types import Cancelled, PassResult, ReconcileOptions, RevisionSource
+from reconciler.loop.store.records import InProgress
+from reconciler.loop.store.state import StateConflict, StateStore, TargetState, now_iso
 from reconciler.model.objects import ObjRef
 
 Progress = Callable[[str], None]

@@ -5,28 +5,51 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.leasemanager import LeaseManager
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.errors import DraGitopsError, EnvironmentProblem
-from reconciler.loop.clusters import unreachable
-from reconciler.loop.durations import jittered
-from reconciler.loop.keep import KeptRevision
-from reconciler.loop.metrics import PASS_ERROR
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import PassResult, ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
-from reconciler.loop.targets import Target
+from reconciler.loop.config.durations import jittered
+from reconciler.loop.config.targets import Target
+from reconciler.loop.metrics import PASS_ERROR, Metrics
+from reconciler.loop.passes.keep import KeptRevision
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import PassResult, ReconcileOptions
+from reconciler.loop.passes.revisions import GitRevisions
+from reconciler.loop.promotion.upstream import UpstreamReader
+from reconciler.loop.run.clusters import TargetClusters, unreachable
+from reconciler.loop.run.settings import ControllerOptions
+from reconciler.notify.notifier import Notifier
 from reconciler.outcome import Outcome
 from reconciler.source.remote import GitCredentials, GitSource, SignaturePolicy
-
-if TYPE_CHECKING:
-    from reconciler.loop.controller import Controller
 
 log = logging.getLogger("dra_gitops.controller")
 # How soon a target whose own cluster could not be reached is tried again (at most its poll interval).
 UNREACHABLE_RETRY = 10.0
+
+
+class Controller(Protocol):
+    """What a worker uses of the controller that runs it (`controller.py`)."""
+
+    options: ControllerOptions
+    clusters: TargetClusters
+    leases: LeaseManager
+    metrics: Metrics
+    notifier: Notifier
+    stopping: threading.Event
+    pass_pool: ThreadPoolExecutor
+
+    def upstream_reader(self, target: Target, source: GitSource) -> UpstreamReader | None: ...
+
+    def update_readiness(self) -> None: ...
+
+    def reach(self, target: Target, client: ClusterClient) -> str | None: ...
+
+    def observe(self, target: str, result: PassResult, reason: str) -> None: ...
 
 
 def git_source_for(target: Target, cache_dir: Path) -> GitSource:

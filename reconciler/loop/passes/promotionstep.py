@@ -9,25 +9,29 @@ client of the cluster it lives in), or a ref the upstream publishes to Git (`pro
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.errors import DraGitopsError
-from reconciler.loop.gates import VERIFIED_REF
-from reconciler.loop.passbase import short_sha
-from reconciler.loop.promotion import WAIT_APPROVAL, WAIT_SOAK, Decision, decide, format_time, note_verified
-from reconciler.loop.reconcile_types import PassResult, SourceHead
-from reconciler.loop.records import Approval, HistoryRecord, PromotionView, VerifiedCommit
-from reconciler.loop.rollback import RollbackSteps
-from reconciler.loop.state import TargetState, now_iso
+from reconciler.loop.config.gates import VERIFIED_REF
+from reconciler.loop.passes.passbase import short_sha
+from reconciler.loop.passes.reconcile_types import PassResult, SourceHead
+from reconciler.loop.passes.rollback import RollbackSteps
+from reconciler.loop.promotion.decide import (
+    WAIT_APPROVAL,
+    WAIT_SOAK,
+    Decision,
+    decide,
+    format_time,
+    note_verified,
+)
+from reconciler.loop.promotion.upstream import UpstreamReader
+from reconciler.loop.store.records import Approval, HistoryRecord, PromotionView, VerifiedCommit
+from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.outcome import Outcome
 
 log = logging.getLogger("dra_gitops.reconcile")
-
-# The upstream's verified commits, newest first; raises DraGitopsError when they cannot be read.
-UpstreamReader = Callable[[], list[VerifiedCommit]]
 
 
 class PromotionSteps(RollbackSteps):

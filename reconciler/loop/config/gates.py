@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reconciler.errors import UserError
-from reconciler.loop.durations import parse_duration
+from reconciler.loop.config.durations import parse_duration
 
 # The keys this block adds to a target of the config file.
 GATE_KEYS = ("promoteFrom", "soak", "approval", "requireRehearsal", "rehearseRollback", "publishVerified")

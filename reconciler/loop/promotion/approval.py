@@ -12,9 +12,9 @@ from dataclasses import replace
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.errors import UserError
-from reconciler.loop.operations import TargetRef, request_pass
-from reconciler.loop.records import Approval, HistoryRecord
-from reconciler.loop.state import StateStore, TargetState, now_iso
+from reconciler.loop.store.operations import TargetRef, request_pass
+from reconciler.loop.store.records import Approval, HistoryRecord
+from reconciler.loop.store.state import StateStore, TargetState, now_iso
 from reconciler.outcome import Outcome
 
 

@@ -20,7 +20,7 @@ import yaml
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.errors import EnvironmentProblem, UserError
-from reconciler.loop.targets import ClusterRef, Target
+from reconciler.loop.config.targets import ClusterRef, Target
 
 # The probe of a target's own cluster before its passes: given up on quickly, so one dead cluster costs
 # its own worker seconds, not the pass's full request deadlines.

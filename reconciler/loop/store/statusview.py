@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.loop.records import HistoryRecord
-from reconciler.loop.state import TargetState
+from reconciler.loop.store.records import HistoryRecord
+from reconciler.loop.store.state import TargetState
 
 
 def render_status(target: str, state: TargetState, history_count: int) -> str:

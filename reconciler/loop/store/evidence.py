@@ -7,8 +7,8 @@ output); the operational checklist reads the last ones back (``checklist/``).
 from __future__ import annotations
 
 from reconciler.delivery.result import Delivery
-from reconciler.loop.records import HistoryRecord
-from reconciler.loop.state import RECORD_ITEMS, now_iso
+from reconciler.loop.store.records import HistoryRecord
+from reconciler.loop.store.state import RECORD_ITEMS, now_iso
 
 # Characters of a verify-exec's output an evidence record keeps.
 EXEC_OUTPUT = 500

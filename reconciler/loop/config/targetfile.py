@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from reconciler.errors import UserError
-from reconciler.loop.gates import check_chain
-from reconciler.loop.targets import (
+from reconciler.loop.config.gates import check_chain
+from reconciler.loop.config.targets import (
     CONFIG_KEYS,
     WEBHOOK_KEYS,
     Secret,

@@ -10,68 +10,29 @@ so whichever replica takes the target next converges it first), leases are relea
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.leasemanager import LeaseManager
-from reconciler.delivery.check import CheckOptions
 from reconciler.errors import DraGitopsError
-from reconciler.loop.clusters import TargetClusters, check_clusters, unreachable
-from reconciler.loop.httpserver import DEFAULT_MAX_BODY, ControllerServer, HookTarget, Pages
+from reconciler.loop.config.targets import Target
+from reconciler.loop.httpserver import ControllerServer, HookTarget
 from reconciler.loop.metrics import Metrics
-from reconciler.loop.promotionstep import UpstreamReader
-from reconciler.loop.reconcile_types import PassResult
-from reconciler.loop.targets import Target
-from reconciler.loop.upstream import ref_reader, state_reader
-from reconciler.loop.worker import TargetWorker
+from reconciler.loop.passes.reconcile_types import PassResult
+from reconciler.loop.promotion.upstream import UpstreamReader, ref_reader, state_reader
+from reconciler.loop.run.clusters import TargetClusters, check_clusters, unreachable
+from reconciler.loop.run.settings import ControllerOptions, default_identity
+from reconciler.loop.run.worker import TargetWorker
 from reconciler.notify.notifier import Notifier, TargetReports
-from reconciler.notify.sender import RetryPolicy
 from reconciler.outcome import Outcome
 from reconciler.source.remote import GitSource
 
 log = logging.getLogger("dra_gitops.controller")
 Progress = Callable[[str], None]
-
-
-@dataclass
-class ControllerOptions:
-    cache_dir: Path
-    host: str = "127.0.0.1"
-    port: int = 8080
-    identity: str = ""
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    stage_timeout: float = 300.0
-    verify_timeout: float = 300.0
-    shutdown_timeout: float = 25.0
-    # Passes running at once (Flux's --concurrent), on a pool of threads: a replica holding many targets
-    # does not run all their passes together (they would only share the CPU), and only the pool's
-    # threads, not one per target, keep the deep stacks a pass leaves resident.
-    concurrent_passes: int = 4
-    max_body: int = DEFAULT_MAX_BODY
-    check: CheckOptions = field(default_factory=CheckOptions)
-    # Commit statuses and notifications: tries, backoff, queue bound (`reconciler/notify/sender.py`).
-    notify_retry: RetryPolicy = field(default_factory=RetryPolicy)
-    # On exit, how long what is queued may still take to go out (a forge that is down must not hold it).
-    notify_drain: float = 5.0
-    # The dashboard served at `/` of the HTTP port (built by the command: `reconciler/ui/`), or none.
-    dashboard: Pages | None = None
-    # The controller's own kubeconfig (a target's `context` alone picks one of its contexts) and the
-    # request deadline of the clients of the targets' own clusters.
-    kubeconfig: str | None = None
-    request_timeout: float = 30.0
-
-
-def default_identity() -> str:
-    return f"{socket.gethostname()}-{threading.get_native_id()}"
 
 
 class Controller:
@@ -132,7 +93,7 @@ class Controller:
         self.pass_listeners: list[Callable[[str, PassResult], None]] = []
 
     def upstream_reader(self, target: Target, source: GitSource) -> UpstreamReader | None:
-        """Where a promoted target reads its upstream's verified commits (`loop/upstream.py`)."""
+        """Where a promoted target reads its upstream's verified commits (`loop/promotion/upstream.py`)."""
         gates = target.gates
         if gates.upstream_ref:
             return ref_reader(source, gates.upstream_ref)

@@ -6,7 +6,7 @@ changed, it recovered), so a steady pass still writes nothing. Pure.
 
 from __future__ import annotations
 
-from reconciler.loop.records import SourceHealth
+from reconciler.loop.store.records import SourceHealth
 
 
 def observe_fetch(
