@@ -87,3 +87,8 @@ class PassResult:
 
 class Cancelled(DraGitopsError):
     """The controller is shutting down; the pass stopped between two stages."""
+
+
+class LeaseLost(Cancelled):
+    """A write of the pass refused before it was sent: this replica no longer holds the target's Lease with
+    the renew deadline's margin (paused, partitioned, or taken over); another replica may be writing."""

@@ -18,7 +18,7 @@ from reconciler.loop.config.targets import Target
 from reconciler.loop.metrics import PASS_ERROR, Metrics
 from reconciler.loop.passes.keep import KeptRevision
 from reconciler.loop.passes.reconcile import Reconciler
-from reconciler.loop.passes.reconcile_types import PassResult, ReconcileOptions
+from reconciler.loop.passes.reconcile_types import LeaseLost, PassResult, ReconcileOptions
 from reconciler.loop.passes.revisions import GitRevisions
 from reconciler.loop.promotion.upstream import UpstreamReader
 from reconciler.loop.run.clusters import TargetClusters, unreachable
@@ -94,12 +94,15 @@ class TargetWorker:
         self.client = controller.clusters.client(target)
         # Whether its own cluster answered and holds its state namespace (the controller's: checked at start).
         self.reached = target.cluster is None
+        # What the pass writes goes through a client fenced on the target's Lease: a replica that lost it
+        # (paused past the renew deadline, partitioned) sends nothing more, whatever stage it is in.
+        fenced = self.client.fenced(self.fence)
         self.source = GitRevisions(
             git_source_for(target, controller.options.cache_dir),
-            kept=KeptRevision(self.client, target.name, target.state_namespace),
+            kept=KeptRevision(fenced, target.name, target.state_namespace),
         )
         self.reconciler = Reconciler(
-            self.client,
+            fenced,
             self.source,
             ReconcileOptions(
                 DeliverOptions(
@@ -121,6 +124,19 @@ class TargetWorker:
             on_deliver=lambda sha: controller.notifier.started(target.name, sha),
         )
         self.reconciler.upstream = controller.upstream_reader(target, self.source.source)
+
+    def fence(self, method: str, where: str) -> None:
+        """Before each write of a pass: the Lease must be held, renewed within the renew deadline on the
+        monotonic clock (a renewal younger than it leaves the lease duration's margin before anyone else
+        may take it over, as client-go's leader election does)."""
+        if not self.controller.leases.held(self.target.name):
+            log.warning(
+                "%s %s not sent: this replica no longer holds the lease",
+                method,
+                where,
+                extra={"target": self.target.name},
+            )
+            raise LeaseLost(f"{method} {where} not sent: this replica lost the target's lease")
 
     def should_stop(self) -> str | None:
         if self.controller.stopping.is_set():
