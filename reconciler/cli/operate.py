@@ -259,7 +259,8 @@ def abort_command(
     verbose: int,
     quiet: bool,
 ) -> int:
-    """Stop the running apply at its next stage boundary and roll back what it wrote (recorded with who).
+    """Stop the running apply at its next stage boundary (at once while it verifies) and roll back what it
+    wrote (recorded with who).
 
     The aborted commit is held, as a failed one is, until a newer commit or `retry`. Exit 1 when no apply
     is in progress; with --wait, 0 once rolled back, 5 when the rollback failed.
@@ -276,7 +277,9 @@ def abort_command(
         target_name = target.name
         before = StateStore(client, target.name, target.namespace).load()
         sha = abort(client, target, requester(client))
-        progress(f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary")
+        progress(
+            f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary (at once while it verifies)"
+        )
         if not wait:
             return 0
         after = wait_for_pass(client, target, before, timeout)

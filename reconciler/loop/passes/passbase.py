@@ -4,6 +4,7 @@ it reads (a few kept in memory), and the delivery hooks that keep `inProgress` c
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -15,6 +16,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
+from reconciler.errors import DraGitopsError
 from reconciler.loop.passes.reconcile_types import Cancelled, PassResult, ReconcileOptions, RevisionSource
 from reconciler.loop.store.records import InProgress
 from reconciler.loop.store.state import StateConflict, StateStore, TargetState, now_iso
@@ -22,6 +24,8 @@ from reconciler.model.objects import ObjRef
 
 Progress = Callable[[str], None]
 log = logging.getLogger("dra_gitops.reconcile")
+# How often a pass waiting on verification reads what verbs wrote into its state (an `abort`).
+VERB_POLL = 1.0
 
 
 def short_sha(sha: str | None) -> str:
@@ -112,7 +116,25 @@ class PassBase:
                 return f"aborted by {state.abort.by}"
             return self.should_stop()
 
-        return DeliverHooks(before_write=before_write, after_stage=after_stage, cancelled=cancelled)
+        polled = [time.monotonic()]
+
+        def during_verify() -> str | None:
+            # Nothing is saved while verification waits: read what a verb wrote (an `abort`) each second.
+            if time.monotonic() - polled[0] >= VERB_POLL:
+                polled[0] = time.monotonic()
+                try:
+                    if not self.store.take_operator_writes(state):
+                        return "the state was written by someone else during the pass"
+                except DraGitopsError as exc:
+                    log.debug("reading the state during verification: %s", exc)
+            return cancelled()
+
+        return DeliverHooks(
+            before_write=before_write,
+            after_stage=after_stage,
+            cancelled=cancelled,
+            during_verify=during_verify,
+        )
 
     def _deliver(
         self,

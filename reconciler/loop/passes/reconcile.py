@@ -219,7 +219,8 @@ class Reconciler(PromotionSteps, RehearsalSteps):
         if state.abort is not None:  # asked for: what it wrote is rolled back, the commit held
             record.requested_by, state.abort = state.abort.by, None
             record.outcome = delivery.outcome = Outcome.ABORTED
-            record.message = f"{delivery.cancelled} at a stage boundary"
+            during = "during verification" if delivery.verified is not None else "at a stage boundary"
+            record.message = f"{delivery.cancelled} {during}"
         return self._roll_back(state, sha, delivery, record, violations)
 
     def _steady(self, state: TargetState, sha: str | None) -> PassResult:

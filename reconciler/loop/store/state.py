@@ -312,6 +312,14 @@ class StateStore:
                 raise
             return self.save(state)
 
+    def take_operator_writes(self, state: TargetState) -> bool:
+        """Read the state and take into `state` what verbs wrote since (an `abort` while a pass waits on
+        verification); False when someone else changed anything else (another replica's pass)."""
+        live = self.load()
+        if live.resource_version == state.resource_version:
+            return True
+        return _merge_operator_writes(state, live)
+
     def _replace(
         self, version: str, data: dict[str, str], live: dict[str, Any] | None = None
     ) -> dict[str, Any]:
