@@ -314,11 +314,11 @@ def status_command(
 
     Exit 0 when the last attempt applied, 1 when it failed (or was rolled back), 5 when a rollback failed.
     """
-    from reconciler.loop.store.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, load_known
     from reconciler.outcome import worst_exit_code
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
-        state = StateStore(target.state, target.name, target.namespace).load()
+        state = load_known(target.state, TargetRef(target.name, target.namespace))
         target_name = target.name
     if output == "json":
         data = state.to_json()
@@ -351,16 +351,13 @@ def retry_command(
 ) -> int:
     """Let the reconciler try a failed (or held) commit again, at once: the controller holding the
     target's Lease is asked for a pass."""
-    from reconciler.errors import UserError
-    from reconciler.loop.store.operations import TargetRef, request_pass
+    from reconciler.loop.store.operations import TargetRef, load_known, request_pass, retry_choice
     from reconciler.loop.store.state import StateStore
 
     chosen: list[str] = []
 
     def mark(state: Any) -> None:
-        wanted = sha or state.hold or (state.last_attempted.sha if state.last_attempted else None)
-        if not wanted:
-            raise UserError("nothing was attempted yet: nothing to retry", where=store.ref)
+        wanted = retry_choice(state, sha, store.ref)
         state.retry = wanted
         if state.hold == wanted:
             state.hold = None
@@ -368,6 +365,7 @@ def retry_command(
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         target_name = target.name
+        load_known(target.state, TargetRef(target.name, target.namespace))
         store = StateStore(target.state, target.name, target.namespace)
         store.update(mark)
         # At once, not at the next poll: the controller holding the Lease (in its cluster) is asked for a pass.

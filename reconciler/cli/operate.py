@@ -172,9 +172,8 @@ def reconcile_command(
     records nothing: after --timeout, exit 0 saying so). Exit 4 when no controller holds the Lease.
     """
     from reconciler.cluster.whoami import requester
-    from reconciler.errors import EnvironmentProblem
-    from reconciler.loop.store.operations import TargetRef, request_pass, wait_for_pass
-    from reconciler.loop.store.state import StateStore
+    from reconciler.errors import EnvironmentProblem, UserError
+    from reconciler.loop.store.operations import TargetRef, load_known, request_pass, wait_for_pass
     from reconciler.outcome import worst_exit_code
 
     del with_source  # every pass fetches first (`loop/passes/reconcile.py`)
@@ -183,7 +182,13 @@ def reconcile_command(
         client = connection.state
         target = TargetRef(connection.name, connection.namespace)
         target_name = target.name
-        before = StateStore(client, target.name, target.namespace).load()
+        before = load_known(client, target)
+        if before.suspended is not None:
+            raise UserError(
+                f"suspended since {before.suspended.at} by {before.suspended.by}: no pass applies or "
+                "corrects anything; `dra-gitops resume` first",
+                where=f"ConfigMap/{target.namespace}/dra-gitops-{target.name}",
+            )
         if not request_pass(connection.lease, target, f"reconcile requested by {requester(client)}"):
             raise EnvironmentProblem(
                 "no controller holds the target's Lease: nothing to ask for a pass",
@@ -208,7 +213,13 @@ def reconcile_command(
 @config_option
 @kube_options
 @output_option(("text", "json"))
-@click.option("--limit", type=int, default=20, show_default=True, help="Records to show, newest first.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Records to show, newest first.",
+)
 @verbosity_options
 @handle_errors
 def history_command(
@@ -226,11 +237,11 @@ def history_command(
 
     The id (or the sha) is what `rollback` takes.
     """
-    from reconciler.loop.store.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, load_known
     from reconciler.loop.store.statusview import render_history
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
-        state = StateStore(target.state, target.name, target.namespace).load()
+        state = load_known(target.state, TargetRef(target.name, target.namespace))
     records = state.history[: max(0, limit)]
     if output == "json":
         data: list[Any] = [r.to_json() for r in records]
@@ -266,8 +277,7 @@ def abort_command(
     is in progress; with --wait, 0 once rolled back, 5 when the rollback failed.
     """
     from reconciler.cluster.whoami import requester
-    from reconciler.loop.store.operations import TargetRef, abort, wait_for_pass
-    from reconciler.loop.store.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, abort, load_known, wait_for_pass
     from reconciler.outcome import Outcome, exit_code_of
 
     progress = progress_printer(quiet)
@@ -275,7 +285,7 @@ def abort_command(
         client = connection.state
         target = TargetRef(connection.name, connection.namespace)
         target_name = target.name
-        before = StateStore(client, target.name, target.namespace).load()
+        before = load_known(client, target)
         sha = abort(client, target, requester(client))
         progress(
             f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary (at once while it verifies)"
@@ -305,17 +315,20 @@ def diff_command(**kwargs: Any) -> int:
 
     A server-side dry-run of that revision against the target's ApplySet: nothing is written, but the API
     server authorises a dry-run as the write it would be (the deployer's rights, not the operator role's).
-    Exit 0 when the cluster already matches, 3 when it differs, 1 when the server rejects an object, 4 when
-    the cluster or the Git remote cannot be reached.
+    Exit 0 when the cluster already matches, 3 when it differs, 1 when the server rejects an object, the
+    target is unknown or the revision is not in the repository, 4 when the cluster or the Git remote
+    cannot be reached.
     """
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run, render_plan
     from reconciler.delivery.pipeline import stale_manifests
+    from reconciler.errors import EnvironmentProblem, UserError
     from reconciler.loop.passes.keep import KeptRevision
     from reconciler.loop.passes.revisions import GitRevisions
     from reconciler.loop.run.clusters import connect_target as connect_to
     from reconciler.loop.run.clusters import select_target
     from reconciler.loop.run.worker import git_source_for
+    from reconciler.loop.store.operations import TargetRef, load_known
     from reconciler.model.plan import compute_plan
 
     targets = targets_of(kwargs)
@@ -328,9 +341,18 @@ def diff_command(**kwargs: Any) -> int:
             git_source_for(target, target_cache_dir(kwargs["cache_dir"])),
             kept=KeptRevision(client, target.name, target.state_namespace),
         )
+        load_known(client, TargetRef(target.name, target.state_namespace))  # no ApplySet: nothing to compare
         try:
             head = revisions.head().sha
-            desired = revisions.desired(kwargs["revision"] or head)
+            try:
+                desired = revisions.desired(kwargs["revision"] or head)
+            except EnvironmentProblem as exc:
+                if not kwargs["revision"]:
+                    raise
+                # The remote answered (the head was fetched): the revision asked for is not in it.
+                raise UserError(
+                    f"no revision {kwargs['revision']!r} in the repository: {exc.detail}", where=target.repo
+                ) from exc
         finally:
             revisions.close()
         manifests = desired.manifests.manifests
@@ -373,7 +395,7 @@ def approve_command(
     """
     from reconciler.cluster.whoami import requester
     from reconciler.errors import UserError
-    from reconciler.loop.promotion.approval import approve
+    from reconciler.loop.promotion.approval import approve_then_wake
     from reconciler.loop.run.clusters import select_target
     from reconciler.loop.store.operations import TargetRef
 
@@ -387,9 +409,15 @@ def approve_command(
             )
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         by = requester(target.state)
-        approval = approve(
-            target.state, TargetRef(target.name, target.namespace), sha, by, lease_client=target.lease
+        approval, not_woken = approve_then_wake(
+            target.state, TargetRef(target.name, target.namespace), sha, by, lambda: target.lease
         )
-    progress_printer(quiet)(f"{target_name}: {approval.sha} approved by {by}; a pass was asked for")
+    if not_woken is None:
+        progress_printer(quiet)(f"{target_name}: {approval.sha} approved by {by}; a pass was asked for")
+    else:
+        progress_printer(quiet)(
+            f"{target_name}: {approval.sha} approved by {by}; the controller takes it at its next poll "
+            f"(it could not be woken: {not_woken})"
+        )
     click.echo(f"{target_name}: {approval.sha} approved by {by} at {approval.approved_at}")
     return 0

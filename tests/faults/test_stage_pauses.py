@@ -15,12 +15,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_support import STAGES, TARGET, Rig, live_markers, markers_of, rig_at, tail
+from faults_support import (
+    STAGES,
+    Rig,
+    StagePauser,
+    lease_holder,
+    live_markers,
+    markers_of,
+    rig_at,
+    service_account_kubeconfig,
+    tail,
+)
 from helpers import freeze_process, wait_for
 
-from reconciler.cluster.client import ClusterClient
 from reconciler.sim.audit import AuditLog
-from reconciler.sim.storebase import Change
 
 POINTS = ("", "0 foundation", "1a drivers", *STAGES[1:4])
 # The last stage's mark is written once the pass is done writing: nothing is left to fence after it.
@@ -32,67 +40,6 @@ WRITES = ("create", "update", "patch", "delete", "deletecollection")
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
     yield from rig_at(tmp_path)
-
-
-def service_account_kubeconfig(rig: Rig, name: str) -> Path:
-    """A kubeconfig of the ServiceAccount `name` (cluster-admin): its requests are told apart in the audit."""
-    with ClusterClient.for_url(rig.sim.url) as client:
-        client.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {"name": name, "namespace": "kube-system"},
-            }
-        )
-        client.apply(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": f"{name}-admin"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "cluster-admin",
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}],
-            }
-        )
-        answer = client.request(
-            "POST",
-            f"/api/v1/namespaces/kube-system/serviceaccounts/{name}/token",
-            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-        )
-    return rig.sim.write_kubeconfig(rig.root / f"{name}.kubeconfig", token=answer["status"]["token"])
-
-
-class StagePauser:
-    """SIGSTOPs a process from inside the sim when the state's `inProgress` reaches (apply, stage)."""
-
-    def __init__(self, rig: Rig, stage: str, pid: int) -> None:
-        import json
-        import threading
-
-        self.fired = threading.Event()
-        self.seen: list[str] = []
-
-        def changed(change: Change) -> None:
-            obj = change[3]
-            if change[2].plural != "configmaps" or obj["metadata"].get("name") != "dra-gitops-" + TARGET:
-                return
-            marker = json.loads((obj.get("data") or {}).get("inProgress") or "null")
-            if not marker or marker.get("operation") != "apply":
-                return
-            self.seen.append(str(marker.get("stage") or ""))
-            if not self.fired.is_set() and marker.get("stage", "") == stage:
-                os.kill(pid, signal.SIGSTOP)
-                self.fired.set()
-
-        self.close = rig.sim.store.subscribe_raw(changed)
-
-
-def lease_holder(rig: Rig) -> str:
-    lease = rig.sim.store.get_ref("coordination.k8s.io", "leases", "dra-gitops", f"dra-gitops-{TARGET}")
-    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
 @pytest.mark.parametrize("point", POINTS, ids=lambda p: p.replace(" ", "-") or "marked")

@@ -30,10 +30,11 @@ from reconciler.loop.passes.requested import (
     applied_and_verified,
     hold_lease,
     new_request,
-    refusal,
+    refused,
     resolve,
 )
 from reconciler.loop.passes.revisions import GitRevisions
+from reconciler.loop.store.operations import TargetRef, load_known
 from reconciler.loop.store.records import HistoryRecord, RevisionRequest
 from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.outcome import Outcome
@@ -52,6 +53,7 @@ class Ask:
     target: str
     namespace: str
     lease: str  # the target's Lease name
+    yes_bad: bool = False  # with force: onto a commit whose last record is a failure
 
 
 def controller_holds(client: ClusterClient, ask: Ask) -> str:
@@ -72,9 +74,7 @@ def previous_good(state: TargetState, where: str) -> str:
 
 def _chosen(state: TargetState, ask: Ask, where: str) -> str:
     sha = resolve(state, ask.revision, where) if ask.revision else previous_good(state, where)
-    why = refusal(state, ask.verb, sha)
-    if why and not ask.force:
-        raise RequestRefused(f"{why}; `--force` delivers it anyway, recorded", where=where)
+    refused(state, ask.verb, sha, ask.force, ask.yes_bad, where)
     return sha
 
 
@@ -90,8 +90,8 @@ def hand_to_controller(
     `lease_client`: the controller's cluster, when the target's state lives in a cluster of its own."""
     leases = lease_client or client
     store = StateStore(client, ask.target, ask.namespace)
-    sha = _chosen(store.load(), ask, store.ref)
-    request = new_request(ask.verb, sha, ask.force, ask.by)
+    sha = _chosen(load_known(client, TargetRef(ask.target, ask.namespace)), ask, store.ref)
+    request = new_request(ask.verb, sha, ask.force, ask.by, ask.yes_bad)
 
     def put(state: TargetState) -> None:
         waiting = state.request
@@ -162,11 +162,20 @@ def deliver_here(
         attempted = state.last_attempted
         head = revisions.head((attempted.sha if attempted else None) or state.last_good).sha
         sha = _chosen(state, ask, reconciler.store.ref)
-        return RequestedDelivery(reconciler).run(new_request(ask.verb, sha, ask.force, ask.by), head)
+        return RequestedDelivery(reconciler).run(
+            new_request(ask.verb, sha, ask.force, ask.by, ask.yes_bad), head
+        )
 
 
 def outcome_of(records: list[HistoryRecord], verb: str) -> Outcome:
-    """How a request the controller ran ended, from its records (the command's exit code)."""
+    """How a request the controller ran ended, from its records (the command's exit code): a delivery
+    that failed after writing ends as it failed (the last good put back) or rollback-failed."""
+    put_back = next((r for r in records if r.rollback is not None), None)
+    if put_back is not None:
+        if put_back.rollback != Outcome.APPLIED:
+            return Outcome.ROLLBACK_FAILED
+        failed = put_back.outcome
+        return failed if isinstance(failed, Outcome) else Outcome.APPLY_FAILED
     first = records[0]
     if first.outcome == Outcome.APPLIED:
         return Outcome.ROLLED_BACK if verb == "rollback" else Outcome.APPLIED

@@ -85,6 +85,14 @@ class KeptRevision:
             )
             return False
 
+    def has(self, sha: str) -> bool:
+        """Whether the copy kept is of `sha` (False when there is none, or it cannot be read)."""
+        try:
+            live = self.client.get(self._resource, self.namespace, self.name)
+        except DraGitopsError:
+            return False
+        return live is not None and _kept_sha(live) == sha
+
     def load(self, sha: str) -> bytes | None:
         """The kept copy of `sha`, or None when the copy kept is of another revision or there is none."""
         try:

@@ -16,7 +16,7 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
 from reconciler.delivery.result import Delivery
-from reconciler.errors import DraGitopsError
+from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.loop.passes.reconcile_types import Cancelled, PassResult, ReconcileOptions, RevisionSource
 from reconciler.loop.store.records import InProgress
 from reconciler.loop.store.state import StateConflict, StateStore, TargetState, now_iso
@@ -26,6 +26,10 @@ Progress = Callable[[str], None]
 log = logging.getLogger("dra_gitops.reconcile")
 # How often a pass waiting on verification reads what verbs wrote into its state (an `abort`).
 VERB_POLL = 1.0
+
+
+class ClusterChanged(EnvironmentProblem):
+    """Another cluster answers where the target's cluster was (its kube-system Namespace's uid differs)."""
 
 
 def short_sha(sha: str | None) -> str:
@@ -60,10 +64,34 @@ class PassBase:
         self.set_id = applyset.applyset_id(options.target, options.state_namespace)
         self.fingerprints: Fingerprints = {}
         self._desired_cache: dict[str, DesiredState] = {}
-        self._kept: str | None = None  # the last good revision whose files this process kept
         self._drift_reported: dict[str, list[str]] = {}  # with selfHeal off: the drift last reported
+        self.cluster_id: str | None = None  # the identity of the cluster this process first reached
 
     # ---- helpers ----------------------------------------------------------------------------------
+
+    def check_cluster(self, state: TargetState) -> None:
+        """The cluster must be the one this target's state (or, if the state is gone, this process) first
+        saw: the uid of its kube-system Namespace. Another cluster answering at the same address is an
+        environment problem (ClusterChanged), never a place to write; the first pass records the uid."""
+        namespaces = self.client.resource_for("v1", "Namespace")
+        live = self.client.get(namespaces, None, "kube-system")
+        found = str(((live or {}).get("metadata") or {}).get("uid") or "")
+        if not found:
+            return  # a server without kube-system (some test doubles): nothing to tell clusters apart by
+        expected = state.cluster_id or self.cluster_id
+        if expected and found != expected:
+            raise ClusterChanged(
+                f"this is another cluster: the kube-system Namespace's uid is {found}, the target's cluster "
+                f"was {expected} (recorded at its first pass); nothing is written here. Point the "
+                "kubeconfig back at the target's cluster, or delete the target's state to adopt this one",
+                where=f"{self.client.host} ({self.store.ref})",
+            )
+        self.cluster_id = found
+        if state.cluster_id is None and state.resource_version is not None:
+            state.cluster_id = found
+            self.store.save_during_pass(state)
+        elif state.cluster_id is None:
+            state.cluster_id = found  # written with the first state the pass saves
 
     def _desired(self, sha: str | None) -> DesiredState:
         if sha is None:
@@ -77,10 +105,10 @@ class PassBase:
         return cached
 
     def keep_last_good(self, sha: str | None) -> None:
-        """Keep the last good revision's files beside the state (once per revision and process)."""
-        if sha and sha != self._kept:
+        """Keep the last good revision's files beside the state: written when it became last good, and
+        again whenever the copy is found missing (its namespace deleted, the ConfigMap removed)."""
+        if sha:
             self.source.keep(sha)
-            self._kept = sha
 
     def _deliver_options(
         self, *, rollback: bool = False, keep: frozenset[ObjRef] = frozenset()

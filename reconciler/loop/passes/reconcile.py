@@ -23,6 +23,7 @@ from reconciler.loop.passes.promotionstep import PromotionSteps
 from reconciler.loop.passes.reconcile_types import Cancelled, PassResult, SourceHead
 from reconciler.loop.passes.rehearsal import RehearsalSteps
 from reconciler.loop.passes.requested import run_pending
+from reconciler.loop.passes.rollback import RECOVER_HINT
 from reconciler.loop.passes.sourcehealth import observe_fetch
 from reconciler.loop.store.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
@@ -48,6 +49,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
 
     def _reconcile(self) -> PassResult:
         state = self.store.load()
+        self.check_cluster(state)  # before anything is written: the cluster must be the one recorded
         if state.abort is not None and state.in_progress is None:
             # It arrived after the pass it meant had ended: nothing left to stop.
             log.info(
@@ -79,7 +81,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
         if requested is not None:
             return requested
         if head is None:
-            return PassResult(self.options.target, Outcome.SOURCE_ERROR, None, message=fetch_error)
+            return self._offline(state, fetch_error)
         if self.options.gates.promoted:  # only what the upstream verified, through the gates
             gated = self.promoted_head(state)
             if isinstance(gated, PassResult):
@@ -92,19 +94,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
                 self.store.save_during_pass(state)
             return self._steady(state, sha)
         if state.failed(sha):
-            held = self._steady(state, state.last_good) if state.last_good else None
-            result = PassResult(
-                self.options.target,
-                Outcome.HELD,
-                sha,
-                message=f"{short_sha(sha)} failed before ({state.last_attempted.outcome if state.last_attempted else None}); "
-                "waiting for a new commit or `dra-gitops retry`",
-            )
-            if held is not None:
-                result.drift = held.drift
-                if held.outcome == Outcome.DRIFT_CORRECTED:
-                    result.outcome = Outcome.DRIFT_CORRECTED
-            return result
+            return self._held(state, sha)
         self.on_deliver(sha)
         verified, why = self.source.verify(sha)
         if not verified:
@@ -113,6 +103,58 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             return self._apply(state, sha, head)
         except Cancelled as exc:
             return PassResult(self.options.target, Outcome.INTERRUPTED, sha, message=str(exc))
+
+    def _offline(self, state: TargetState, fetch_error: str) -> PassResult:
+        """Git cannot be reached: the last good revision (its copy kept beside the state, or in memory) is
+        still what the cluster must look like, so drift is corrected from it; the pass says both."""
+        result = PassResult(self.options.target, Outcome.SOURCE_ERROR, None, message=fetch_error)
+        if not state.last_good:
+            return result
+        try:
+            steady = self._steady(state, state.last_good, offline=True)
+        except EnvironmentProblem as exc:  # no copy kept either: nothing to compare with
+            log.debug(
+                "no drift check while Git is unreachable: %s", exc, extra={"target": self.options.target}
+            )
+            return result
+        result.drift, result.records, result.delivery = steady.drift, steady.records, steady.delivery
+        if steady.outcome == Outcome.DRIFT_CORRECTED:
+            result.message = (
+                f"{fetch_error}; drift corrected from the last good commit {short_sha(state.last_good)} "
+                "kept beside the state"
+            )
+        elif steady.message:
+            result.message = f"{fetch_error}; {steady.message}"
+        return result
+
+    def _held(self, state: TargetState, sha: str) -> PassResult:
+        """The head failed before (or a rollback or sync holds the target): the last good commit stays, drift
+        corrected; when the last good commit cannot be read, the held commit stays and a human is needed."""
+        attempted = state.last_attempted
+        if attempted is not None and attempted.sha == sha:
+            why = f"{short_sha(sha)} failed before ({attempted.outcome})"
+        else:
+            why = f"{short_sha(sha)} is held (a rollback or sync put the target on {short_sha(state.last_good)})"
+        result = PassResult(
+            self.options.target,
+            Outcome.HELD,
+            sha,
+            message=f"{why}; waiting for a new commit or `dra-gitops retry`",
+        )
+        if not state.last_good:
+            return result
+        unreadable = self._unreadable(state.last_good)
+        if unreadable is not None:
+            result.message = (
+                f"{why}; the last good commit {short_sha(state.last_good)} cannot be read ({unreadable}): "
+                f"the cluster needs a human: {RECOVER_HINT}"
+            )
+            return result
+        held = self._steady(state, state.last_good)
+        result.drift = held.drift
+        if held.outcome == Outcome.DRIFT_CORRECTED:
+            result.outcome = Outcome.DRIFT_CORRECTED
+        return result
 
     def _waiting(self, state: TargetState, result: PassResult) -> PassResult:
         """A promoted target with nothing to deliver now stays on its last good commit, drift corrected."""
@@ -223,10 +265,12 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             record.message = f"{delivery.cancelled} {during}"
         return self._roll_back(state, sha, delivery, record, violations)
 
-    def _steady(self, state: TargetState, sha: str | None) -> PassResult:
-        """The last good revision is the head: compare live objects, correct drift, write nothing else."""
+    def _steady(self, state: TargetState, sha: str | None, offline: bool = False) -> PassResult:
+        """The last good revision is the head: compare live objects, correct drift, write nothing else.
+        `offline`: Git cannot be reached; the revision is read from its kept copy (the Event says so)."""
         desired = self._desired(sha)
-        self.keep_last_good(sha)  # a state written before copies were kept, or a copy lost
+        if not offline:
+            self.keep_last_good(sha)  # a state written before copies were kept, or a copy lost
         manifests = desired.manifests.manifests
         kinds = {applyset.group_kind(m.body) for m in manifests}
         report = scan_drift(self.client, manifests, self.set_id, self.fingerprints, kinds)
@@ -264,7 +308,8 @@ class Reconciler(PromotionSteps, RehearsalSteps):
         result.delivery = corrected
         if corrected.outcome == Outcome.APPLIED:
             result.outcome = Outcome.DRIFT_CORRECTED
-            self.events.emit("DriftCorrected", f"{short_sha(sha)}: {drift_text(refs)} put back as in Git")
+            where = "from the copy kept beside the state (Git unreachable)" if offline else "as in Git"
+            self.events.emit("DriftCorrected", f"{short_sha(sha)}: {drift_text(refs)} put back {where}")
         else:
             result.outcome = corrected.outcome
             result.message = record.message or ""

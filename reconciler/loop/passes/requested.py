@@ -53,10 +53,43 @@ def _short(sha: str | None) -> str:
     return (sha or "(none)")[:12]
 
 
-def new_request(verb: str, revision: str, force: bool, by: str) -> RevisionRequest:
+def new_request(verb: str, revision: str, force: bool, by: str, yes_bad: bool = False) -> RevisionRequest:
     return RevisionRequest(
-        verb=verb, revision=revision, force=force, by=by, at=now_iso(), id=uuid.uuid4().hex[:12]
+        verb=verb,
+        revision=revision,
+        force=force,
+        by=by,
+        at=now_iso(),
+        id=uuid.uuid4().hex[:12],
+        yes_bad=yes_bad,
     )
+
+
+def known_bad(state: TargetState, sha: str) -> str | None:
+    """Why `sha` is a known-bad commit (its newest delivery record failed on the cluster: its apply or
+    its verification), or None. A policy denial is no such failure: `--force` goes past it, recorded."""
+    for record in state.history:
+        if record.sha == sha and record.operation in ("apply", "sync"):
+            if record.outcome not in (Outcome.VERIFY_FAILED, Outcome.APPLY_FAILED):
+                return None
+            return (
+                f"{_short(sha)}'s last record ({record.id}: {record.operation} {record.outcome}) is a failure"
+            )
+    return None
+
+
+def refused(state: TargetState, verb: str, sha: str, force: bool, yes_bad: bool, where: str) -> list[str]:
+    """What `force` overrides (recorded), or RequestRefused: without `force` anything `refusal` names,
+    and even with it a known-bad commit without `yes_bad`."""
+    why = refusal(state, verb, sha)
+    if not why:
+        return []
+    if not force:
+        raise RequestRefused(f"{why}; `--force` delivers it anyway, recorded", where=where)
+    bad = known_bad(state, sha)
+    if bad and not yes_bad:
+        raise RequestRefused(f"{bad}: `--force --yes-bad` delivers a known-bad commit, recorded", where=where)
+    return [why]
 
 
 def applied_and_verified(state: TargetState) -> set[str]:
@@ -96,7 +129,13 @@ def resolve(state: TargetState, revision: str, where: str) -> str:
 def refusal(state: TargetState, verb: str, sha: str) -> str | None:
     """Why `verb` may not go to `sha` without force (None: it may)."""
     if verb == "rollback" and sha not in applied_and_verified(state):
-        return f"{_short(sha)} was never applied and verified here (not in the history)"
+        last = next((r for r in state.history if r.sha == sha), None)
+        if last is None:
+            return f"{_short(sha)} was never applied and verified here (not in the history)"
+        return (
+            f"{_short(sha)} was never applied and verified here (its last record, {last.id}: "
+            f"{last.operation} {last.outcome})"
+        )
     return None
 
 
@@ -172,12 +211,7 @@ class RequestedDelivery:
         state = self.r.store.load()
         where = self.r.store.ref
         sha = resolve(state, request.revision, where)
-        forced: list[str] = []
-        why = refusal(state, request.verb, sha)
-        if why:
-            if not request.force:
-                raise RequestRefused(f"{why}; `--force` delivers it anyway, recorded", where=where)
-            forced.append(why)
+        forced = refused(state, request.verb, sha, request.force, request.yes_bad, where)
         verified, signature = self.r.source.verify(sha)
         if not verified:  # no --force past a signature: that check is the repository's, not ours
             raise RequestRefused(f"{_short(sha)}: {signature}", where=where)

@@ -60,10 +60,21 @@ class GitRevisions:
         return desired
 
     def keep(self, sha: str) -> None:
-        """`sha` became the last good revision: keep its files beside the state."""
+        """`sha` is the last good revision: keep its files beside the state, unless a copy of it is there
+        (one GET a pass: a copy lost with its namespace is written again)."""
+        kept = self.kept
+        if kept is None or kept.has(sha):
+            return
         tree = self._trees.get(sha)
-        if self.kept is not None and tree is not None:
-            self.kept.save(sha, encode_tree(tree))
+        if tree is None:
+            try:
+                self.desired(sha)  # read again (the trees kept in memory are the last few)
+            except EnvironmentProblem as exc:
+                log.warning("%s: no copy of %s kept: %s", kept.ref, sha[:12], exc.detail, extra={"sha": sha})
+                return
+            tree = self._trees.get(sha)
+        if tree is not None and kept.save(sha, encode_tree(tree)):
+            log.info("%s: the files of %s kept", kept.ref, sha[:12], extra={"sha": sha})
 
     def verify(self, sha: str) -> tuple[bool, str]:
         check = self.source.verify(sha)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.delivery.result import Delivery
-from reconciler.errors import DraGitopsError
+from reconciler.errors import DraGitopsError, EnvironmentProblem
 from reconciler.loop.passes.passbase import PassBase, short_sha
 from reconciler.loop.passes.reconcile_types import PassResult
 from reconciler.loop.store.evidence import evidence_record
@@ -15,6 +15,9 @@ from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgre
 from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.model.objects import ObjRef
 from reconciler.outcome import Outcome
+
+# How a person gets a target out of a failed rollback whose target cannot be read.
+RECOVER_HINT = "push a fix, or deliver a commit that can be read with `dra-gitops sync --revision SHA`"
 
 
 class RollbackSteps(PassBase):
@@ -36,6 +39,9 @@ class RollbackSteps(PassBase):
         # The failed apply's record (its diagnosis) is saved before the rollback writes anything: a kill
         # during the rollback must not lose it. The rollback's first state write carries it.
         failed_record.rolled_back_to = target_sha
+        unreadable = self._unreadable(target_sha)
+        if unreadable is not None:
+            return self._cannot_roll_back(state, failed_sha, failed, failed_record, violations, unreadable)
         state.record(failed_record)
         rollback = self._deliver_rollback(state, target_sha, failed_sha, failed)
         rb_record = evidence_record(rollback, target_sha, "rollback")
@@ -80,6 +86,53 @@ class RollbackSteps(PassBase):
         state.history[:] = [record for record in state.history if record is not failed_record]
         return self._finish(state, result)
 
+    def _unreadable(self, target_sha: str | None) -> str | None:
+        """Why the rollback target cannot be read (gone from the remote, no copy kept), or None."""
+        if target_sha is None:
+            return None
+        try:
+            self._desired(target_sha)
+        except EnvironmentProblem as exc:
+            return exc.detail
+        return None
+
+    def _cannot_roll_back(
+        self,
+        state: TargetState,
+        failed_sha: str,
+        failed: Delivery,
+        failed_record: HistoryRecord,
+        violations: dict[tuple[str, str], int],
+        why: str,
+    ) -> PassResult:
+        """The last good revision cannot be read: nothing to roll back to. The failed commit is held (not
+        applied again), the outcome is rollback-failed, and the message says how a person gets out."""
+        target_sha = state.last_good
+        message = (
+            f"{short_sha(failed_sha)} {failed.outcome} ({failed_record.message or failed.outcome}); the rollback "
+            f"to {short_sha(target_sha)} is impossible: {why}. {short_sha(failed_sha)} stays on the cluster, "
+            f"held; the cluster needs a human: {RECOVER_HINT}"
+        )
+        self.progress(f"{self.options.target}: {message}")
+        failed_record.rollback = Outcome.ROLLBACK_FAILED
+        failed_record.message = message
+        state.in_progress = None
+        state.last_attempted = AttemptRecord(
+            sha=failed_sha, outcome=failed.outcome, at=failed_record.at, rolled_back=False
+        )
+        self.fingerprints.clear()
+        self.events.emit("RollbackFailed", message, warning=True)
+        result = PassResult(
+            self.options.target,
+            Outcome.ROLLBACK_FAILED,
+            failed_sha,
+            message=message,
+            records=[failed_record],
+            delivery=failed,
+            violations=violations,
+        )
+        return self._finish(state, result)
+
     def _deliver_rollback(
         self, state: TargetState, target_sha: str | None, failed_sha: str | None, failed: Delivery | None
     ) -> Delivery:
@@ -116,13 +169,18 @@ class RollbackSteps(PassBase):
             operation=operation,
             outcome=Outcome.INTERRUPTED,
             at=now_iso(),
-            message=f"interrupted at stage {marker.stage or '(before the first stage)'}",
+            message=f"interrupted after stage {marker.stage}"
+            if marker.stage
+            else "interrupted before any stage finished",
         )
         self.events.emit(
             "Interrupted", f"{operation} of {short_sha(sha)} was interrupted; converging", warning=True
         )
         if operation == "rollback":
             failed_sha = marker.from_sha
+            unreadable = self._unreadable(sha)
+            if unreadable is not None:
+                return self._recovery_impossible(state, sha, failed_sha, record, unreadable)
             rollback = self._deliver_rollback(state, sha, failed_sha, None)
             rb_record = evidence_record(rollback, sha, "rollback")
             rb_record.from_sha = failed_sha
@@ -141,6 +199,34 @@ class RollbackSteps(PassBase):
         state.record(record)
         self.store.save_during_pass(state)
         return None
+
+    def _recovery_impossible(
+        self,
+        state: TargetState,
+        target_sha: str | None,
+        failed_sha: str | None,
+        record: HistoryRecord,
+        why: str,
+    ) -> PassResult:
+        """An interrupted rollback whose target cannot be read any more: held as rollback-failed."""
+        message = (
+            f"the interrupted rollback of {short_sha(failed_sha)} to {short_sha(target_sha)} cannot be "
+            f"finished: {why}; the cluster needs a human: {RECOVER_HINT}"
+        )
+        record.message = f"{record.message}; {message}"
+        state.in_progress = None
+        attempted = state.last_attempted
+        if attempted is not None and failed_sha and attempted.sha == failed_sha:
+            attempted.rolled_back = False
+        elif failed_sha:
+            state.last_attempted = AttemptRecord(
+                sha=failed_sha, outcome=Outcome.ROLLBACK_FAILED, at=record.at, rolled_back=False
+            )
+        self.events.emit("RollbackFailed", message, warning=True)
+        result = PassResult(
+            self.options.target, Outcome.ROLLBACK_FAILED, failed_sha, message=message, records=[record]
+        )
+        return self._finish(state, result)
 
     def _rollback_finished(
         self, state: TargetState, target_sha: str | None, failed_sha: str | None, rollback: Delivery

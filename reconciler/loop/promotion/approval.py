@@ -8,10 +8,11 @@ controller's next pass delivers the commit and keeps the approval in its record.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.errors import UserError
+from reconciler.errors import DraGitopsError, UserError
 from reconciler.loop.store.operations import TargetRef, request_pass
 from reconciler.loop.store.records import Approval, HistoryRecord
 from reconciler.loop.store.state import StateStore, TargetState, now_iso
@@ -27,6 +28,26 @@ def approve(
 ) -> Approval:
     """Record `by`'s approval of `revision` (a sha or a prefix of at least 7 characters of one); the pass
     is asked for on the Lease, in `lease_client`'s cluster when the state lives in a cluster of its own."""
+    approval = _record_approval(client, target, revision, by)
+    request_pass(lease_client or client, target, f"{approval.sha[:12]} approved by {by}")
+    return approval
+
+
+def approve_then_wake(
+    client: ClusterClient, target: TargetRef, revision: str, by: str, lease: Callable[[], ClusterClient]
+) -> tuple[Approval, str | None]:
+    """`approve`, then ask for a pass on the Lease in `lease()`'s cluster if it can be reached; with the
+    approval, why the controller could not be woken (None when it was). The approval stands either way:
+    the controller's cluster is needed only to wake it, and it takes the approval at its next poll."""
+    approval = _record_approval(client, target, revision, by)
+    try:
+        woke = request_pass(lease(), target, f"{approval.sha[:12]} approved by {by}")
+    except DraGitopsError as exc:
+        return approval, str(exc)
+    return approval, None if woke else "no controller holds the target's Lease"
+
+
+def _record_approval(client: ClusterClient, target: TargetRef, revision: str, by: str) -> Approval:
     store = StateStore(client, target.name, target.namespace)
     given: list[Approval] = []
 
@@ -49,7 +70,6 @@ def approve(
         given[:] = [approval]
 
     store.update(change)
-    request_pass(lease_client or client, target, f"{given[0].sha[:12]} approved by {by}")
     return given[0]
 
 

@@ -31,8 +31,28 @@ class TargetRef:
         return RESOURCE_PREFIX + self.name
 
 
+class UnknownTarget(UserError):
+    """No state of that target in the cluster: a verb writes nothing for a target no pass or verb made."""
+
+
+def load_known(client: ClusterClient, target: TargetRef) -> TargetState:
+    """The target's state; UnknownTarget, naming the targets the namespace holds, when it has none."""
+    store = StateStore(client, target.name, target.namespace)
+    state = store.load()
+    if state.resource_version is None:
+        known = cluster_targets(client, target.namespace)
+        listed = ", ".join(known) if known else "none"
+        raise UnknownTarget(
+            f"no target {target.name!r}: its state is not in namespace {target.namespace} "
+            f"(targets there: {listed}); give one with --target, or the namespace with --state-namespace",
+            where=store.ref,
+        )
+    return state
+
+
 def suspend(client: ClusterClient, target: TargetRef, by: str, reason: str) -> TargetState:
     """Stop applying and correcting the target until `resume`; a pass running now finishes first."""
+    load_known(client, target)
 
     def change(state: TargetState) -> None:
         if state.suspended is not None:
@@ -53,6 +73,7 @@ def resume(
     """Follow Git again; the controller is asked for a pass at once (through the target's Lease, in
     `lease_client`'s cluster when the target's state lives in a cluster of its own)."""
     store = StateStore(client, target.name, target.namespace)
+    load_known(client, target)
 
     def change(state: TargetState) -> None:
         if state.suspended is None:
@@ -104,6 +125,37 @@ def wait_for_pass(
             return state
         time.sleep(poll)
     return None
+
+
+def retry_choice(state: TargetState, sha: str | None, where: str) -> str:
+    """The sha `retry` lets the next pass try again: the one given (a full sha or a prefix of one the state
+    knows) or else the held or last attempted one; refused when retrying it would do nothing (unknown,
+    the last good commit, not failed, or not what the target follows now)."""
+    attempted = state.last_attempted
+    failed = attempted.sha if attempted is not None and attempted.failed() else None
+    candidates = [s for s in (state.hold, failed) if s]
+    if sha is None:
+        if not candidates:
+            said = "nothing was attempted yet" if attempted is None else "nothing failed or is held"
+            raise UserError(f"{said}: nothing to retry", where=where)
+        return candidates[0]
+    known = {r.sha for r in state.history if r.sha} | set(candidates) | {state.last_good or ""}
+    matches = sorted({k for k in known if k and len(sha) >= 7 and k.startswith(sha.lower())})
+    if not matches:
+        raise UserError(f"{sha} is no commit this target attempted: nothing to retry", where=where)
+    if len(matches) > 1:
+        raise UserError(f"{sha} names several commits ({', '.join(m[:12] for m in matches)})", where=where)
+    full = matches[0]
+    if full == state.last_good and full not in candidates:
+        raise UserError(f"{full[:12]} is the last good commit: nothing to retry", where=where)
+    if full not in candidates:
+        latest = ", ".join(c[:12] for c in candidates) or "none"
+        raise UserError(
+            f"{full[:12]} is not what the target follows now (held or failed: {latest}): a retry "
+            "would do nothing; `dra-gitops sync --revision` delivers an older commit",
+            where=where,
+        )
+    return full
 
 
 def cluster_targets(client: ClusterClient, namespace: str) -> list[str]:

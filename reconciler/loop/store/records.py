@@ -139,11 +139,14 @@ class RevisionRequest(_Record):
     READERS: ClassVar[dict[str, Callable[[Any], Any]]] = {
         **{name: _text for name in ("verb", "revision", "by", "at", "id")},
         "force": bool,
+        "yes_bad": bool,
     }
+    KEYS: ClassVar[dict[str, str]] = {"yes_bad": "yesBad"}
 
     verb: str = ""  # rollback | sync
     revision: str = ""  # as given: a sha (or a prefix of one in the history), or a history id
     force: bool = False  # rollback --force: past the history check and a policy denial, recorded
+    yes_bad: bool = False  # --yes-bad: with --force, onto a commit whose last record is a failure
     by: str = ""
     at: str = ""
     id: str = ""  # the record answering it carries it as `request`

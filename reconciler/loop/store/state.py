@@ -75,9 +75,13 @@ class TargetState:
     verified: list[VerifiedCommit] = field(default_factory=list)
     promotion: PromotionView | None = None
     approval: Approval | None = None
+    # The cluster's identity (the uid of its kube-system Namespace) as the first pass found it.
+    cluster_id: str | None = None
     resource_version: str | None = None
     # The data as last read or written: tells a write by someone else from a parent-metadata update.
     seen_data: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The highest history id this state gave out (in memory: the history keeps the highest stored).
+    issued_id: int = field(default=0, repr=False, compare=False)
 
     def failed(self, sha: str) -> bool:
         """A sha whose last attempt failed (or that a user rolled back) is not retried on its own."""
@@ -89,9 +93,12 @@ class TargetState:
         return attempted is not None and attempted.sha == sha and attempted.failed()
 
     def record(self, entry: HistoryRecord) -> None:
-        """Add one evidence record (newest first) and keep the history within its bounds."""
-        if entry.id is None:
-            entry.id = next_history_id(self.history)
+        """Add one evidence record (newest first) and keep the history within its bounds. Ids are unique:
+        one more than any the history holds or this state gave (a record taken out to be recorded again,
+        as a failed apply above its rollback, keeps its id and lends it to nobody)."""
+        if entry.id is None or any(r.id == entry.id for r in self.history if r is not entry):
+            entry.id = max(next_history_id(self.history), self.issued_id + 1)
+        self.issued_id = max(self.issued_id, entry.id)
         self.history.insert(0, entry)
         del self.history[HISTORY_LIMIT:]
         while (
@@ -110,6 +117,8 @@ class TargetState:
             "inventory": json.dumps(self.inventory, indent=0),
             "history": json.dumps(self._history_json(), indent=1),
         }
+        if self.cluster_id:
+            data["clusterId"] = self.cluster_id
         if self.retry:
             data["retry"] = self.retry
         if self.hold:
@@ -151,6 +160,7 @@ class TargetState:
             verified=[v for v in map(VerifiedCommit.from_json, _load(data.get("verified")) or []) if v],
             promotion=PromotionView.from_json(_load(data.get("promotion"))),
             approval=Approval.from_json(_load(data.get("approval"))),
+            cluster_id=str(data.get("clusterId") or "") or None,
             resource_version=resource_version,
             seen_data=dict(data),
         )
