@@ -109,11 +109,24 @@ class Collector(History):
         nsobj = self._objects[("", NOT_FOUND_NS)].get(("", name))
         if nsobj is None or not nsobj["metadata"].get("deletionTimestamp"):
             return None
+        if not self._namespace_empty(name):
+            return None
+        if nsobj["metadata"].get("finalizers"):
+            # The namespace controller is done (spec.finalizers emptied, as its /finalize does); the
+            # namespace's own finalizers keep it Terminating until whoever set them removes them.
+            if (nsobj.get("spec") or {}).get("finalizers"):
+                new = clone(nsobj)
+                new["spec"].pop("finalizers", None)
+                self._commit(nst, ("", name), new, "MODIFIED")
+            return None
+        return self._remove(nst, ("", name), nsobj)
+
+    def _namespace_empty(self, name: str) -> bool:
         for (group, plural), objs in self._objects.items():
             t = self._types.get((group, plural))
             if t is not None and t.namespaced and any(k[0] == name for k in objs):
-                return None
-        return self._remove(nst, ("", name), nsobj)
+                return False
+        return True
 
     def _remove(self, rtype: ResourceType, key: Key, obj: Obj) -> Obj:
         """Drop the object for good, then collect its dependents (background GC)."""

@@ -110,6 +110,9 @@ def target_row(name: str, state: TargetState) -> dict[str, Any]:
         "lastGood": state.last_good,
         "lastAttempt": attempted.sha if attempted else None,
         "outcome": str(attempted.pass_outcome()) if attempted else None,
+        # The commit the target does not deliver on its own: a failed head, or one a rollback or sync holds.
+        "held": state.hold
+        or (attempted.sha if attempted and attempted.sha and state.failed(attempted.sha) else None),
         "inProgress": f"{progress.operation} {(progress.sha or '')[:12]} stage {progress.stage or '-'}"
         if progress
         else None,
@@ -120,7 +123,7 @@ def target_row(name: str, state: TargetState) -> dict[str, Any]:
 
 def render_targets(rows: list[dict[str, Any]]) -> str:
     """`get` as a table, one line per target."""
-    header = ("TARGET", "LAST GOOD", "LAST ATTEMPT", "OUTCOME", "IN PROGRESS", "SUSPENDED", "SOURCE")
+    header = ("TARGET", "LAST GOOD", "LAST ATTEMPT", "OUTCOME", "HELD", "IN PROGRESS", "SUSPENDED", "SOURCE")
     table = [header]
     for row in rows:
         suspended = row["suspended"]
@@ -131,6 +134,7 @@ def render_targets(rows: list[dict[str, Any]]) -> str:
                 (row["lastGood"] or "-")[:12],
                 (row["lastAttempt"] or "-")[:12],
                 row["outcome"] or "-",
+                (row["held"] or "-")[:12],
                 row["inProgress"] or "-",
                 f"since {suspended['at']} by {suspended['by']}" if suspended else "-",
                 "ok"
