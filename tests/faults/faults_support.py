@@ -295,9 +295,9 @@ def service_account_kubeconfig(rig: Rig, name: str) -> Path:
 
 
 class StagePauser:
-    """SIGSTOPs a process from inside the sim when the state's `inProgress` reaches (apply, stage)."""
+    """SIGSTOPs a process from inside the sim when the state's `inProgress` reaches (operation, stage)."""
 
-    def __init__(self, rig: Rig, stage: str, pid: int) -> None:
+    def __init__(self, rig: Rig, stage: str, pid: int, operation: str = "apply") -> None:
         self.fired = threading.Event()
         self.seen: list[str] = []
 
@@ -306,7 +306,7 @@ class StagePauser:
             if change[2].plural != "configmaps" or obj["metadata"].get("name") != STATE_NAME:
                 return
             marker = json.loads((obj.get("data") or {}).get("inProgress") or "null")
-            if not marker or marker.get("operation") != "apply":
+            if not marker or marker.get("operation") != operation:
                 return
             self.seen.append(str(marker.get("stage") or ""))
             if not self.fired.is_set() and marker.get("stage", "") == stage:

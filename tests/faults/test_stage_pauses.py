@@ -88,3 +88,42 @@ def test_a_leader_paused_at_a_stage_boundary_writes_nothing_after_it_lost_its_le
     assert late == [], f"written after the Lease was lost: {late}\n{tail(run)}"
     assert lease_holder(rig) == "replica-b"
     assert live_markers(rig.sim) == markers_of("b")
+
+
+@pytest.mark.parametrize("point", POINTS, ids=lambda p: p.replace(" ", "-") or "marked")
+def test_a_leader_paused_in_a_rollback_writes_nothing_after_it_lost_its_lease(rig: Rig, point: str) -> None:
+    audit = AuditLog()
+    rig.sim.api.audit = audit
+    paused_config = service_account_kubeconfig(rig, "replica-a")
+    good = rig.commit("a")
+    run = rig.start("cache-a", "--identity", "replica-a", "--kubeconfig", str(paused_config))
+    rig.settled(good)
+    standby = rig.start("cache-b", "--identity", "replica-b")
+    wait_for(lambda: standby.get("/healthz") == 200, 60, "standby up")
+
+    pauser = StagePauser(rig, point, run.proc.pid, "rollback")
+    try:
+        rig.commit("bad", trainers=4)  # 4 trainers, 3 free devices: verification fails, the rollback starts
+        assert pauser.fired.wait(120), f"never reached rollback {point!r}: {pauser.seen}\n{tail(run)}"
+    finally:
+        pauser.close()
+    freeze_process(run.proc.pid)
+    wait_for(lambda: lease_holder(rig) == "replica-b", 60, "the standby holds the Lease")
+    rig.settled(good)  # the standby finished the interrupted rollback
+    wait_for(lambda: live_markers(rig.sim) == markers_of("a"), 60, "every stage back on the good revision")
+
+    seen = len(audit.events)
+    logged = len(run.log.read_text())
+    os.kill(run.proc.pid, signal.SIGCONT)
+    wait_for(
+        lambda: any(s in run.log.read_text()[logged:] for s in ("pass interrupted", "pass failed")),
+        60,
+        "the thawed pass stopped",
+    )
+    late = [
+        (e.request.verb, e.request.path)
+        for e in audit.events[seen:]
+        if e.user == PAUSED_USER and e.request.verb in WRITES and e.request.resource != "leases"
+    ]
+    assert late == [], f"written after the Lease was lost: {late}\n{tail(run)}"
+    assert live_markers(rig.sim) == markers_of("a")
