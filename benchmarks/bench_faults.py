@@ -160,6 +160,7 @@ def stale_pass(root: Path) -> tuple[float, int]:
             if e.user == user
             and e.request.verb in ("create", "update", "patch", "delete")
             and e.request.resource != "leases"
+            and not e.dry_run
         ]
         return took, len(writes)
     finally:

@@ -25,6 +25,7 @@ from reconciler.loop.metrics import Metrics
 from reconciler.loop.passes.reconcile_types import PassResult
 from reconciler.loop.promotion.upstream import UpstreamReader, ref_reader, state_reader
 from reconciler.loop.run.clusters import TargetClusters, check_clusters, unreachable
+from reconciler.loop.run.identity import ClusterIdentity
 from reconciler.loop.run.settings import ControllerOptions, default_identity
 from reconciler.loop.run.worker import TargetWorker
 from reconciler.notify.notifier import Notifier, TargetReports
@@ -58,6 +59,8 @@ class Controller:
         )
         # Lease rounds give up on a frozen API server well before the renew deadline (and say so).
         lease_client = client.bounded(timeout=max(1.0, options.renew_deadline / 3), retries=1)
+        # The cluster first reached: another at the same address later gets no Lease write, no pass.
+        self.identity = ClusterIdentity(lease_client)
         self.leases = LeaseManager(
             lease_client,
             {t.name: (t.state_namespace, t.lease_name) for t in self.targets},
@@ -73,6 +76,7 @@ class Controller:
             # first target's Lease; a surplus target is handed over only between passes.
             replicas_namespace=self.targets[0].state_namespace,
             may_release=lambda name: not self.workers[name].busy,
+            guard=self.identity.problem,
         )
         # Per state namespace, why it is missing and cannot be created (readiness says it).
         self.namespace_problems: dict[str, str] = {}
