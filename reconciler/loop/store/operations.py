@@ -133,7 +133,9 @@ def retry_choice(state: TargetState, sha: str | None, where: str) -> str:
     the last good commit, not failed, or not what the target follows now)."""
     attempted = state.last_attempted
     failed = attempted.sha if attempted is not None and attempted.failed() else None
-    candidates = [s for s in (state.hold, failed) if s]
+    # The failed head a pass attempted comes first: a hold a sync or rollback left may be older than it.
+    head_failed = failed and any(r.sha == failed and r.operation == "apply" for r in state.history)
+    candidates = list(dict.fromkeys(s for s in ((failed if head_failed else None), state.hold, failed) if s))
     if sha is None:
         if not candidates:
             said = "nothing was attempted yet" if attempted is None else "nothing failed or is held"
