@@ -100,3 +100,19 @@ def test_a_namespaces_own_finalizer_keeps_it_terminating_once_emptied(dyn: Dynam
             name=name, content_type="application/merge-patch+json", body={"metadata": {"finalizers": None}}
         )
     until(lambda: namespace(dyn, name) is None, 60, "the namespace gone once its finalizer is")
+
+
+def test_a_deleted_namespace_is_terminating_until_the_namespace_controller_removed_its_content(
+    dyn: DynamicClient,
+) -> None:
+    ns_api = dyn.resources.get(api_version="v1", kind="Namespace")
+    cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
+    name = f"kc-ns-terminating-{time.monotonic_ns() % 10**8}"
+    ns_api.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    cms.create(body=configmap("c", name), namespace=name)
+    ns_api.delete(name=name)
+    live = namespace(dyn, name)  # the controller has not finished yet: seconds on a real cluster
+    assert live is not None and live["status"]["phase"] == "Terminating", live
+    until(lambda: namespace(dyn, name) is None, 60, "the namespace gone with its content")
+    with pytest.raises(NotFoundError):
+        cms.get(name="c", namespace=name)
