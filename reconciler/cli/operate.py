@@ -8,6 +8,7 @@ Parse, call, print, return an exit code; the work is in `loop/store/operations.p
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +279,7 @@ def abort_command(
     """
     from reconciler.cluster.whoami import requester
     from reconciler.loop.store.operations import TargetRef, abort, load_known, wait_for_pass
+    from reconciler.loop.store.state import StateStore
     from reconciler.outcome import Outcome, exit_code_of
 
     progress = progress_printer(quiet)
@@ -293,6 +295,12 @@ def abort_command(
         if not wait:
             return 0
         after = wait_for_pass(client, target, before, timeout)
+        store = StateStore(client, target.name, target.namespace)
+        deadline = time.monotonic() + timeout
+        # Until the rollback is done: the first record may be the aborted apply's, its rollback running.
+        while after is not None and after.in_progress is not None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            after = store.load()
     attempted = after.last_attempted if after is not None else None
     if attempted is None or attempted.sha != sha:
         progress(f"{target_name}: nothing recorded within {timeout:g}s")

@@ -48,7 +48,7 @@ def test_abort_during_verification_rolls_back_at_once_and_records_who(rig: Rig) 
     took = time.monotonic() - asked
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{tail(run)}"
     assert took < 60, took  # far less than the 90 s grace the verification would have waited
-    state = rig.settled(good, 30)
+    state = rig.settled(good, 90)
     wait_for(lambda: live_markers(rig.sim) == markers_of("a"), 30, "every stage back on the good revision")
     record = next(r for r in state.history if r.sha == bad)
     assert record.outcome == "aborted", [(r.sha[:7], r.operation, r.outcome) for r in state.history]

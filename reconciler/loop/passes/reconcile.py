@@ -263,6 +263,8 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             record.outcome = delivery.outcome = Outcome.ABORTED
             during = "during verification" if delivery.verified is not None else "at a stage boundary"
             record.message = f"{delivery.cancelled} {during}"
+            # The rollback's first state write shows it so: `abort --wait` may read that one.
+            state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.ABORTED, at=record.at)
         return self._roll_back(state, sha, delivery, record, violations)
 
     def _steady(self, state: TargetState, sha: str | None, offline: bool = False) -> PassResult:
