@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.dra.nodematch import node_selector_for, pod_selects_node, untolerated_taint
+from reconciler.dra.noderesources import DRA_ALIAS_PREFIX, dra_extended_requests
 from reconciler.dra.placement import NodeInfo, PodClaim, PodInfo, pod_priority
+from reconciler.dra.podinfo import EXTENDED_CLAIM
 from reconciler.dra.scoring import default_spread
 from reconciler.model import dra
 from reconciler.model.objects import Manifest
@@ -157,6 +159,13 @@ class PodBuilder:
             for m in live
             if m.kind == "ResourceClaim" and dra.is_dra_group(m.api_version)
         }
+        # DeviceClass name by the extended resource it backs (`spec.extendedResourceName`), head over live.
+        self.extended_classes = {
+            str(as_dict(m.body.get("spec")).get("extendedResourceName")): m.ref.name
+            for m in [*live, *head]
+            if m.kind == "DeviceClass" and as_dict(m.body.get("spec")).get("extendedResourceName")
+        }
+        self.class_names = {m.ref.name for m in [*live, *head] if m.kind == "DeviceClass"}
         self.priority_classes = [m.body for m in [*live, *head] if m.kind == "PriorityClass"]
         self.owners = {(m.ref.namespace, m.kind, m.ref.name): m.body for m in live if m.kind in SPREAD_KINDS}
         services = {(m.ref.namespace, m.ref.name): m.body for m in [*live, *head] if m.kind == "Service"}
@@ -189,6 +198,35 @@ class PodBuilder:
             }
         return PodClaim(pc.name, (ns, name), claim, None if claim is not None else pc.template)
 
+    def uses_devices(self, spec: dict[str, Any]) -> bool:
+        """Whether a pod spec asks for devices: claims, or extended resources backed by DRA."""
+        return bool(dra.pod_claims(spec)) or bool(self.extended_claims("", "", spec))
+
+    def extended_claims(self, ns: str, pod_name: str, spec: dict[str, Any]) -> list[PodClaim]:
+        """Extended resources backed by DRA (a class's `extendedResourceName`, or the implicit
+        `deviceclass.resource.kubernetes.io/<class>`) as the scheduler allocates them: one claim for the
+        pod with a request of that many devices of the class per resource (what no DeviceClass maps is a
+        device plugin's, judged against node allocatable instead)."""
+        requests: list[dict[str, Any]] = []
+        for resource, quantity in sorted(dra_extended_requests(spec, self.extended_classes).items()):
+            cls = self.extended_classes.get(resource)
+            if cls is None and resource.startswith(DRA_ALIAS_PREFIX):
+                cls = resource.removeprefix(DRA_ALIAS_PREFIX)
+            if cls is None or cls not in self.class_names or quantity.denominator != 1:
+                continue
+            exactly = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": int(quantity)}
+            requests.append({"name": f"request-{len(requests)}", "exactly": exactly})
+        if not requests:
+            return []
+        name = f"{pod_name}-extended-resources"
+        claim = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"devices": {"requests": requests}},
+        }
+        return [PodClaim(EXTENDED_CLAIM, (ns, name), claim)]
+
     def add(
         self,
         ns: str,
@@ -200,6 +238,7 @@ class PodBuilder:
         spread: dict[str, Any] | None = None,
     ) -> None:
         claims = [self.claim_for(ns, name, pc, statuses) for pc in dra.pod_claims(spec)]
+        claims += self.extended_claims(ns, name, spec)
         priority = pod_priority(spec, self.priority_classes)
         pod = PodInfo(
             ns, name, spec, claims, priority, seq=len(self.pods), labels=labels or {}, spread=spread
@@ -229,7 +268,7 @@ class PodBuilder:
             and not as_dict(m.body.get("spec")).get("nodeName")
             and as_dict(m.body.get("status")).get("phase") in (None, "Pending")
             and not as_dict(m.body.get("metadata")).get("deletionTimestamp")
-            and dra.pod_claims(as_dict(m.body.get("spec")))
+            and self.uses_devices(as_dict(m.body.get("spec")))
         ]
         waiting.sort(
             key=lambda m: (str(as_dict(m.body.get("metadata")).get("creationTimestamp") or ""), m.ref.name)
@@ -260,7 +299,7 @@ class PodBuilder:
                     self.new_claims.append((key, new))
                 continue
             pod_spec = dra.pod_spec_of(new.body)
-            if pod_spec is None or not dra.pod_claims(pod_spec):
+            if pod_spec is None or not self.uses_devices(pod_spec):
                 continue
             ns, name = new.ref.namespace, new.ref.name
             if new.kind == "DaemonSet":

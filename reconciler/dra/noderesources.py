@@ -11,7 +11,7 @@ when no node advertises it, and is left to the caller.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -20,6 +20,7 @@ from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "DRA_ALIAS_PREFIX",
+    "dra_extended_requests",
     "extended_requests",
     "insufficient",
     "is_extended",
@@ -34,27 +35,36 @@ def is_extended(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
+def _container_requests(container: Mapping[str, Any], wanted: Callable[[str], bool]) -> dict[str, Fraction]:
     resources = as_dict(container.get("resources"))
     merged = {**as_dict(resources.get("limits")), **as_dict(resources.get("requests"))}
     out: dict[str, Fraction] = {}
     for name, raw in merged.items():
         q = quantity_or_none(raw)
-        if is_extended(str(name)) and q:
+        if wanted(str(name)) and q:
             out[str(name)] = q
     return out
 
 
-def extended_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """What a pod spec asks of each extended resource."""
+def extended_requests(
+    spec: Mapping[str, Any], wanted: Callable[[str], bool] = is_extended
+) -> dict[str, Fraction]:
+    """What a pod spec asks of each extended resource (of each resource `wanted` names)."""
     total: dict[str, Fraction] = {}
     for c in as_list(spec.get("containers")):
-        for name, q in _container_requests(as_dict(c)).items():
+        for name, q in _container_requests(as_dict(c), wanted).items():
             total[name] = total.get(name, Fraction(0)) + q
     for c in as_list(spec.get("initContainers")):
-        for name, q in _container_requests(as_dict(c)).items():
+        for name, q in _container_requests(as_dict(c), wanted).items():
             total[name] = max(total.get(name, Fraction(0)), q)
     return total
+
+
+def dra_extended_requests(spec: Mapping[str, Any], mapped: Iterable[str] = ()) -> dict[str, Fraction]:
+    """What a pod spec asks of the extended resources DRA backs: the implicit
+    `deviceclass.resource.kubernetes.io/<class>` and the names DeviceClasses map (`mapped`)."""
+    names = set(mapped)
+    return extended_requests(spec, lambda name: name.startswith(DRA_ALIAS_PREFIX) or name in names)
 
 
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, Fraction]:

@@ -32,6 +32,7 @@ from reconciler.dra.noderesources import extended_requests, insufficient
 from reconciler.dra.podinfo import (
     AFFINITY,
     CLAIM_IN_USE,
+    EXTENDED_CLAIM,
     MAX_RESERVED,
     NOT_AVAILABLE_ON_NODE,
     NOT_READY,
@@ -62,8 +63,9 @@ __all__ = [
 ]
 
 
-def _unmodelled(spec: Mapping[str, Any], inv: Inventory) -> str | None:
-    """Pod features the model does not decide."""
+def _unmodelled(spec: Mapping[str, Any], inv: Inventory, extended_claimed: bool = False) -> str | None:
+    """Pod features the model does not decide (extended resources backed by DRA are decided once the
+    pod carries the claim the scheduler would make for them: `extended_claimed`)."""
     affinity = as_dict(spec.get("affinity"))
     if affinity.get("podAffinity") or affinity.get("podAntiAffinity"):
         return "inter-pod affinity"
@@ -74,7 +76,9 @@ def _unmodelled(spec: Mapping[str, Any], inv: Inventory) -> str | None:
     extended = {
         str(as_dict(c.get("spec")).get("extendedResourceName") or "") for c in inv.classes.values()
     } - {""}
-    for container in [*as_list(spec.get("containers")), *as_list(spec.get("initContainers"))]:
+    for container in (
+        [] if extended_claimed else [*as_list(spec.get("containers")), *as_list(spec.get("initContainers"))]
+    ):
         limits = as_dict(as_dict(as_dict(container).get("resources")).get("limits"))
         for name in limits:
             if name in extended or str(name).startswith("deviceclass.resource.kubernetes.io/"):
@@ -245,7 +249,8 @@ class Placement:
         if claims and result.node not in outcomes_of:
             result.allocations = self._allocate(to_allocate, claims, result.node or "")
         # What the model does not weigh could still keep the pod off every node: unknown, never "fits".
-        result.unknown = _unmodelled(pod.spec, self.inv)
+        claimed = any(pc.name == EXTENDED_CLAIM for pc in pod.claims)
+        result.unknown = _unmodelled(pod.spec, self.inv, claimed)
         result.outcome = "unknown" if result.unknown else "fits"
         return result
 

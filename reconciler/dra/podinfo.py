@@ -75,6 +75,10 @@ def _allocatable(node: Mapping[str, Any], name: str, scale: int) -> int:
     return int(q * scale) if q is not None else 0
 
 
+# The pod's name for the claim the scheduler makes for extended resources backed by DRA.
+EXTENDED_CLAIM = "extended-resources"
+
+
 @dataclass
 class PodClaim:
     name: str  # the pod's name for it (pod.spec.resourceClaims[].name)
