@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.errors import ManifestError
 from reconciler.model import dra
 from reconciler.model.generators import generated_template
 from reconciler.model.objects import Manifest, ObjRef, api_version_only
@@ -40,7 +41,7 @@ class ClusterFacts:
     unavailable: list[str] = field(default_factory=list)  # group versions discovery could not read
 
 
-def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
+def object_doc(manifest: Manifest, stage: int | None = None, live: bool = False) -> dict[str, Any]:
     """The manifest as written plus its `_dra` block."""
     ref = manifest.ref
     info = dra.describe(manifest.body, ref.namespace).to_json()
@@ -58,7 +59,22 @@ def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
             "stage": stage_of(manifest) if stage is None else stage,
         }
     )
+    rollout = _rollout(manifest, live)
+    if rollout is not None:
+        info["rollout"] = rollout
     return {**manifest.body, "_dra": info}
+
+
+def _rollout(manifest: Manifest, live: bool) -> dict[str, Any] | None:
+    """`_dra.rollout` of a main driver DaemonSet; a live object's unreadable annotation is not the change's
+    mistake (it has none then), the desired state's is an error at its file:line."""
+    try:
+        spec = dra.rollout_of(manifest.body, manifest.where)
+    except ManifestError:
+        if live:
+            return None
+        raise
+    return spec.to_json() if spec is not None else None
 
 
 def _with_driver_config(
@@ -284,7 +300,7 @@ def build_input(
     cluster_doc = None
     release_block = None
     if cluster is not None:
-        live = [object_doc(manifest) for manifest in cluster.objects]
+        live = [object_doc(manifest, live=True) for manifest in cluster.objects]
         _mark_removed_with_owner(live, {str(c.ref) for c in plan.changes if c.op == "delete"})
         cluster_doc = {
             "version": cluster.version,
