@@ -116,9 +116,18 @@ def rollout_of(body: dict[str, Any], where: str) -> RolloutSpec | None:
     main_daemonset = kind_of(body) == "DaemonSet" and is_driver_workload(body) and canary_for(body) is None
     if not main_daemonset:
         if text is not None:
+            if not is_driver_workload(body):
+                what = (
+                    f"this {kind_of(body) or 'object'}, which is not recognized as a driver workload (label "
+                    "app.kubernetes.io/component: kubelet-plugin, annotation dra-gitops.io/driver, or `drivers:` "
+                    "of dra-gitops.yaml)"
+                )
+            elif canary_for(body) is not None:
+                what = "a canary (it is upgraded whole before the waves)"
+            else:
+                what = f"this driver {kind_of(body)}: waves replace a DaemonSet's pods node by node"
             raise ManifestError(
-                f"annotation {ROLLOUT_ANNOTATION} belongs on a driver's main kubelet-plugin DaemonSet, "
-                f"not on this {kind_of(body) or 'object'}",
+                f"annotation {ROLLOUT_ANNOTATION} belongs on a driver's main kubelet-plugin DaemonSet, not on {what}",
                 where=where,
             )
         return None

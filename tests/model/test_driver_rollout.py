@@ -205,7 +205,9 @@ def test_annotation_mistakes_are_errors_at_the_manifest(value: str, error: str) 
 
 def test_the_annotation_elsewhere_is_an_error() -> None:
     canary = plugin_daemonset({ANNOTATION: '{waves: ["100%"]}'}, canary_for="gpu-plugin")
-    with pytest.raises(ManifestError, match="belongs on a driver's main kubelet-plugin DaemonSet"):
+    with pytest.raises(
+        ManifestError, match="belongs on a driver.s main kubelet-plugin DaemonSet, not on a canary"
+    ):
         dra.rollout_of(canary, "gpu/canary.yaml:1")
     deployment = {
         "apiVersion": "apps/v1",
@@ -213,7 +215,9 @@ def test_the_annotation_elsewhere_is_an_error() -> None:
         "metadata": {"name": "web", "annotations": {ANNOTATION: '{waves: ["100%"]}'}},
         "spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web"}]}}},
     }
-    with pytest.raises(ManifestError, match="not on this Deployment"):
+    with pytest.raises(
+        ManifestError, match="not on this Deployment, which is not recognized as a driver workload"
+    ):
         dra.rollout_of(deployment, "web.yaml:1")
 
 
@@ -232,3 +236,12 @@ def test_the_config_names_the_rollout_of_the_drivers_daemonset_and_a_differing_a
             dra.rollout_of(plugin_daemonset({ANNOTATION: same}), "gpu/plugin.yaml:1") == declared[0].rollout
         )
     assert dra.rollout_of(plugin_daemonset(), "gpu/plugin.yaml:1") is None
+
+
+def test_the_annotation_on_a_driver_controller_deployment_is_an_error() -> None:
+    controller = plugin_daemonset({ANNOTATION: '{waves: ["100%"]}'})
+    controller["kind"] = "Deployment"
+    with pytest.raises(
+        ManifestError, match="not on this driver Deployment: waves replace a DaemonSet's pods"
+    ):
+        dra.rollout_of(controller, "gpu/controller.yaml:1")

@@ -96,3 +96,19 @@ def test_a_live_daemonset_with_an_unreadable_annotation_does_not_stop_the_check(
     facts.objects = load_paths([live_dir], display_root=tmp_path).manifests
     (tmp_path / "head").mkdir()
     assert findings(tmp_path / "head", PLUGIN, CONFIG, facts) == []
+
+
+def test_a_base_with_an_unreadable_annotation_does_not_stop_the_check_of_a_head_that_fixes_it(
+    tmp_path: Path,
+) -> None:
+    base_dir, head_dir = tmp_path / "base", tmp_path / "head"
+    base_dir.mkdir()
+    head_dir.mkdir()
+    (base_dir / "plugin.yaml").write_text(
+        PLUGIN.replace("gpu.example.com}", "gpu.example.com, dra-gitops.io/rollout: 'waves: ['}")
+    )
+    (head_dir / "plugin.yaml").write_text(PLUGIN)
+    base = load_paths([base_dir / "plugin.yaml"], display_root=base_dir)
+    head = load_paths([head_dir / "plugin.yaml"], display_root=head_dir)
+    run = run_check(head, base, CheckOptions(), drivers=drivers_of(yaml.safe_load(CONFIG)))
+    assert [f.rule for f in run.result.findings if f.rule == "driver-rollout"] == []
