@@ -20,7 +20,7 @@ from reconciler.model.loader import Limits, LoadResult
 from reconciler.model.objects import Manifest
 from reconciler.model.openapi import minor_of
 from reconciler.model.plan import Plan, compute_plan
-from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads
+from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads, rollouts_of
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.gate import GATE_RULE, GateSettings, judge_gate
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
@@ -203,7 +203,7 @@ def run_check(
     With `settings` (the base's, the head's), the head is judged by the base's and `gate-settings` names
     what the change loosens."""
     seen = [*head.manifests, *(base.manifests if base else ()), *(cluster.objects if cluster else ())]
-    hints = dra.hints_of(seen, declared_workloads(drivers), allowing_no_nodes(drivers))
+    hints = dra.hints_of(seen, declared_workloads(drivers), allowing_no_nodes(drivers), rollouts_of(drivers))
     with dra.driver_hints(hints):
         return _run_check(
             head,

@@ -33,7 +33,7 @@ from reconciler.delivery.result import Delivery
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
-from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads
+from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads, rollouts_of
 from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.outcome import Outcome
 from reconciler.render.capabilities import Capabilities, from_served
@@ -113,7 +113,12 @@ def deliver(
 ) -> Delivery:
     """`_deliver` with driver workloads recognized by what the revision (and its base) say of drivers."""
     seen = [*desired.manifests.manifests, *(base.manifests.manifests if base is not None else ())]
-    hints = dra.hints_of(seen, declared_workloads(desired.drivers), allowing_no_nodes(desired.drivers))
+    hints = dra.hints_of(
+        seen,
+        declared_workloads(desired.drivers),
+        allowing_no_nodes(desired.drivers),
+        rollouts_of(desired.drivers),
+    )
     with dra.driver_hints(hints):
         return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
 

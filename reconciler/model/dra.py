@@ -57,6 +57,7 @@ from reconciler.model.dra_drivers import (
     is_driver_workload,
     mounted_config,
     recognized_by,
+    rollout_of,
     workload_driver,
 )
 from reconciler.model.dra_readers import CLASSIC_VERSIONS, DRA_GROUP, DRA_VERSIONS, dra_kind, is_dra_group
@@ -70,6 +71,7 @@ from reconciler.model.dra_workloads import (
     pod_claims,
     pod_spec_of,
 )
+from reconciler.model.driver_rollout import RolloutSpec
 from reconciler.model.objects import Manifest, api_group
 from reconciler.model.readers import api_version_of, kind_of, unique
 
@@ -103,6 +105,7 @@ def hints_of(
     manifests: Iterable[Manifest],
     declared: Mapping[tuple[str, str, str], str] | None = None,
     allow_no_nodes: Iterable[str] = (),
+    rollouts: Mapping[str, RolloutSpec] | None = None,
 ) -> DriverHints:
     """What recognizes driver workloads among `manifests` (desired, base and live objects): the drivers
     their DeviceClasses and ResourceSlices use, and the workloads `drivers:` declares."""
@@ -114,7 +117,9 @@ def hints_of(
         elif kind == "ResourceSlice":
             known.add(slice_driver(manifest.body) or "")
     known.discard("")
-    return DriverHints(frozenset(known), dict(declared or {}), frozenset(allow_no_nodes))
+    return DriverHints(
+        frozenset(known), dict(declared or {}), frozenset(allow_no_nodes), dict(rollouts or {})
+    )
 
 
 @dataclass(frozen=True)
@@ -233,6 +238,7 @@ __all__ = [
     "requested_classes",
     "requests_admin_access",
     "role_of",
+    "rollout_of",
     "slice_devices",
     "slice_driver",
     "slice_node",

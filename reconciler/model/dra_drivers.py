@@ -16,7 +16,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.errors import ManifestError
 from reconciler.model.dra_workloads import pod_spec_of
+from reconciler.model.driver_rollout import ROLLOUT_ANNOTATION, RolloutSpec
 from reconciler.model.readers import (
     annotations_of,
     as_dict,
@@ -27,6 +29,7 @@ from reconciler.model.readers import (
     kind_of,
     labels_of,
 )
+from reconciler.model.repoconfig import rollout_annotation
 from reconciler.model.server_defaults import without_container_defaults, without_volume_defaults
 
 DRIVER_ANNOTATION = "dra-gitops.io/driver"
@@ -68,6 +71,7 @@ class DriverHints:
     known_drivers: frozenset[str] = frozenset()
     declared: Mapping[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
     allow_no_nodes: frozenset[str] = frozenset()  # drivers whose main DaemonSet may run on no node
+    rollouts: Mapping[str, RolloutSpec] = dataclasses.field(default_factory=dict)  # `rollout:` by driver
 
 
 _HINTS: ContextVar[DriverHints | None] = ContextVar("driver_hints", default=None)
@@ -102,6 +106,43 @@ def allows_no_nodes(body: dict[str, Any]) -> str | None:
     if driver is not None and driver in current_hints().allow_no_nodes:
         return f"allowNoNodes of driver {driver} in dra-gitops.yaml"
     return None
+
+
+def rollout_of(body: dict[str, Any], where: str) -> RolloutSpec | None:
+    """How a main driver DaemonSet is upgraded in waves: its annotation `dra-gitops.io/rollout`, or its
+    driver's `rollout` in dra-gitops.yaml (both, differing: an error); None: as before, no waves. The
+    annotation anywhere else is an error (`where`: the manifest's file:line)."""
+    text = annotations_of(body).get(ROLLOUT_ANNOTATION)
+    main_daemonset = kind_of(body) == "DaemonSet" and is_driver_workload(body) and canary_for(body) is None
+    if not main_daemonset:
+        if text is not None:
+            if not is_driver_workload(body):
+                what = (
+                    f"this {kind_of(body) or 'object'}, which is not recognized as a driver workload (label "
+                    "app.kubernetes.io/component: kubelet-plugin, annotation dra-gitops.io/driver, or `drivers:` "
+                    "of dra-gitops.yaml)"
+                )
+            elif canary_for(body) is not None:
+                what = "a canary (it is upgraded whole before the waves)"
+            else:
+                what = f"this driver {kind_of(body)}: waves replace a DaemonSet's pods node by node"
+            raise ManifestError(
+                f"annotation {ROLLOUT_ANNOTATION} belongs on a driver's main kubelet-plugin DaemonSet, not on {what}",
+                where=where,
+            )
+        return None
+    driver = workload_driver(body)
+    declared = current_hints().rollouts.get(driver) if driver is not None else None
+    if text is None:
+        return declared
+    spec = rollout_annotation(str(text), where)
+    if declared is not None and declared != spec:
+        raise ManifestError(
+            f"annotation {ROLLOUT_ANNOTATION} and the `rollout` of driver {driver} in dra-gitops.yaml differ: "
+            "keep one",
+            where=where,
+        )
+    return spec
 
 
 def _is_driver_label(key: Any, value: Any) -> bool:

@@ -17,6 +17,13 @@ from typing import Any
 import yaml
 
 from reconciler.errors import ManifestError
+from reconciler.model.driver_rollout import (
+    ROLLOUT_ANNOTATION,
+    ROLLOUT_SCHEMA,
+    RolloutSpec,
+    check_rollout_node,
+    rollout_from,
+)
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 
@@ -64,6 +71,7 @@ _DRIVER: dict[str, Any] = {
             "type": "boolean",
             "description": "A main driver DaemonSet with 0 desired pods passes (a pool autoscaled to zero).",
         },
+        "rollout": ROLLOUT_SCHEMA,
     },
 }
 
@@ -113,7 +121,9 @@ _YAML = "tag:yaml.org,2002:"
 _SCALAR_TAGS = {
     "string": {f"{_YAML}str", f"{_YAML}int", f"{_YAML}float"},
     "boolean": {f"{_YAML}bool"},
+    "integer": {f"{_YAML}int"},
 }
+_ARTICLE = {"string": "a string", "boolean": "a boolean", "integer": "an integer"}
 
 
 def schema_text() -> str:
@@ -132,12 +142,17 @@ def _is_scalar(node: yaml.Node, kind: str) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.tag in _SCALAR_TAGS[kind]
 
 
+def _integer(node: yaml.Node) -> int:
+    return int(yaml.SafeLoader(str(node.value)).get_single_data())
+
+
 @dataclass(frozen=True)
 class _At:
     path: str
+    fixed: bool = False  # `path` is already file:line (text read from inside a manifest)
 
     def line(self, node: yaml.Node) -> str:
-        return f"{self.path}:{node.start_mark.line + 1}"
+        return self.path if self.fixed else f"{self.path}:{node.start_mark.line + 1}"
 
 
 def _validate(node: yaml.Node, schema: Mapping[str, Any], where: str, at: _At) -> None:
@@ -154,7 +169,9 @@ def _validate(node: yaml.Node, schema: Mapping[str, Any], where: str, at: _At) -
             )
     elif kind in _SCALAR_TAGS:
         if not _is_scalar(node, kind):
-            raise ManifestError(f"`{where}` must be a {kind}", where=at.line(node))
+            raise ManifestError(f"`{where}` must be {_ARTICLE[kind]}", where=at.line(node))
+        if kind == "integer" and _integer(node) < schema.get("minimum", _integer(node)):
+            raise ManifestError(f"`{where}` must be at least {schema['minimum']}", where=at.line(node))
         enum = schema.get("enum")
         if enum and node.value not in enum:
             raise ManifestError(
@@ -177,6 +194,8 @@ def _validate(node: yaml.Node, schema: Mapping[str, Any], where: str, at: _At) -
         for required in schema.get("required") or ():
             if required not in seen:
                 raise ManifestError(f"`{where}` needs `{required}`", where=at.line(node))
+    if schema is ROLLOUT_SCHEMA:
+        check_rollout_node(node, where, at.line)
     if isinstance(node, yaml.SequenceNode) and "items" in schema:
         for index, item in enumerate(node.value):
             _validate(item, schema["items"], f"{where}[{index}]", at)
@@ -236,18 +255,42 @@ class DriverDecl:
     name: str
     workloads: tuple[tuple[str, str, str], ...] = ()
     allow_no_nodes: bool = False
+    rollout: RolloutSpec | None = None
 
 
 def drivers_of(config: Mapping[str, Any]) -> tuple[DriverDecl, ...]:
     """The `drivers:` of a validated repository config."""
-    out = []
+    out: list[DriverDecl] = []
     for entry in config.get("drivers") or []:
         workloads = tuple(
             (str(w["kind"]), str(w.get("namespace") or "default"), str(w["name"]))
             for w in entry.get("workloads") or []
         )
-        out.append(DriverDecl(str(entry["name"]), workloads, entry.get("allowNoNodes") is True))
+        rollout = entry.get("rollout")
+        where = f"drivers[{len(out)}].rollout"
+        spec = rollout_from(rollout, where, where) if isinstance(rollout, Mapping) else None
+        out.append(DriverDecl(str(entry["name"]), workloads, entry.get("allowNoNodes") is True, spec))
     return tuple(out)
+
+
+def rollouts_of(drivers: tuple[DriverDecl, ...]) -> dict[str, RolloutSpec]:
+    """The drivers upgraded in waves (`rollout:`), by name."""
+    return {driver.name: driver.rollout for driver in drivers if driver.rollout is not None}
+
+
+def rollout_annotation(text: str, where: str) -> RolloutSpec:
+    """The `dra-gitops.io/rollout` annotation (YAML or JSON), validated as `drivers[].rollout` is; errors at
+    `where` (the manifest's file:line)."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"annotation {ROLLOUT_ANNOTATION} is not YAML: {exc}", where=where) from exc
+    if node is None:
+        raise ManifestError(
+            f"annotation {ROLLOUT_ANNOTATION} is empty (it needs at least `waves`)", where=where
+        )
+    _validate(node, ROLLOUT_SCHEMA, ROLLOUT_ANNOTATION, _At(where, fixed=True))
+    return rollout_from(yaml.safe_load(text), ROLLOUT_ANNOTATION, where)
 
 
 def allowing_no_nodes(drivers: tuple[DriverDecl, ...]) -> list[str]:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.errors import ManifestError
 from reconciler.model import dra
 from reconciler.model.generators import generated_template
 from reconciler.model.objects import Manifest, ObjRef, api_version_only
@@ -40,7 +41,7 @@ class ClusterFacts:
     unavailable: list[str] = field(default_factory=list)  # group versions discovery could not read
 
 
-def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
+def object_doc(manifest: Manifest, stage: int | None = None, judged: bool = True) -> dict[str, Any]:
     """The manifest as written plus its `_dra` block."""
     ref = manifest.ref
     info = dra.describe(manifest.body, ref.namespace).to_json()
@@ -58,7 +59,22 @@ def object_doc(manifest: Manifest, stage: int | None = None) -> dict[str, Any]:
             "stage": stage_of(manifest) if stage is None else stage,
         }
     )
+    rollout = _rollout(manifest, judged)
+    if rollout is not None:
+        info["rollout"] = rollout
     return {**manifest.body, "_dra": info}
+
+
+def _rollout(manifest: Manifest, judged: bool) -> dict[str, Any] | None:
+    """`_dra.rollout` of a main driver DaemonSet. An unreadable annotation of the revision judged is an error
+    at its file:line; one of the base or of a live object is not this change's mistake (it has none then)."""
+    try:
+        spec = dra.rollout_of(manifest.body, manifest.where)
+    except ManifestError:
+        if not judged:
+            return None
+        raise
+    return spec.to_json() if spec is not None else None
 
 
 def _with_driver_config(
@@ -265,7 +281,9 @@ def build_input(
     head_docs = {manifest.ref: object_doc(manifest) for manifest in head}
     # A base object parsed from the same file as the head's is the same Manifest: its doc is made once.
     same = {id(manifest): head_docs[manifest.ref] for manifest in head}
-    base_docs = {manifest.ref: same.get(id(manifest)) or object_doc(manifest) for manifest in base}
+    base_docs = {
+        manifest.ref: same.get(id(manifest)) or object_doc(manifest, judged=False) for manifest in base
+    }
     head_configs = _with_driver_config(head, head_docs)
     _with_driver_config(base, base_docs, shared=set(map(id, head_docs.values())))
     changes = [
@@ -284,7 +302,7 @@ def build_input(
     cluster_doc = None
     release_block = None
     if cluster is not None:
-        live = [object_doc(manifest) for manifest in cluster.objects]
+        live = [object_doc(manifest, judged=False) for manifest in cluster.objects]
         _mark_removed_with_owner(live, {str(c.ref) for c in plan.changes if c.op == "delete"})
         cluster_doc = {
             "version": cluster.version,

@@ -24,6 +24,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 from kubernetes.dynamic.resource import Resource
 
+from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 
 
@@ -41,6 +42,49 @@ def kube_configuration() -> Iterator[client.Configuration]:
         # The namespace controller takes its time, as a real one does (tests/contract/test_contract_namespaces.py).
         with SimCluster(namespace_content_delay=0.5) as cluster:
             yield client.Configuration(host=cluster.url)
+
+
+@pytest.fixture(scope="session")
+def workload_configuration(kube_configuration: client.Configuration) -> Iterator[client.Configuration]:
+    """A cluster that runs workloads (nodes, controllers, scheduler, kubelet) and serves DeviceTaintRule.
+
+    With KUBE_CONTRACT_URL or KUBE_CONTRACT_KUBECONFIG: that server (tests that need what it lacks skip,
+    saying so). Otherwise a second SimCluster with its control plane and resource.k8s.io v1 + v1beta2 served
+    (kube-apiserver 1.36 with DRADeviceTaintRules on).
+    """
+    if os.environ.get("KUBE_CONTRACT_URL") or os.environ.get("KUBE_CONTRACT_KUBECONFIG"):
+        yield kube_configuration
+        return
+    with SimCluster(served_versions=("v1", "v1beta2")) as cluster:
+        install(cluster, nodes=3, drivers=(), components=("controller-manager", "scheduler", "kubelet"))
+        yield client.Configuration(host=cluster.url)
+
+
+@pytest.fixture
+def wdyn(workload_configuration: client.Configuration, tmp_path: Path) -> Iterator[DynamicClient]:
+    """A DynamicClient on the cluster that runs workloads (see ``workload_configuration``)."""
+    api = client.ApiClient(workload_configuration)
+    yield DynamicClient(api, cache_file=str(tmp_path / "workload-discovery.json"))
+    api.close()
+
+
+@pytest.fixture
+def wns(wdyn: DynamicClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh Namespace on the cluster that runs workloads, deleted after the test."""
+    ns_api = wdyn.resources.get(api_version="v1", kind="Namespace")
+    base = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower().removeprefix("test_"))[:40].strip("-")
+    name = f"kc-{base}-{uuid.uuid4().hex[:6]}"
+    ns_api.create(
+        body={
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kube-contract": "true"}},
+        }
+    )
+    yield name
+    _release_finalizers(wdyn, name)
+    with contextlib.suppress(NotFoundError):
+        ns_api.delete(name=name)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ EXPECTED_RULES = {
     "claim-refs",
     "class-before-template",
     "driver-canary",
+    "driver-rollout",
     "immutable-claim",
     "no-delete-in-use",
     "served-versions",
