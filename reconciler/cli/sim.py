@@ -134,6 +134,14 @@ def sim() -> None:
     help="Keep the cluster's objects here, so that a restart with the same directory serves them again "
     "(default: in memory only).",
 )
+@click.option(
+    "--namespace-delay",
+    type=DURATION,
+    default="0s",
+    show_default=True,
+    help="How long a deleted Namespace stays Terminating with its content before the namespace controller "
+    "removes it (seconds on a real server).",
+)
 def serve(
     port: int,
     nodes: int,
@@ -152,6 +160,7 @@ def serve(
     crash_images: tuple[str, ...],
     node_monitor_grace_period: float,
     data_dir: Path | None,
+    namespace_delay: float,
 ) -> None:
     """Run the simulated cluster in the foreground until interrupted (prints its URL on stdout)."""
     from reconciler.sim.serve import ServeOptions, serve_until_stopped, start_cluster
@@ -174,6 +183,7 @@ def serve(
         crash_images=crash_images,
         node_monitor_grace_period=node_monitor_grace_period,
         data_dir=data_dir,
+        namespace_content_delay=namespace_delay,
     )
     from reconciler.sim.persist import DataDirError
 

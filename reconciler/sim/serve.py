@@ -35,6 +35,8 @@ class ServeOptions:
     crash_images: tuple[str, ...]
     node_monitor_grace_period: float
     data_dir: Path | None = None  # where the store persists across restarts (None: memory only)
+    # How long a deleted Namespace stays Terminating with its content (the namespace controller's work).
+    namespace_content_delay: float = 0.0
 
     def node_labels(self) -> list[dict[str, str]]:
         return [{"dra-gitops.io/canary": "true"} if i < self.canary_nodes else {} for i in range(self.nodes)]
@@ -54,6 +56,7 @@ def start_cluster(options: ServeOptions) -> SimCluster:
         kube_version=options.kube_version,
         audit=options.audit_log or False,
         data_dir=options.data_dir,
+        namespace_content_delay=options.namespace_content_delay,
     )
     cluster.start()
     return cluster
