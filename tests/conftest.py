@@ -11,6 +11,7 @@ worker, so a module-scoped fixture (a controller that ran every verb, a dashboar
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -65,6 +66,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:  # node ids are relative to the rootdir, the repository
         if item.nodeid.startswith(tuple(SLOW)):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def worker_kubectl_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """kubectl keeps discovery under ~/.kube/cache by host and port, which clusters of tests run side by
+    side reuse: each worker has a cache of its own, and each test too (below)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KUBECACHEDIR", str(tmp_path_factory.getbasetemp() / "kubectl-cache" / "session"))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def kubectl_cache_per_test(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    monkeypatch.setenv(
+        "KUBECACHEDIR", str(tmp_path_factory.getbasetemp() / "kubectl-cache" / uuid.uuid4().hex)
+    )
 
 
 @pytest.fixture
