@@ -11,6 +11,7 @@ worker, so a module-scoped fixture (a controller that ran every verb, a dashboar
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -52,6 +53,14 @@ SLOW: dict[str, str] = {
         "every bundled policy test through the OPA server"
     ),
 }
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: two workers per CPU this process may run on. The suite mostly waits (control planes,
+    grace periods, controllers' polls): on 2 busy cores, 4 workers ran the default set in 157 s where 2 took
+    278 s, with the same CPU time. PYTEST_XDIST_AUTO_NUM_WORKERS still says how many."""
+    named = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "")
+    return int(named) if named.isdigit() else 2 * len(os.sched_getaffinity(0))
 
 
 def pytest_configure(config: pytest.Config) -> None:
