@@ -1,11 +1,14 @@
-"""Dashboard figures (issue 21): server-side rendering and the controller's memory with the dashboard open.
+"""Dashboard figures (issues 21, 28): server-side rendering and the controller's memory with the dashboard open.
 
     python benchmarks/bench_ui.py [--repeat 20] [--objects 1000] [--strict]
 
-(a) Rendering on the server, through the dashboard's routing (`reconciler/ui/app.py`) from data in
-    memory: a target's history page with 100 entries (findings and verification chains in each), and the
-    device map with 1,000 devices on 50 nodes (600 allocated). Best and median of --repeat.
-    Target: < 100 ms each.
+(a) Rendering on the server, through the dashboard's WSGI application (`reconciler/ui/app.py`, Werkzeug
+    routing, Jinja2 templates) from data in memory: every page with 100 history entries (findings,
+    verification chains and diagnoses in each): targets, history, a commit, its report; the device map
+    with 1,000 devices on 50 nodes (600 allocated, cards), and with 10,000 devices on 1,250 nodes
+    (compact). Best and median of --repeat. Targets: < 50 ms each page, < 100 ms the 10,000-device map.
+(c) Webhook → pass start: a signed generic webhook POSTed to the receiver (waitress, a connection kept
+    alive as a forge's) until the controller's trigger runs. Best and median of 200.
 (b) Memory: RSS of a `dra-gitops run` process managing --objects objects after its first pass, while a
     reader keeps the dashboard open (every page fetched again and again, as the page's script polls).
     Target: < 150 MB.
@@ -39,10 +42,10 @@ from helpers import GitRemote  # noqa: E402
 from reconciler.cluster.client import ClusterClient  # noqa: E402
 from reconciler.ui.app import Dashboard  # noqa: E402
 from reconciler.ui.devices import DeviceCell, build_device_cells  # noqa: E402
-from reconciler.ui.report import CommitReport  # noqa: E402
 from reconciler.ui.targets import TargetView  # noqa: E402
 
-TARGET_MS = 100.0
+TARGET_MS = 50.0
+TARGET_MAP_MS = 100.0
 TARGET_MB = 150.0
 
 
@@ -53,6 +56,7 @@ class _Devices:
         self.clusters: list[tuple[str, str]] = []
         self.cluster = ""
         self.error = ""
+        self.pending: list[Any] = []
 
 
 class StaticData:
@@ -67,9 +71,6 @@ class StaticData:
 
     def target(self, name: str, shas: Sequence[str] = ()) -> TargetView | None:
         return self.view if name == self.view.name else None
-
-    def report(self, view: TargetView, sha: str) -> CommitReport:
-        return CommitReport(view.name, sha, unavailable="not in this benchmark")
 
     def version(self) -> str:
         return "1"
@@ -112,6 +113,17 @@ def history(entries: int) -> TargetView:
                 ],
                 "timings": {"check": 0.1, "dry_run": 0.2, "apply": 0.3, "verify": 1.0},
                 "message": "verification failed: pod ml/t <x>" if i % 3 == 2 else None,
+                "diagnoses": [
+                    {
+                        "mode": "exhaustion",
+                        "ref": f"ResourceClaim/ml/claim-{i}-0",
+                        "summary": "no free device",
+                        "evidence": ["8 of 8 allocated"],
+                        "recovery": ["free a device"],
+                    }
+                ]
+                if i % 3 == 2
+                else None,
             }
         )
     status = {
@@ -169,21 +181,72 @@ def devices(count: int, nodes: int = 50, allocated: int = 600) -> list[DeviceCel
 
 def bench_render(repeat: int) -> dict[str, tuple[float, float, int]]:
     """path -> (best ms, median ms, bytes)."""
+    from werkzeug.test import Client
+
     cells = devices(1000)
     assert len(cells) == 1000
-    dashboard = Dashboard(StaticData(history(100), cells))
+    view = history(100)
+    failed = view.status["history"][2]["sha"]
+    big = devices(10000, nodes=1250, allocated=6000)
+    small = Client(Dashboard(StaticData(view, cells)))
+    large = Client(Dashboard(StaticData(view, big)))
     figures = {}
-    for path in ("/targets/bench/history", "/devices", "/devices?namespace=team-3", "/"):
+    for client, path in (
+        (small, "/"),
+        (small, "/targets/bench/history"),
+        (small, "/targets/bench/history?outcome=failed&page=2"),
+        (small, f"/targets/bench/commits/{failed}"),
+        (small, f"/targets/bench/commits/{failed}/report"),
+        (small, "/devices"),
+        (small, "/devices?namespace=team-3"),
+        (large, "/devices?view=compact"),
+    ):
         times = []
         size = 0
         for _ in range(repeat):
             started = time.perf_counter()
-            answer = dashboard("GET", path, {})
+            answer = client.get(path)
+            body = answer.data
             times.append((time.perf_counter() - started) * 1000)
-            assert answer.status == 200, (path, answer.status)
-            size = len(answer.body)
-        figures[path] = (min(times), statistics.median(times), size)
+            assert answer.status_code == 200, (path, answer.status_code)
+            size = len(body)
+        key = "10,000 devices " + path if client is large else path
+        figures[key] = (min(times), statistics.median(times), size)
     return figures
+
+
+def bench_webhook(rounds: int = 200) -> tuple[float, float]:
+    """(best ms, median ms) from a webhook's POST to its trigger running."""
+    import threading
+
+    from reconciler.loop.httpserver import ControllerServer, HookTarget
+    from reconciler.loop.metrics import Metrics
+
+    fired = threading.Event()
+    token = "w" * 32
+    server = ControllerServer(
+        trigger=lambda names, reason: fired.set(),
+        metrics=Metrics(),
+        hook_targets=[HookTarget("bench", "/srv/bench.git", "main", generic_token=token.encode())],
+        webhook_port=0,
+    )
+    server.start()
+    assert server.webhook_port is not None
+    conn = http.client.HTTPConnection("127.0.0.1", server.webhook_port, timeout=30)
+    times = []
+    try:
+        for _ in range(rounds):
+            fired.clear()
+            started = time.perf_counter()
+            conn.request("POST", "/hooks/generic", body=b"{}", headers={"Authorization": f"Bearer {token}"})
+            answer = conn.getresponse()
+            answer.read()
+            assert answer.status == 202 and fired.wait(30)
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        conn.close()
+        server.stop()
+    return min(times), statistics.median(times)
 
 
 def _get(port: int, path: str) -> int:
@@ -237,7 +300,7 @@ def bench_memory(tmp: Path, objects: int, rounds: int = 20) -> tuple[float, dict
             for _ in range(rounds):
                 for path in pages:
                     statuses[path] = _get(port, path)
-            # The commit's report (a policy check of the commit, kept in the report cache) once.
+            # The commit's report (as its pass recorded it) once.
             statuses["report"] = _get(port, f"/targets/default/commits/{sha}/report")
             for path in pages:
                 statuses[path] = _get(port, path)
@@ -261,11 +324,14 @@ def main() -> int:
     args = parser.parse_args()
     missed = []
     for path, (best, median, size) in bench_render(args.repeat).items():
+        target = TARGET_MAP_MS if path.startswith("10,000") else TARGET_MS
         print(
-            f"render {path}: best {best:.1f} ms, median {median:.1f} ms, {size / 1024:.0f} KiB (target < {TARGET_MS:.0f} ms)"
+            f"render {path}: best {best:.1f} ms, median {median:.1f} ms, {size / 1024:.0f} KiB (target < {target:.0f} ms)"
         )
-        if path != "/" and median >= TARGET_MS:
+        if median >= target:
             missed.append(f"render {path}")
+    best, median = bench_webhook()
+    print(f"webhook -> pass start (trigger called): best {best:.2f} ms, median {median:.2f} ms")
     with tempfile.TemporaryDirectory() as name:
         rss, statuses = bench_memory(Path(name), args.objects)
     print(

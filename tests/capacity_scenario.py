@@ -219,6 +219,8 @@ def pod_spec(p: dict[str, Any]) -> dict[str, Any]:
         container["resources"] = {"claims": [{"name": c["name"]} for c in claims]}
     if p.get("limits"):
         container.setdefault("resources", {})["limits"] = p["limits"]
+    if p.get("requests"):
+        container.setdefault("resources", {})["requests"] = p["requests"]
     spec: dict[str, Any] = {"containers": [container]}
     if claims:
         spec["resourceClaims"] = claims

@@ -163,7 +163,7 @@ def test_canary_then_promotion_pass_and_direct_driver_change_is_denied(repo: Rep
     code, report = run_check(repo, base, direct)
     assert code == 1
     assert rules_of(report) == {"driver-canary"}
-    [finding] = [f for f in report["findings"] if f["rule"] == "driver-canary"]
+    [finding] = [f for f in report["findings"] if f["rule"] == "driver-canary" and f["severity"] == "deny"]
     assert finding["ref"] == "DaemonSet/gpu-system/gpu-plugin"
     assert finding["path"] == "manifests/10-driver.yaml" and finding["line"] == 1
 

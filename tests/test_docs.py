@@ -6,6 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -139,3 +140,65 @@ def test_the_readme_exit_codes_are_those_of_the_outcomes() -> None:
     assert {o.exit_code for o in attempted} <= _readme_codes("| `status` |")
     requested = {requested_rollback_exit_code(o) for o in (Outcome.ROLLED_BACK, Outcome.ROLLBACK_FAILED)}
     assert requested <= _readme_codes("| `rollback")
+
+
+def _verbs() -> dict[str, click.Command]:
+    """Every command a user runs, by its words: `check`, `policy test`, `sim serve`, ..."""
+    found: dict[str, click.Command] = {}
+    for name, command in cli.commands.items():
+        if isinstance(command, click.Group):
+            found.update({f"{name} {sub}": c for sub, c in command.commands.items()})
+        else:
+            found[name] = command
+    return found
+
+
+def _command_rows() -> dict[str, set[int]]:
+    """{verb: exit codes} of the README's command table; a row belongs to the longest verb it starts with."""
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    verbs = sorted(_verbs(), key=len, reverse=True)
+    rows: dict[str, set[int]] = {}
+    for line in table.splitlines():
+        cell = re.match(r"^\| `([^`]+)`", line)
+        if not cell:
+            continue
+        verb = next(v for v in verbs if cell.group(1) == v or cell.group(1).startswith(v + " "))
+        assert verb not in rows, f"two README rows for {verb}"
+        rows[verb] = {
+            int(code) for code in re.findall(r"\b\d\b", line.rstrip().rstrip("|").rsplit("|", 1)[-1])
+        }
+    return rows
+
+
+def test_the_readme_exit_code_table_lists_every_verbs_codes() -> None:
+    rows = _command_rows()
+    verbs = _verbs()
+    assert set(rows) == set(verbs), sorted(set(rows) ^ set(verbs))
+    documented = {int(code) for code in re.findall(r"^\| (\d) \| ", (ROOT / "README.md").read_text(), re.M)}
+    for verb, command in verbs.items():
+        assert rows[verb] <= documented, verb
+        # Every verb refuses a usage mistake with 2.
+        result = CliRunner().invoke(cli, [*verb.split(), "--no-such-option"])
+        assert result.exit_code == 2, (verb, result.output)
+        assert 2 in rows[verb], f"README: {verb} exits 2 on a usage error"
+        # A verb that can talk to an OPA server exits 4 when it fails (tests/policy/test_opa_errors.py).
+        if any(param.name == "opa_url" for param in command.params):
+            assert 4 in rows[verb], f"README: {verb} takes --opa-url and exits 4 when the server fails"
+    assert rows["policy test"] == {0, 1, 2, 4}  # passed; failed or an OPA difference; usage; OPA failed
+    assert rows["policy bundle"] == {0, 1, 2}  # written; a policy or key that cannot be bundled; usage
+
+
+def test_policy_test_and_bundle_exit_with_the_documented_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    assert runner.invoke(cli, ["policy", "test", str(EXAMPLE_POLICIES)]).exit_code == 0
+    (tmp_path / "t_test.rego").write_text("package dra.t_test\n\ntest_fails if 1 == 2\n")
+    assert runner.invoke(cli, ["policy", "test", str(tmp_path)]).exit_code == 1
+    assert runner.invoke(cli, ["policy", "test", "--opa-url", "ftp://x:1"]).exit_code == 2
+    assert runner.invoke(cli, ["policy", "test", "--opa-url", "http://127.0.0.1:9", "-q"]).exit_code == 4
+    out = tmp_path / "bundle.tar.gz"
+    assert runner.invoke(cli, ["policy", "bundle", "-o", str(out), "-q"]).exit_code == 0 and out.exists()
+    (tmp_path / "lib.rego").write_text("package lib\n\nx := 1\n")
+    refused = runner.invoke(cli, ["policy", "bundle", "-o", str(out), "--policy-dir", str(tmp_path)])
+    assert refused.exit_code == 1 and "outside the bundle root" in refused.output
+    assert runner.invoke(cli, ["policy", "bundle"]).exit_code == 2  # -o is required

@@ -1,4 +1,5 @@
-"""The controller's HTTP endpoints over real HTTP on 127.0.0.1: probes, metrics and signed webhooks."""
+"""The controller's HTTP endpoints over real HTTP on 127.0.0.1 (waitress): probes, metrics and signed
+webhooks, the two listeners, the request limits and the security headers on every answer."""
 
 from __future__ import annotations
 
@@ -157,8 +158,9 @@ def test_methods_and_paths(server: ControllerServer) -> None:
     status, _, response = request(server, "GET", "/hooks/github")
     assert status == 405 and response.getheader("Allow") == "POST"
     status, _, response = request(server, "POST", "/metrics", b"x")
-    assert status == 405 and response.getheader("Allow") == "GET"
+    assert status == 405 and response.getheader("Allow") == "GET, HEAD"
     assert request(server, "DELETE", "/healthz")[0] == 405
+    assert request(server, "HEAD", "/healthz")[0] == 200
     assert request(server, "PUT", "/hooks/generic", b"{}")[0] == 405
 
 
@@ -321,22 +323,34 @@ def test_413_is_sent_before_the_body_arrives(server: ControllerServer) -> None:
     assert answer.startswith(b"HTTP/1.1 413 ")
 
 
-def test_chunked_bodies_are_refused(server: ControllerServer, recorder: Recorder) -> None:
+def test_chunked_bodies_are_decoded_within_the_same_limit(
+    server: ControllerServer, recorder: Recorder
+) -> None:
+    """waitress decodes a chunked body and counts it against the same limit as an announced one."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(
             b"POST /hooks/generic HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer lab-token\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
         )
         answer = sock.recv(4096)
-    assert answer.startswith(b"HTTP/1.1 411 ")
-    assert recorder.calls == []
+    assert answer.startswith(b"HTTP/1.1 202 ")
+    assert recorder.calls == [({"lab"}, "generic webhook")]
+    chunk = b"x" * 3000
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /hooks/generic HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer lab-token\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + (b"%x\r\n" % len(chunk) + chunk + b"\r\n") * 2
+        )
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 413 ")
+    assert len(recorder.calls) == 1
 
 
 # ---- logs, secrets, helpers ------------------------------------------------------------------------------------
 
 
 def test_logs_carry_no_secret_and_no_body(server: ControllerServer, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="reconciler.loop.httpserver")
+    caplog.set_level(logging.DEBUG, logger="reconciler.loop")
     body = push()
     request(server, "POST", "/hooks/github?token=query-secret", body, github_headers(body))
     request(
@@ -396,3 +410,86 @@ def test_parse_listen() -> None:
     for bad in ("8080", "host:", "host:99999", "host:http"):
         with pytest.raises(UserError, match="^--listen: expected HOST:PORT"):
             parse_listen(bad)
+
+
+# ---- limits, headers and the two listeners ----------------------------------------------------------------
+
+
+def raw(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    return answer
+
+
+def test_every_answer_carries_the_security_headers(server: ControllerServer) -> None:
+    """The application's answers and waitress's own refusals alike (404, 405, 413, 414, 431, 400)."""
+    answers = [
+        request(server, "GET", "/nowhere")[2],
+        request(server, "PUT", "/healthz", b"x")[2],
+        request(server, "POST", "/hooks/github", b"x" * 5000)[2],
+        request(server, "GET", "/healthz?" + "q" * 9000)[2],
+        request(server, "GET", "/healthz", headers={"X-Big": "b" * 20000})[2],
+        request(server, "GET", "/healthz", headers={"X-Huge": "b" * 70000})[2],
+        request(server, "GET", "/healthz")[2],
+    ]
+    assert [a.status for a in answers] == [404, 405, 413, 414, 431, 431, 200]
+    for answer in answers:
+        assert answer.getheader("X-Content-Type-Options") == "nosniff", answer.status
+        assert "frame-ancestors 'none'" in answer.getheader("Content-Security-Policy", ""), answer.status
+        assert answer.getheader("Server") == "dra-gitops"
+    garbage = raw(server.port, b"NOT HTTP AT ALL\r\n\r\n")
+    assert garbage.split(b" ")[1] == b"400" and b"X-Content-Type-Options: nosniff" in garbage
+
+
+def test_a_half_open_connection_holds_no_thread(server: ControllerServer) -> None:
+    """Clients that stop mid-request (more of them than the server has threads) do not stop others."""
+    stalled = []
+    try:
+        for _ in range(8):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(b"POST /hooks/generic HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            stalled.append(sock)
+        assert request(server, "GET", "/healthz")[0] == 200
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_the_webhook_receiver_serves_hooks_only(recorder: Recorder, metrics: Metrics) -> None:
+    endpoints = ControllerServer(
+        trigger=recorder, metrics=metrics, hook_targets=TARGETS, max_body=4096, webhook_port=0
+    )
+    operator = endpoints.start()
+    assert endpoints.webhook_port not in (None, operator)
+    receiver = endpoints.webhook_port
+    assert receiver is not None
+
+    def on(
+        port: int, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> int:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            connection.request(method, path, body=body or None, headers=headers or {})
+            return connection.getresponse().status
+        finally:
+            connection.close()
+
+    try:
+        bearer = {"Authorization": f"Bearer {GENERIC_TOKEN.decode()}"}
+        assert on(receiver, "POST", "/hooks/generic", b"", bearer) == 202
+        assert on(operator, "POST", "/hooks/generic", b"", bearer) == 404  # the hooks left the operator port
+        for path in ("/healthz", "/readyz", "/metrics", "/"):
+            assert on(receiver, "GET", path) == 404, path  # what an Ingress publishes: the hooks alone
+        assert on(operator, "GET", "/healthz") == 200 and on(operator, "GET", "/metrics") == 200
+        body = b"x" * 5000
+        assert on(receiver, "POST", "/hooks/generic", body, bearer) == 413
+    finally:
+        endpoints.stop()
+    assert recorder.calls == [({"prod"}, "generic webhook")]
+    assert webhook_counts(metrics) == {("generic", "accepted"): 1, ("generic", "too_large"): 1}

@@ -80,3 +80,29 @@ test_failure_advice_replaces_the_default if {
 	endswith(f.msg, "does not exist; create the ResourceClaimTemplate or fix the pod's resourceClaims")
 	not contains(f.msg, "free devices")
 }
+
+at_risk_failure := object.union(failure, {
+	"pods": ["ml/trainer-3"],
+	"subject": "pod ml/trainer-3 (1 of 4)",
+	"reason": "fits in 1 of 2 equally likely placements; where it does not: node-1, node-2: claim gpu: needs 2, 1 of 2 matching devices free (1 held by pods placed before it)",
+	"advice": "where the scheduler puts ml/trainer-0 decides it (equal scores); one more matching device on node-1, node-2, fewer devices per claim, a matchAttribute, or a nodeSelector that keeps the earlier pods off the node this one needs removes the risk",
+	"at_risk": true,
+})
+
+test_at_risk_pod_warns_even_with_capacity_deny if {
+	inp := {"capacity": {"failures": [at_risk_failure]}, "params": {"capacity_deny": true}}
+	count(capacity.deny) == 0 with input as inp
+	some f in capacity.warn with input as inp
+	contains(f.msg, "pod ml/trainer-3 (1 of 4) may not be scheduled: fits in 1 of 2 equally likely placements")
+	contains(f.msg, "removes the risk")
+}
+
+test_at_risk_pod_denies_with_its_param if {
+	inp := {"capacity": {"failures": [at_risk_failure, failure]}, "params": {"capacity_deny_at_risk": true}}
+	count(capacity.deny) == 1 with input as inp
+	some d in capacity.deny with input as inp
+	contains(d.msg, "may not be scheduled")
+	count(capacity.warn) == 1 with input as inp
+	some w in capacity.warn with input as inp
+	contains(w.msg, "cannot be scheduled")
+}

@@ -4,7 +4,9 @@
 #   Every device class that a ResourceClaim or ResourceClaimTemplate requests (every alternative of a
 #   prioritized list, every resource.k8s.io version; a v1alpha2 ResourceClass by resourceClassName) must
 #   exist in the desired state or in the cluster, and the change must not apply the class in a later
-#   stage than the claim (a dra-gitops.io/stage override) unless the class already exists.
+#   stage than the claim (a dra-gitops.io/stage override) unless the class already exists. Extended
+#   resources backed by DRA count too: deviceclass.resource.kubernetes.io/<class> needs the class, and a
+#   class's extendedResourceName must not come later than the pods requesting it.
 # custom:
 #   id: class-before-template
 #   severity: deny
@@ -85,6 +87,46 @@ deny contains v if {
 	msg := sprintf(
 		"%s requests %s %s, which this change applies in a later stage (%d) than the claim (%d); drop the dra-gitops.io/stage override so the class comes first",
 		[obj._dra.ref, class_kind(obj), class, stage, obj._dra.stage],
+	)
+	v := violation(obj, msg)
+}
+
+# --- extended resources backed by DRA (DeviceClass spec.extendedResourceName, 1.34+) ------------------
+
+alias_prefix := "deviceclass.resource.kubernetes.io/"
+
+pod_makers := [obj | some obj in input.objects; obj._dra.role in {"workload", "driver", "driver-canary"}]
+
+# `deviceclass.resource.kubernetes.io/<class>`: the implicit name of every DeviceClass.
+deny contains v if {
+	some obj in pod_makers
+	some name in object.get(obj._dra, "extended_resources", [])
+	startswith(name, alias_prefix)
+	class := substring(name, count(alias_prefix), -1)
+	not known_class(class)
+	msg := sprintf(
+		"%s requests extended resource %s of DeviceClass %s, which exists neither in the desired state nor in the cluster; add the class or fix the resource name",
+		[obj._dra.ref, name, class],
+	)
+	v := violation(obj, msg)
+}
+
+# The class behind an extended resource name: its alias, or the class whose extendedResourceName it is.
+backing_class(name) := substring(name, count(alias_prefix), -1) if {
+	startswith(name, alias_prefix)
+} else := object.get(input.index, ["extended_resources", name], null)
+
+deny contains v if {
+	some obj in pod_makers
+	some name in object.get(obj._dra, "extended_resources", [])
+	class := backing_class(name)
+	class != null
+	stage := class_stage[class]
+	stage > obj._dra.stage
+	not preexisting_class(class)
+	msg := sprintf(
+		"%s requests extended resource %s of DeviceClass %s, which this change applies in a later stage (%d) than the workload (%d); drop the dra-gitops.io/stage override so the class comes first",
+		[obj._dra.ref, name, class, stage, obj._dra.stage],
 	)
 	v := violation(obj, msg)
 }

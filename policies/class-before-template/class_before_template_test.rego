@@ -239,3 +239,39 @@ test_class_stage_from_the_index if {
 	denials := class_before_template.deny with input as object.union(doc(objects, [], null), {"index": indexed})
 	count(denials) == 1
 }
+
+# --- extended resources backed by DRA -------------------------------------------------------------
+
+pod_workload(names, stage) := {
+	"apiVersion": "apps/v1",
+	"kind": "Deployment",
+	"metadata": {"name": "trainer", "namespace": "ml"},
+	"_dra": meta("Deployment", "ml", "trainer", "workload", "v1", stage, {"group": "apps", "extended_resources": names}),
+}
+
+mapped_class(stage) := object.union(class("v1", "gpu.example.com", stage), {"spec": {"extendedResourceName": "example.com/gpu"}})
+
+with_extended(objects) := object.union(doc(objects, [], null), {"index": object.union(index(objects), {"extended_resources": {"example.com/gpu": "gpu.example.com"}})})
+
+test_alias_of_a_missing_class_is_denied if {
+	denials := deny_for([pod_workload(["deviceclass.resource.kubernetes.io/gpu.example.com"], 4)])
+	count(denials) == 1
+	some d in denials
+	contains(d.msg, "requests extended resource deviceclass.resource.kubernetes.io/gpu.example.com of DeviceClass gpu.example.com, which exists neither")
+}
+
+test_alias_of_a_class_in_the_change_passes if {
+	count(deny_for([class("v1", "gpu.example.com", 2), pod_workload(["deviceclass.resource.kubernetes.io/gpu.example.com"], 4)])) == 0
+}
+
+test_a_mapped_name_whose_class_comes_later_is_denied if {
+	objects := [mapped_class(4), pod_workload(["example.com/gpu"], 2)]
+	denials := class_before_template.deny with input as with_extended(objects)
+	count(denials) == 1
+	some d in denials
+	contains(d.msg, "requests extended resource example.com/gpu of DeviceClass gpu.example.com, which this change applies in a later stage (4) than the workload (2)")
+}
+
+test_a_device_plugin_resource_no_class_maps_passes if {
+	count(deny_for([pod_workload(["vendor.example/fpga"], 4)])) == 0
+}

@@ -8,7 +8,12 @@
 #   template in the base revision. Creating a driver for the first time is allowed. A canary that is
 #   not limited to canary nodes (no nodeSelector, no node affinity) is a warning, and so is (with
 #   cluster data) an unchanged canary DaemonSet that runs on no node: 0 pods desired, or no live Node
-#   matches its nodeSelector. (A changed one fails its stage at apply time.)
+#   matches its nodeSelector, or its canary nodes are not Ready. (A changed one fails its stage at apply
+#   time.) A change of the content of a ConfigMap or Secret a main driver's pods read is denied the same
+#   way: a canary (reading it, or its own copy with that content) must have run it in the base. Driver
+#   workloads are DaemonSets, Deployments (a driver's controller) and StatefulSets recognized by label,
+#   plugin-directory mount, a driver name they carry, or `drivers:` of dra-gitops.yaml. A main driver
+#   workload that can also run on its canary's nodes is a warning.
 # custom:
 #   id: driver-canary
 #   severity: deny
@@ -28,12 +33,39 @@ param(name, default_value) := object.get(object.get(input, "params", {}), name, 
 
 offline if object.get(input, "cluster", null) == null
 
-# `canary` is a canary of `main` running the same (normalised) pod template.
+# `canary` is a canary of `main` running the same (normalised) pod template and reading the same config
+# content (its own copy of the main driver's ConfigMaps counts when equal; a live object's is unknown).
 runs_template_of(canary, main) if {
 	canary._dra.role == "driver-canary"
 	canary._dra.canary_for == main._dra.name
 	canary._dra.namespace == main._dra.namespace
 	canary._dra.driver_template == main._dra.driver_template
+	same_config(canary, main)
+}
+
+same_config(canary, main) if object.get(canary._dra, "driver_config", null) == null
+
+same_config(canary, main) if object.get(main._dra, "driver_config", null) == null
+
+same_config(canary, main) if canary._dra.driver_config == main._dra.driver_config
+
+# With cluster data the canary must also have run that config content: in the base revision (the
+# cluster's objects carry no ConfigMap content), when the change is to config.
+config_canary_applied(main) if {
+	some canary in input.base_objects
+	runs_template_of(canary, main)
+	canary._dra.driver_config == main._dra.driver_config
+	live_healthy_or_offline(canary)
+}
+
+live_healthy_or_offline(_) if offline
+
+live_healthy_or_offline(canary) if {
+	not offline
+	some live in object.get(input.cluster, "objects", [])
+	live._dra.ref == canary._dra.ref
+	live._dra.driver_template == canary._dra.driver_template
+	healthy(live)
 }
 
 # Rollout state from the live object's status; no status means nothing to judge (treated as healthy).
@@ -116,6 +148,34 @@ why_not(main) := sprintf(
 	[main._dra.name],
 )
 
+# A ConfigMap or Secret a main driver reads changes its content: every driver pod would take the new
+# content at once, so a canary (reading this ConfigMap or its own copy) must have run it first.
+deny contains v if {
+	some change in input.changes
+	change.driver_change == true
+	some main in object.get(change, "driver_workloads", [])
+	not config_canary_applied(main)
+	obj := changed_object(change)
+	msg := sprintf(
+		"%s changes the config driver %s reads, but no already-applied canary runs that content: %s",
+		[change.ref, main._dra.ref, config_why_not(main)],
+	)
+	v := violation(obj, msg)
+}
+
+changed_object(change) := change.new if change.new != null else := change.old
+
+config_why_not(main) := sprintf(
+	"canary %s reads different content; give the canary (or its own copy of this config) the new content first, then promote it",
+	[refs(canaries)],
+) if {
+	canaries := canaries_of(main)
+	count(canaries) > 0
+} else := sprintf(
+	"it has no canary; add a workload annotated dra-gitops.io/canary-for: %s, limited to canary nodes, reading this content, and roll it out there first",
+	[main._dra.name],
+)
+
 deny contains v if {
 	some change in input.changes
 	change.op == "update"
@@ -180,7 +240,9 @@ runs_nowhere(live) if {
 	count([n | some n in live_nodes; node_matches(n, selector)]) == 0
 }
 
-nowhere_where(obj) := sprintf("nodeSelector %s matches no node", [selector_text(selector)]) if {
+nowhere_where(obj) := sprintf("%s %s not Ready", [concat(", ", names), be(names)]) if {
+	names := unready_canary_nodes(obj)
+} else := sprintf("nodeSelector %s matches no node", [selector_text(selector)]) if {
 	selector := object.get(pod_spec(obj), "nodeSelector", {})
 	count(selector) > 0
 } else := "its node affinity matches no node"
@@ -200,8 +262,105 @@ warn contains v if {
 	live._dra.driver_template == obj._dra.driver_template # unchanged: a changed one fails at apply
 	runs_nowhere(live)
 	msg := sprintf(
-		"%s: canary for %s runs on no node (%s, 0 pods desired), so it verifies nothing; label a canary node: %s",
-		[obj._dra.ref, obj._dra.canary_for, nowhere_where(live), label_hint(live)],
+		"%s: canary for %s runs on no node (%s, 0 pods desired), so it verifies nothing; %s",
+		[obj._dra.ref, obj._dra.canary_for, nowhere_where(live), nowhere_fix(live)],
 	)
 	v := violation(obj, msg)
+}
+
+be(names) := "is" if count(names) == 1 else := "are"
+
+node_ready(node) if {
+	some condition in object.get(node, ["status", "conditions"], [])
+	condition.type == "Ready"
+	condition.status == "True"
+}
+
+# The canary nodes its nodeSelector matches, when every one of them is not Ready.
+unready_canary_nodes(obj) := names if {
+	selector := object.get(pod_spec(obj), "nodeSelector", {})
+	count(selector) > 0
+	matching := [n | some n in live_nodes; node_matches(n, selector)]
+	count(matching) > 0
+	every n in matching {
+		not node_ready(n)
+	}
+	names := sort([n.metadata.name | some n in matching])
+}
+
+nowhere_fix(obj) := sprintf("bring %s back (kubectl describe node %s)", [concat(", ", names), names[0]]) if {
+	names := unready_canary_nodes(obj)
+} else := sprintf("label a canary node: %s", [label_hint(obj)])
+
+# --- a main driver workload that can run on its canary's nodes --------------------------------------
+
+node_terms(obj) := object.get(
+	pod_spec(obj),
+	["affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"],
+	[],
+)
+
+# The labels that make a node a canary node: the canary's nodeSelector and its required In-expressions.
+canary_labels(canary) := {[k, v] | some k, v in object.get(pod_spec(canary), "nodeSelector", {})} | {[e.key, val] |
+	some term in node_terms(canary)
+	some e in object.get(term, "matchExpressions", [])
+	e.operator == "In"
+	some val in object.get(e, "values", [])
+}
+
+excludes(main, key, value) if {
+	selector := object.get(pod_spec(main), "nodeSelector", {})
+	object.get(selector, key, value) != value
+}
+
+excludes(main, key, value) if {
+	terms := node_terms(main)
+	count(terms) > 0
+	every term in terms {
+		term_excludes(term, key, value)
+	}
+}
+
+term_excludes(term, key, _) if {
+	some e in object.get(term, "matchExpressions", [])
+	e.key == key
+	e.operator == "DoesNotExist"
+}
+
+term_excludes(term, key, value) if {
+	some e in object.get(term, "matchExpressions", [])
+	e.key == key
+	e.operator == "NotIn"
+	value in object.get(e, "values", [])
+}
+
+term_excludes(term, key, value) if {
+	some e in object.get(term, "matchExpressions", [])
+	e.key == key
+	e.operator == "In"
+	not value in object.get(e, "values", [])
+}
+
+excludes_any(main, labels) if {
+	some [key, value] in labels
+	excludes(main, key, value)
+}
+
+warn contains v if {
+	some canary in input.objects
+	canary._dra.role == "driver-canary"
+	labels := canary_labels(canary)
+	count(labels) > 0
+	some main in input.objects
+	main._dra.role == "driver"
+	main.kind == canary.kind
+	main._dra.name == canary._dra.canary_for
+	main._dra.namespace == canary._dra.namespace
+	not excludes_any(main, labels)
+	shown := concat(", ", sort([sprintf("%s=%s", [k, val]) | some [k, val] in labels]))
+	msg := sprintf(
+		"%s can also run on the canary's nodes (%s), where it would race its canary %s; keep it off them (node affinity: DoesNotExist or NotIn on that label)",
+		[main._dra.ref, shown, canary._dra.ref],
+	)
+	v := violation(main, msg)
 }

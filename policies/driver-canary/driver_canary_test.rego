@@ -322,3 +322,94 @@ test_offline_no_nowhere_warning if {
 	]
 	count(result) == 0
 }
+
+# --- a main driver workload that can run on its canary's nodes (warn) ------------------------------
+
+off_canary_nodes := {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "dra-gitops.io/canary", "operator": "DoesNotExist"}]}]}}}}
+
+test_main_that_can_run_on_canary_nodes_warns if {
+	result := warnings([main("v1"), canary("v1")], {})
+	count(result) == 1
+	some w in result
+	w.ref == "DaemonSet/gpu-system/plugin"
+	contains(w.msg, "can also run on the canary's nodes (dra-gitops.io/canary=true)")
+}
+
+test_main_kept_off_canary_nodes_no_warning if {
+	kept_off := workload("DaemonSet", "plugin", "driver", null, "v1", off_canary_nodes)
+	count(warnings([kept_off, canary("v1")], {})) == 0
+}
+
+test_main_on_other_nodes_by_selector_no_warning if {
+	elsewhere := workload("DaemonSet", "plugin", "driver", null, "v1", {"nodeSelector": {"dra-gitops.io/canary": "false"}})
+	count(warnings([elsewhere, canary("v1")], {})) == 0
+}
+
+# --- a change of the config a main driver reads ------------------------------------------------------
+
+with_config(obj, digest) := object.union(obj, {"_dra": object.union(obj._dra, {"driver_config": digest})})
+
+config_map(mode) := {
+	"apiVersion": "v1",
+	"kind": "ConfigMap",
+	"metadata": {"name": "mode", "namespace": "gpu-system"},
+	"data": {"mode": mode},
+	"_dra": {"ref": "ConfigMap/gpu-system/mode", "path": "10-driver/mode.yaml", "line": 1, "role": "other"},
+}
+
+config_change(base_canary) := result if {
+	new_main := with_config(main("v1"), "individual")
+	change := {
+		"op": "update",
+		"ref": "ConfigMap/gpu-system/mode",
+		"stage": 4,
+		"old": config_map("grouped"),
+		"new": config_map("individual"),
+		"driver_change": true,
+		"driver_workloads": [new_main],
+	}
+	result := driver_canary.deny with input as doc(
+		[new_main, config_map("individual"), base_canary],
+		[with_config(main("v1"), "grouped"), base_canary],
+		[change],
+		null,
+	)
+}
+
+test_config_change_without_the_canary_running_it_is_denied if {
+	result := config_change(with_config(canary("v1"), "grouped"))
+	count(result) == 1
+	some d in result
+	d.ref == "ConfigMap/gpu-system/mode"
+	contains(d.msg, "changes the config driver DaemonSet/gpu-system/plugin reads")
+	contains(d.msg, "reads different content")
+}
+
+test_config_change_the_canary_already_ran_passes if {
+	count(config_change(with_config(canary("v1"), "individual"))) == 0
+}
+
+test_config_change_with_a_canary_on_another_template_is_denied if {
+	count(config_change(with_config(canary("v0"), "individual"))) == 1
+}
+
+# --- a canary whose node is not Ready ---------------------------------------------------------------
+
+with_ready(n, ready) := object.union(n, {"status": {"conditions": [{"type": "Ready", "status": ready}]}})
+
+test_canary_whose_node_is_not_ready_says_so if {
+	down := with_ready(node("node-2", {"dra-gitops.io/canary": "true"}), "False")
+	result := nowhere_warnings([canary("v2")], [down, plain_node, observed(canary("v2"), 0)])
+	count(result) == 1
+	some w in result
+	contains(w.msg, "runs on no node (node-2 is not Ready, 0 pods desired)")
+	contains(w.msg, "bring node-2 back (kubectl describe node node-2)")
+	not contains(w.msg, "label a canary node")
+}
+
+test_canary_with_a_ready_node_still_asks_for_a_label_when_nothing_matches if {
+	up := with_ready(plain_node, "True")
+	result := nowhere_warnings([canary("v2")], [up, observed(canary("v2"), 0)])
+	some w in result
+	contains(w.msg, "label a canary node")
+}

@@ -4,7 +4,9 @@
 #   A change must not delete a DeviceClass (or v1alpha* ResourceClass) that a claim or template still
 #   requests, nor a ResourceClaimTemplate or ResourceClaim that a workload still references. Users are
 #   the objects of the desired state and, with cluster data, live objects that this change neither
-#   manages nor deletes (generated claims, pods, other teams' workloads).
+#   manages nor deletes (generated claims, pods, other teams' workloads); live objects whose owner the
+#   change deletes (the pods of a deleted Deployment, Job, StatefulSet or DaemonSet, their generated
+#   claims) go with it and are not users.
 # custom:
 #   id: no-delete-in-use
 #   severity: deny
@@ -36,12 +38,14 @@ deleted_refs := {change.ref | some change in input.changes; change.op == "delete
 
 head_refs := {obj._dra.ref | some obj in input.objects}
 
-# Live objects the change does not manage (not in the desired state) and does not delete.
+# Live objects the change does not manage (not in the desired state) and does not delete, directly or
+# through an owner it deletes (`_dra.removed_with`: the pods of a deleted Deployment go with it).
 unmanaged_live contains obj if {
 	input.cluster != null
 	some obj in object.get(input.cluster, "objects", [])
 	not obj._dra.ref in head_refs
 	not obj._dra.ref in deleted_refs
+	not obj._dra.removed_with
 }
 
 candidates contains obj if {

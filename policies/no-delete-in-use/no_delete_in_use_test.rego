@@ -172,3 +172,17 @@ test_delete_other_kinds_ignored if {
 	ns := obj("Namespace", "", "ml", "namespace", {})
 	count(denials([pod("worker", [], ["ml/shared"])], [delete(ns)], null)) == 0
 }
+
+# A deleted Deployment's pods go with it (the input marks them `removed_with`): they keep nothing in use.
+test_pods_removed_with_their_deleted_owner_are_no_users if {
+	tmpl := template("single-gpu", "gpu.example.com")
+	owner := deployment("trainer", ["ml/single-gpu"])
+	gone := object.union(pod("trainer-abc-1", ["ml/single-gpu"], []), {"_dra": {"removed_with": "Deployment/ml/trainer"}})
+	count(no_delete_in_use.deny) == 0 with input as doc([], [delete(tmpl), delete(owner)], [tmpl, owner, gone])
+}
+
+test_a_pod_whose_owner_stays_is_still_a_user if {
+	tmpl := template("single-gpu", "gpu.example.com")
+	stays := pod("trainer-abc-1", ["ml/single-gpu"], [])
+	count(no_delete_in_use.deny) == 1 with input as doc([], [delete(tmpl)], [tmpl, stays])
+}

@@ -69,7 +69,13 @@ cluster_136(dra_versions, kinds, deprecated) := {
 	"index": {},
 }
 
-four_kinds(versions) := {k: versions | some k in ["DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"]}
+# A literal object: OPA's type checker refuses the comprehension `{k: versions | some k in [...]}` here.
+four_kinds(versions) := {
+	"DeviceClass": versions,
+	"ResourceClaim": versions,
+	"ResourceClaimTemplate": versions,
+	"ResourceSlice": versions,
+}
 
 # default flags: resource.k8s.io/v1 only, which has no DeviceTaintRule on 1.36
 default_136 := cluster_136(["v1"], four_kinds(["v1"]), [])

@@ -38,7 +38,8 @@ def cli(ctx: click.Context, show_version: bool, verbose: int) -> None:
       1  policy denied, dry-run rejected, verification failed, or bad input
       2  usage error
       3  plan: changes pending (with --exit-code)
-      4  environment problem: cluster, git remote or OPA server unreachable, DRA API not served
+      4  environment problem: cluster, git remote or OPA server unreachable or failing, DRA API not
+         served, OPA serving a bundle of other policies
       5  rollback failed: the cluster needs a human
     """
     if show_version:

@@ -6,6 +6,7 @@ Parse, call, print, return an exit code; the pages are `reconciler/ui/`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,6 +15,8 @@ from reconciler.cli.options import (
     handle_errors,
     kube_options,
     progress_printer,
+    ui_access,
+    ui_access_options,
     verbosity_options,
     wait_for_signal,
 )
@@ -44,8 +47,10 @@ from reconciler.cli.options import (
 @click.option(
     "--token-file",
     type=click.Path(dir_okay=False),
-    help="File holding a bearer token every page then needs (a browser opens a page once with ?token=).",
+    help="File holding the token every page then needs (at least 32 bytes; a browser gives it once in "
+    "the login form and keeps a session). Required on a non-loopback --listen, unless --ui-auth=proxy.",
 )
+@ui_access_options
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -63,6 +68,7 @@ def ui_command(
     cache_dir: Path | None,
     verbose: int,
     quiet: bool,
+    **access_options: Any,
 ) -> int:
     """Serve the dashboard: targets, each target's history, commits' policy reports and the device map.
 
@@ -73,14 +79,13 @@ def ui_command(
     from reconciler.loop.clusters import TargetClusters, check_clusters
     from reconciler.loop.httpserver import parse_listen
     from reconciler.loop.targetfile import load_targets
-    from reconciler.ui.app import read_token
     from reconciler.ui.build import build_dashboard
     from reconciler.ui.places import READ_TIMEOUT
     from reconciler.ui.server import DashboardServer
 
     configure_logging(verbose, quiet, "plain")
     host, port = parse_listen(listen)
-    token = read_token(token_file)
+    access = ui_access(access_options, token_file, host)
     targets = load_targets(config_file.read_text(), str(config_file)) if config_file is not None else None
     if targets is not None:  # the targets' own kubeconfigs and contexts, before connecting
         check_clusters(targets, kubeconfig)
@@ -93,7 +98,7 @@ def ui_command(
             state_namespace=state_namespace,
             cache_dir=target_cache_dir(cache_dir) if targets is not None else None,
             fetch=True,
-            token=token,
+            access=access,
             clusters=clusters,
             home_label=f"--kubeconfig's cluster ({client.host})",
         )

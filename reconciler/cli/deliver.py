@@ -18,6 +18,7 @@ from reconciler.cli.options import (
     grace_option,
     handle_errors,
     kube_options,
+    opa_timeout_setting,
     output_option,
     policy_options,
     progress_printer,
@@ -36,21 +37,25 @@ class DesiredSource:
     rev: str
     subdir: str
 
+    def check_usage(self, base_rev: str | None = None) -> None:
+        """The usage errors of these arguments, raised before anything connects."""
+        if self.repo is not None and self.paths:
+            raise click.UsageError("give either PATH arguments or --repo, not both")
+        if base_rev and self.repo is None:
+            raise click.UsageError("--base needs --repo")
+        if self.repo is None and not self.paths:
+            raise click.UsageError("give at least one PATH, or --repo (with --rev)")
+
     def load(self, base_rev: str | None = None) -> tuple[Any, Any]:
         """The desired state, and with `base_rev` the state the cluster runs now (else None)."""
         from reconciler.delivery.desired import load_directories, load_git_revisions
         from reconciler.model.loader import DEFAULT_LIMITS
 
-        if self.repo is not None and self.paths:
-            raise click.UsageError("give either PATH arguments or --repo, not both")
-        if base_rev and self.repo is None:
-            raise click.UsageError("--base needs --repo")
+        self.check_usage(base_rev)
         if self.repo is not None:
             revisions = [self.rev, base_rev] if base_rev else [self.rev]
             loaded = load_git_revisions(self.repo, revisions, self.subdir, DEFAULT_LIMITS)
             return loaded[0], (loaded[1] if base_rev else None)
-        if not self.paths:
-            raise click.UsageError("give at least one PATH, or --repo (with --rev)")
         return load_directories(list(self.paths), DEFAULT_LIMITS), None
 
 
@@ -109,14 +114,17 @@ def plan_command(
     """
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run, render_plan
-    from reconciler.delivery.pipeline import stale_manifests
+    from reconciler.delivery.pipeline import cluster_capabilities_of, stale_manifests
     from reconciler.model.plan import compute_plan
+    from reconciler.render.capabilities import cluster_capabilities
 
-    desired, _ = source.load()
-    head = desired.manifests.manifests
-    for repeat in desired.duplicates:  # `apply` reports them with its policy check; `plan` runs none
-        click.echo(f"warning: {repeat.where}: {repeat.message}", err=True)
+    source.check_usage()
     with connect(kubeconfig, kube_context) as client:
+        with cluster_capabilities(cluster_capabilities_of(client)):  # charts render as for this cluster
+            desired, _ = source.load()
+        head = desired.manifests.manifests
+        for repeat in desired.duplicates:  # `apply` reports them with its policy check; `plan` runs none
+            click.echo(f"warning: {repeat.where}: {repeat.message}", err=True)
         set_id = applyset.applyset_id(target_name, state_namespace)
         plan = compute_plan(stale_manifests(client, set_id, head), head)
         progress_printer(quiet)(f"dry-run of {len(plan.changes)} change(s) against {client.host}")
@@ -173,12 +181,16 @@ def apply_command(
     problems. (Rollback to the last good revision comes with the reconcile loop.)
     """
     from reconciler.delivery.check import CheckOptions
-    from reconciler.delivery.pipeline import DeliverOptions, deliver
+    from reconciler.delivery.pipeline import DeliverOptions, cluster_capabilities_of, deliver
+    from reconciler.render.capabilities import cluster_capabilities
 
-    desired, base = source.load(base_rev)
     progress = progress_printer(quiet)
     check_options = CheckOptions(
-        policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress
+        policy_dirs=policy_dirs,
+        opa_url=opa_url,
+        opa_token=opa_token,
+        opa_timeout=opa_timeout_setting(),
+        progress=progress,
     )
     options = DeliverOptions(
         target=target_name,
@@ -188,7 +200,10 @@ def apply_command(
         grace=grace,
         prune=not no_prune,
     )
+    source.check_usage(base_rev)
     with connect(kubeconfig, kube_context) as client:
+        with cluster_capabilities(cluster_capabilities_of(client)):  # charts render as for this cluster
+            desired, base = source.load(base_rev)
         delivery = deliver(client, desired, check_options, options, progress, base)
     click.echo(delivery.render_json() if output == "json" else delivery.render_text(), nl=False)
     return delivery.outcome.exit_code

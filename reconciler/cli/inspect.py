@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,6 +21,8 @@ from reconciler.cli.options import (
     connect,
     handle_errors,
     kube_options,
+    opa_options,
+    opa_timeout_setting,
     output_option,
     policy_options,
     progress_printer,
@@ -46,6 +49,13 @@ from reconciler.errors import DraGitopsError
 )
 @kube_options
 @policy_options
+@click.option(
+    "--kubernetes-version",
+    metavar="1.MINOR",
+    help="The Kubernetes release to judge for offline: its schemas validate the objects and served-versions "
+    "judges their API versions (default: the cluster's with --cluster, else the repository config's "
+    "`kubernetes_version` param, else the newest bundled schemas).",
+)
 @click.option("--fail-on-warn", is_flag=True, help="Exit 1 on warnings too.")
 @output_option()
 @color_option
@@ -63,6 +73,7 @@ def check(
     policy_dirs: tuple[Path, ...],
     opa_url: str | None,
     opa_token: str | None,
+    kubernetes_version: str | None,
     fail_on_warn: bool,
     output: str,
     color: str,
@@ -75,10 +86,12 @@ def check(
     dra-gitops check manifests/                       # files or directories, no base
     dra-gitops check --repo . --base main --head HEAD  # only what changed between two revisions
 
-    With --repo both trees are read straight from Git (no checkout); a `dra-gitops.yaml` at the root of
-    the checked tree selects `paths` and sets policy `params`.
+    With --repo both trees are read straight from Git (no checkout), each with the `dra-gitops.yaml` at
+    its own root (`paths`, `charts`, policy `params`). -v prints the plan and how each driver workload
+    was recognized.
     """
-    from reconciler.delivery.check import CheckOptions, check_git, check_paths
+    from reconciler.delivery.check import CheckOptions, check_git, check_paths, recognized_drivers
+    from reconciler.model.openapi import minor_of
     from reconciler.policy.report import RenderOptions, render
     from reconciler.policy.result import error_result
 
@@ -90,8 +103,19 @@ def check(
         raise click.UsageError("--repo needs --base (the revision the change starts from)")
     if repo is None and not paths:
         raise click.UsageError("give at least one PATH, or --repo with --base and --head")
+    if kubernetes_version is not None and minor_of(kubernetes_version) is None:
+        raise click.BadParameter(
+            f"{kubernetes_version!r} is no Kubernetes version such as 1.36", param_hint="--kubernetes-version"
+        )
     options = CheckOptions(
-        policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, progress=progress_printer(quiet)
+        policy_dirs=policy_dirs,
+        opa_url=opa_url,
+        opa_token=opa_token,
+        opa_timeout=opa_timeout_setting(),
+        progress=progress_printer(quiet),
+        kubernetes_version=kubernetes_version,
+        # The same release for served-versions' offline judgement as for the schemas.
+        params={"kubernetes_version": kubernetes_version} if kubernetes_version else {},
     )
     colored = use_color(color, sys.stdout)
     options_out = RenderOptions(color=colored, fail_on_warn=fail_on_warn)
@@ -115,8 +139,12 @@ def check(
         raise
     if verbose:
         click.echo(run.plan.render(), err=True, nl=False)
+        for line in recognized_drivers(run):
+            click.echo(f"dra-gitops: {line}", err=True)
         for uninspected in run.result.uninspected:
             click.echo(f"dra-gitops: {uninspected.message}", err=True)
+        for unvalidated in run.result.unvalidated:
+            click.echo(f"dra-gitops: {unvalidated.message}", err=True)
         if run.result.capacity is not None:
             from reconciler.dra.capacity import render_capacity
 
@@ -175,7 +203,7 @@ def diagnose(
     \b
     TARGET: pod/NAME, claim/NAME, NS/NAME or NAME (in --namespace); without it, everything pending.
     Failure modes: driver-not-installed, exhaustion, node-failure, version-mismatch, missing-class,
-    selector-error, prepare-failure, pending. Exit 1 when a failure mode was found, 0 when nothing is
+    selector-error, prepare-failure, device-taint, pending. Exit 1 when a failure mode was found, 0 when nothing is
     wrong.
     """
     from reconciler.cluster.diagnose import diagnose as run_diagnose
@@ -187,6 +215,10 @@ def diagnose(
     return 1 if any(d.mode != "pending" for d in found) else 0
 
 
+def opa_options_for_tests(func: Any) -> Any:
+    return opa_options(func, "Also run the tests on the OPA server at this URL (it must serve their bundle).")
+
+
 @click.group()
 def policy() -> None:
     """Work with Rego policies."""
@@ -195,7 +227,7 @@ def policy() -> None:
 @policy.command("test")
 @click.argument("dirs", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--run", "name_filter", help="Only tests whose name contains this text.")
-@click.option("--opa-url", envvar="DRA_GITOPS_OPA_URL", help="Also run the tests on this OPA server.")
+@opa_options_for_tests
 @output_option(("text", "json"))
 @verbosity_options
 @handle_errors
@@ -203,29 +235,121 @@ def policy_test(
     dirs: tuple[Path, ...],
     name_filter: str | None,
     opa_url: str | None,
+    opa_token: str | None,
     output: str,
     verbose: int,
     quiet: bool,
 ) -> int:
-    """Run the *_test.rego files in DIRS (default: the bundled policy pack)."""
+    """Run the *_test.rego files in DIRS (default: the bundled policy pack).
+
+    Also reports what OPA would refuse that the embedded engine accepts (docs/policy-guide.md, "OPA and
+    the embedded engine"). With --opa-url the tests run on that OPA server too, against the bundle it
+    serves, which must be the bundle of the bundled pack and DIRS (`policy bundle --policy-dir DIRS`):
+    nothing is written to the server. -o json prints one document.
+    """
+    from reconciler.policy.compat import check_compatibility
     from reconciler.policy.engine import bundled_policy_dir
     from reconciler.policy.testing import run_policy_tests
 
     targets = list(dirs) or [bundled_policy_dir()]
+    progress = progress_printer(quiet)
     report = run_policy_tests(targets, name_filter)
+    differences = check_compatibility(targets)
     reports = [("embedded", report)]
+    error: DraGitopsError | None = None
     if opa_url:
         from reconciler.policy.opa import run_policy_tests_on_opa
 
-        reports.append(("opa", run_policy_tests_on_opa(opa_url, targets, name_filter)))
-    failed = False
-    for engine_name, engine_report in reports:
-        failed = failed or engine_report.failed > 0 or engine_report.errors > 0
-        if output == "json":
-            click.echo(json.dumps({"engine": engine_name, **engine_report.to_json()}, indent=2))
-        else:
+        progress(f"running the tests on the OPA server at {opa_url}")
+        try:
+            reports.append(
+                (
+                    "opa",
+                    run_policy_tests_on_opa(
+                        opa_url, targets, name_filter, token=opa_token, timeout=opa_timeout_setting()
+                    ),
+                )
+            )
+        except DraGitopsError as exc:
+            error = exc
+    failed = bool(differences) or any(r.failed or r.errors for _, r in reports)
+    if output == "json":
+        document = {
+            "ok": not failed and error is None,
+            "engines": {name: r.to_json() for name, r in reports},
+            "opa_differences": [d.to_json() for d in differences],
+            "errors": [str(error)] if error else [],
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        for engine_name, engine_report in reports:
+            if len(reports) > 1:
+                click.echo(f"{engine_name}:")
             click.echo(engine_report.render(verbose=verbose > 0), nl=False)
+        for difference in differences:
+            click.echo(difference.render())
+    if error is not None:
+        raise error
     return 1 if failed else 0
+
+
+@policy.command("bundle")
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Where to write the bundle (a .tar.gz OPA loads: `opa run --server -b FILE`).",
+)
+@click.option(
+    "--policy-dir",
+    "policy_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Extra policy directory, as `check --policy` takes it; repeatable. The bundled pack is always in.",
+)
+@click.option(
+    "--signing-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Sign the bundle (.signatures.json, as `opa build --signing-key`): a PEM private key file, or "
+    "a file holding the secret for HS256/384/512. OPA checks it with --verification-key.",
+)
+@click.option(
+    "--signing-alg",
+    default="RS256",
+    show_default=True,
+    type=click.Choice(["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "HS256", "HS384", "HS512"]),
+    help="Signing algorithm (with --signing-key).",
+)
+@verbosity_options
+@handle_errors
+def policy_bundle(
+    output_path: Path,
+    policy_dirs: tuple[Path, ...],
+    signing_key: Path | None,
+    signing_alg: str,
+    verbose: int,
+    quiet: bool,
+) -> int:
+    """Write the policies as an OPA bundle for an OPA server to load.
+
+    The bundled pack plus every --policy-dir, the params of their data.json files and a generated entry
+    point (package dra.gitops_entrypoint); `.manifest` has roots ["dra"] and a revision that is the
+    digest of the policies and data. `check --opa-url` refuses a server whose bundle has another
+    revision (exit 4), and writes nothing to it. Prints the revision.
+    """
+    from reconciler.policy.bundle import build_bundle, sign, tar_gz
+    from reconciler.policy.engine import load_policy_set
+
+    bundle = build_bundle(load_policy_set(list(policy_dirs)))
+    signatures = sign(bundle, signing_key.read_bytes(), signing_alg) if signing_key else None
+    output_path.write_bytes(tar_gz(bundle, signatures))
+    progress_printer(quiet)(
+        f"wrote {output_path} ({len(bundle.files)} files{', signed' if signatures else ''})"
+    )
+    click.echo(bundle.revision)
+    return 0
 
 
 @click.command("watch")

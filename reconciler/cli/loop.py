@@ -141,15 +141,23 @@ def target_cache_dir(value: Path | None) -> Path:
 )
 @click.option(
     "--listen",
-    default="0.0.0.0:8080",
+    default="127.0.0.1:8080",
     show_default=True,
-    help="HOST:PORT for /healthz, /readyz, /metrics, /hooks/{github,gitlab,generic} and the dashboard at /.",
+    help="HOST:PORT of the operator port: /healthz, /readyz, /metrics and the dashboard at / (and the "
+    "webhooks, without --webhook-listen). In a pod: 0.0.0.0:8080 with a token or --ui-auth=proxy.",
+)
+@click.option(
+    "--webhook-listen",
+    metavar="HOST:PORT",
+    help="A listener of its own for /hooks/{github,gitlab,generic} only: what an Ingress may publish.",
 )
 @click.option(
     "--ui-token-file",
     type=click.Path(dir_okay=False),
-    help="File holding a bearer token the dashboard at / then needs (probes, metrics and hooks keep theirs).",
+    help="File holding the token the dashboard at / then needs (at least 32 bytes; probes, metrics and "
+    "hooks keep theirs). Required on a non-loopback --listen, unless --ui-auth=proxy.",
 )
+@shared_options.ui_access_options
 @click.option("--webhook-secret", help="GitHub webhook secret (HMAC-SHA256 of X-Hub-Signature-256).")
 @click.option(
     "--webhook-secret-file", type=click.Path(dir_okay=False), help="File holding the GitHub webhook secret."
@@ -215,7 +223,6 @@ def run_command(**kwargs: Any) -> int:
     from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
     from reconciler.outcome import stopped_exit_code
-    from reconciler.ui.app import read_token
     from reconciler.ui.build import controller_dashboard
 
     configure_logging(kwargs["verbose"], kwargs["quiet"], kwargs["log_format"])
@@ -246,11 +253,15 @@ def run_command(**kwargs: Any) -> int:
         kubeconfig=kwargs["kubeconfig"],
         request_timeout=kwargs["request_timeout"],
     )
+    # Before connecting anywhere: a bad token file or an open dashboard is a config error.
+    access = shared_options.ui_access(kwargs, kwargs["ui_token_file"], host)
+    webhook = parse_listen(kwargs["webhook_listen"], "--webhook-listen") if kwargs["webhook_listen"] else None
     client = connect(kwargs["kubeconfig"], kwargs["kube_context"], timeout=kwargs["request_timeout"])
-    token = read_token(kwargs["ui_token_file"])  # before connecting anywhere: a bad file is a config error
     controller = Controller(client, targets, options)
+    if webhook is not None:
+        controller.server.webhook_host, controller.server.webhook_port = webhook
     # Built on the controller: it reads each target through the controller's client of its cluster.
-    controller.server.pages = controller_dashboard(controller, token)
+    controller.server.pages = controller_dashboard(controller, access=access)
     if kwargs["once"]:
         return _run_once(controller)
     stop = threading.Event()

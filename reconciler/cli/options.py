@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import click
 
@@ -134,10 +135,48 @@ def policy_options(func: F) -> F:
         type=click.Path(exists=True, file_okay=False, path_type=Path),
         help="Extra policy directory (Rego modules and data.json); repeatable. The bundled pack always runs.",
     )(func)
+    return opa_options(
+        func,
+        "Evaluate with an OPA server at this URL (http://host:port) that serves the bundle of these "
+        "policies (`dra-gitops policy bundle`), instead of the embedded engine.",
+    )
+
+
+def _opa_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--opa-url must be http(s)://host[:port]: anything else is a usage error (exit 2)."""
+    if not value:
+        return value
+    parsed = urlparse(value if "://" in value else f"http://{value}")
+    try:
+        port_ok = parsed.port is None or parsed.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok:
+        raise click.BadParameter(f"{value!r} is not http://host:port or https://host:port", ctx, param)
+    return value
+
+
+def _opa_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> None:
+    ctx.meta["dra_gitops.opa_timeout"] = value
+
+
+def opa_timeout_setting() -> float:
+    """The --opa-timeout of the running command (30 s when it has none)."""
+    ctx = click.get_current_context(silent=True)
+    value = ctx.meta.get("dra_gitops.opa_timeout") if ctx is not None else None
+    return float(value) if value else 30.0
+
+
+def opa_options(func: F, url_help: str) -> F:
+    """--opa-url (checked: exit 2 when it is no http(s) URL), --opa-token and --opa-timeout."""
+    func = click.option("--opa-url", envvar="DRA_GITOPS_OPA_URL", callback=_opa_url, help=url_help)(func)
     func = click.option(
-        "--opa-url",
-        envvar="DRA_GITOPS_OPA_URL",
-        help="Evaluate with an OPA server at this URL (http://host:port) instead of the embedded engine.",
+        "--opa-timeout",
+        type=Duration(),
+        envvar="DRA_GITOPS_OPA_TIMEOUT",
+        expose_value=False,
+        callback=_opa_timeout,
+        help="How long to wait for the OPA server's answer (default 30s); past it: exit 4.",
     )(func)
     return click.option(
         "--opa-token",
@@ -146,11 +185,88 @@ def policy_options(func: F) -> F:
     )(func)
 
 
+def ui_access_options(func: F) -> F:
+    """Who may read the dashboard (`ui`, and `run`'s operator port): `reconciler/ui/auth.py`."""
+    for option in reversed(
+        [
+            click.option(
+                "--ui-auth",
+                type=click.Choice(["token", "proxy"]),
+                default="token",
+                show_default=True,
+                help="token: the token file's token (a bearer header, or a login form giving a session "
+                "cookie); proxy: an authenticating reverse proxy's user header, from --ui-proxy-cidr only.",
+            ),
+            click.option(
+                "--ui-proxy-cidr",
+                multiple=True,
+                metavar="CIDR",
+                help="Addresses of the trusted reverse proxies (repeatable): their user header "
+                "(--ui-auth=proxy) and X-Forwarded-Proto are believed.",
+            ),
+            click.option(
+                "--ui-proxy-header",
+                default="X-Forwarded-User",
+                show_default=True,
+                help="The header naming the user the proxy authenticated.",
+            ),
+            click.option(
+                "--ui-host",
+                multiple=True,
+                metavar="NAME",
+                help="Host names the dashboard answers to besides localhost and the loopback addresses "
+                "(repeatable; `.example.com` also takes its subdomains). Others get 421.",
+            ),
+            click.option(
+                "--ui-insecure-open",
+                is_flag=True,
+                help="Serve the dashboard on a non-loopback address without a token or proxy (logged at "
+                "every start). Without it, that start is refused.",
+            ),
+            click.option(
+                "--ui-session",
+                type=DURATION,
+                default="12h",
+                show_default=True,
+                help="How long a browser's session lasts after it gave the token.",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def ui_access(params: dict[str, Any], token_file: str | None, host: str, where: str = "--listen") -> Any:
+    """The dashboard's `Access` from the options of `ui_access_options` and the token file; UserError
+    when serving on `host` would open it to the network (see `Access.exposure`), a warning logged when
+    --ui-insecure-open does."""
+    import logging
+
+    from reconciler.loop.http.wsgi import is_loopback
+    from reconciler.ui.auth import Access, parse_cidrs, read_token
+
+    access = Access(
+        token=read_token(token_file),
+        auth=params["ui_auth"],
+        proxy_cidrs=parse_cidrs(params["ui_proxy_cidr"]),
+        proxy_header=params["ui_proxy_header"],
+        hosts=tuple(params["ui_host"]),
+        insecure_open=params["ui_insecure_open"],
+        session_seconds=max(60, int(params["ui_session"])),
+    )
+    warning = access.exposure(host, is_loopback(host), where)
+    if warning:
+        logging.getLogger("reconciler.ui").warning("%s", warning)
+    return access
+
+
 def check_options(policy_dirs: tuple[Path, ...], opa_url: str | None, opa_token: str | None) -> Any:
-    """The policy check's options from --policy, --opa-url and --opa-token (no progress of its own)."""
+    """The policy check's options from --policy, --opa-url, --opa-token and --opa-timeout."""
     from reconciler.delivery.check import CheckOptions
 
-    return CheckOptions(policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token)
+    return CheckOptions(
+        policy_dirs=policy_dirs, opa_url=opa_url, opa_token=opa_token, opa_timeout=opa_timeout_setting()
+    )
 
 
 def connect(kubeconfig: str | None, context: str | None, **limits: Any) -> Any:

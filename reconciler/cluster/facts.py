@@ -11,6 +11,7 @@ from typing import Any
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.objects import deprecated_versions, require_dra
 from reconciler.model.dra import DRA_GROUP
+from reconciler.model.generators import TEMPLATE_GENERATORS
 from reconciler.model.objects import Manifest, ref_of
 from reconciler.policy.inputdoc import ClusterFacts
 
@@ -49,7 +50,10 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
     groups = {name: list(info.versions) for name, info in client.groups().items()}
     served_kinds = client.served_kinds()
     objects: list[Manifest] = []
-    for group, kind in LIVE_KINDS:
+    # Objects whose controllers create claim templates at run time count as providing them (none when the
+    # cluster does not serve their kind).
+    generators = tuple((g.group, g.kind) for g in TEMPLATE_GENERATORS)
+    for group, kind in LIVE_KINDS + generators:
         for item in client.list_kind(group, kind):
             body = _strip(item)
             objects.append(Manifest(body=body, ref=ref_of(body), path="", line=0))

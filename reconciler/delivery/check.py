@@ -12,15 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.delivery.desired import load_directories, load_git_revisions
+from reconciler.delivery.desired import DesiredState, load_directories, load_git_revisions
+from reconciler.model import dra
 from reconciler.model.compare import live_driver_base
 from reconciler.model.dra_workloads import uninspected_pod_specs
 from reconciler.model.loader import Limits, LoadResult
 from reconciler.model.objects import Manifest
+from reconciler.model.openapi import minor_of
 from reconciler.model.plan import Plan, compute_plan
+from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
+from reconciler.policy.gate import GATE_RULE, GateSettings, judge_gate
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
 from reconciler.policy.result import ChangeSummary, CheckResult, Finding, RuleInfo, Uninspected
+from reconciler.policy.schema import SCHEMA_RULE, check_schemas
+from reconciler.render.capabilities import Capabilities, cluster_capabilities, from_served
 
 Progress = Callable[[str], None]
 
@@ -34,9 +40,16 @@ class CheckOptions:
     policy_dirs: Sequence[Path] = ()
     opa_url: str | None = None
     opa_token: str | None = None
+    opa_timeout: float = 30.0  # seconds to wait for the OPA server's answer
     params: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     progress: Progress = _quiet
+    # The Kubernetes release whose schemas validate the objects ("1.36"); the cluster's when one is given,
+    # else the newest bundled.
+    kubernetes_version: str | None = None
+    # A person reviews what is checked (a pull request): a loosened gate setting is a denial; a merged
+    # commit the loop or `apply` delivers was reviewed: a warning.
+    reviewed: bool = True
 
 
 @dataclass
@@ -57,6 +70,64 @@ DUPLICATE_RULE = RuleInfo(
     severity="warn",
     source="reconciler/model/duplicates.py",
 )
+
+
+NOTHING_CHECKED_RULE = RuleInfo(
+    id="nothing-checked",
+    title="A check checks something",
+    description="A check that loads no object while manifest files were skipped fails: a wrong `paths`, "
+    "an `exclude` that matches everything or a kustomization no one renders would otherwise pass silently.",
+    severity="deny",
+    source="reconciler/delivery/check.py",
+)
+
+
+def _nothing_checked(head: LoadResult) -> list[Finding]:
+    """A denial when no object was loaded but manifest files were skipped, with every reason."""
+    if head.manifests or not head.skipped:
+        return []
+    reasons = "; ".join(f"{s.path} ({s.reason})" for s in head.skipped[:10])
+    more = f"; and {len(head.skipped) - 10} more" if len(head.skipped) > 10 else ""
+    msg = (
+        f"nothing was checked: 0 objects loaded while {len(head.skipped)} manifest file(s) were skipped: "
+        f"{reasons}{more}"
+    )
+    first = head.skipped[0]
+    return [Finding(NOTHING_CHECKED_RULE.id, "deny", msg, "(no object)", first.path, 1)]
+
+
+NAMESPACE_RULE = RuleInfo(
+    id="namespace-missing",
+    title="Every namespace exists or is created",
+    description="An object in a namespace that no manifest of the change creates and the cluster lacks "
+    "would fail the dry-run with 'not found': a chart release needs `createNamespace: true` (as helm "
+    "--create-namespace) or a Namespace manifest.",
+    severity="deny",
+    source="reconciler/delivery/check.py",
+)
+
+
+def _missing_namespaces(head: LoadResult, cluster: ClusterFacts | None) -> list[Finding]:
+    """With cluster data: a denial per namespace no manifest creates and the cluster lacks (its first object)."""
+    if cluster is None:
+        return []
+    known = {
+        m.ref.name for m in [*head.manifests, *cluster.objects] if m.kind == "Namespace" and not m.ref.group
+    }
+    findings: dict[str, Finding] = {}
+    for m in head.manifests:
+        namespace = m.ref.namespace
+        if not namespace or namespace in known or namespace in findings:
+            continue
+        fix = "add a Namespace manifest"
+        if m.rendered_by.startswith("release "):
+            release = m.rendered_by.split(" ")[1]
+            fix = f"set `createNamespace: true` on release {release} in `charts`, or {fix}"
+        msg = f"{m.ref}: namespace {namespace} is created by no manifest and the cluster has none; {fix}"
+        findings[namespace] = Finding(
+            NAMESPACE_RULE.id, "deny", msg, str(m.ref), m.path, m.line, via=m.rendered_by
+        )
+    return list(findings.values())
 
 
 def _duplicate_findings(head: LoadResult, base: LoadResult | None) -> list[Finding]:
@@ -85,7 +156,9 @@ def make_engine(policy_set: PolicySet, options: CheckOptions) -> Engine:
     if options.opa_url:
         from reconciler.policy.opa import OpaServerEngine
 
-        return OpaServerEngine(options.opa_url, policy_set, token=options.opa_token)
+        return OpaServerEngine(
+            options.opa_url, policy_set, token=options.opa_token, timeout=options.opa_timeout
+        )
     return EmbeddedEngine(policy_set)
 
 
@@ -94,6 +167,21 @@ def _merge_params(*layers: dict[str, Any]) -> dict[str, Any]:
     for layer in layers:
         merged.update(layer)
     return merged
+
+
+def _kubernetes_version(
+    options: CheckOptions, repo_params: dict[str, Any], cluster: ClusterFacts | None
+) -> str | None:
+    """The release objects are validated for: the cluster's, the one asked for, the repository config's
+    `kubernetes_version` param, else None (the newest bundled)."""
+    if cluster is not None and cluster.version:
+        return cluster.version
+    asked = (
+        options.kubernetes_version
+        or options.params.get("kubernetes_version")
+        or repo_params.get("kubernetes_version")
+    )
+    return str(asked) if asked is not None else None
 
 
 def run_check(
@@ -106,13 +194,54 @@ def run_check(
     repo_params: dict[str, Any] | None = None,
     cluster: ClusterFacts | None = None,
     timings: dict[str, float] | None = None,
+    drivers: tuple[DriverDecl, ...] = (),
+    pruned: Sequence[Manifest] = (),
+    settings: tuple[GateSettings, GateSettings] | None = None,
 ) -> CheckRun:
+    """Policies judge `head` (against `base`, or the cluster's driver workloads); driver workloads are
+    recognized with what the desired state, the base and the cluster say of drivers (`dra.hints_of`).
+    With `settings` (the base's, the head's), the head is judged by the base's and `gate-settings` names
+    what the change loosens."""
+    seen = [*head.manifests, *(base.manifests if base else ()), *(cluster.objects if cluster else ())]
+    hints = dra.hints_of(seen, declared_workloads(drivers), allowing_no_nodes(drivers))
+    with dra.driver_hints(hints):
+        return _run_check(
+            head,
+            base,
+            options,
+            revision=revision,
+            base_sha=base_sha,
+            repo_params=repo_params,
+            cluster=cluster,
+            timings=timings,
+            pruned=pruned,
+            settings=settings,
+        )
+
+
+def _run_check(
+    head: LoadResult,
+    base: LoadResult | None,
+    options: CheckOptions,
+    *,
+    revision: Revision = Revision(),
+    base_sha: str | None = None,
+    repo_params: dict[str, Any] | None = None,
+    cluster: ClusterFacts | None = None,
+    timings: dict[str, float] | None = None,
+    pruned: Sequence[Manifest] = (),
+    settings: tuple[GateSettings, GateSettings] | None = None,
+) -> CheckRun:
+    """Judge `head` (against `base` when given). Without a base, `pruned` are the live objects a one-shot
+    apply will delete (what it last delivered and `head` no longer has): the policies see them as deletes."""
     timings = dict(timings or {})
     started = time.perf_counter()
     base_manifests: list[Manifest] = base.manifests if base else []
     if base is None and cluster is not None:
         # No revision to compare with: a driver upgrade is judged against what the cluster runs.
         base_manifests = live_driver_base(head.manifests, cluster.objects)
+    if base is None:
+        base_manifests = base_manifests + list(pruned)
     plan = compute_plan(base_manifests, head.manifests)
     timings["plan"] = time.perf_counter() - started
     # The policies' view (head against base), not what an apply would write: that is the dry-run's.
@@ -120,7 +249,9 @@ def run_check(
     if base is not None:
         against = f"changes against {base_name}: {plan.summary()}"
     elif base_manifests:
-        against = f"no base revision; driver workloads against the cluster: {plan.summary()}"
+        against = (
+            f"no base revision; driver workloads and pruned objects against the cluster: {plan.summary()}"
+        )
     else:
         against = "no base revision"
     options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
@@ -128,13 +259,19 @@ def run_check(
     started = time.perf_counter()
     policy_set = load_policy_set(options.policy_dirs)
     engine = make_engine(policy_set, options)
+    if settings is not None:
+        # The protected side's settings judge the change: its own take effect from the next commit.
+        repo_params = dict(settings[0].params)
     params = _merge_params(policy_set.params, repo_params or {}, options.params)
     capacity = None
+    changed_classes: list[dict[str, Any]] = []
     if cluster is not None:
         # Imported here: it brings the CEL runtime, which an offline check never needs (~0.1 s at start-up).
         from reconciler.dra.capacity import capacity_input
+        from reconciler.dra.class_change import class_changes
 
         capacity = capacity_input(plan, head.manifests, cluster.objects)
+        changed_classes = class_changes(head.manifests, cluster.objects)
     input_doc = build_input(
         head=head.manifests,
         base=base_manifests,
@@ -144,19 +281,38 @@ def run_check(
         has_base=base is not None,
         cluster=cluster,
         capacity=capacity,
+        class_changes=changed_classes,
         params=params,
     )
     timings["input"] = time.perf_counter() - started
     started = time.perf_counter()
-    findings = evaluate(engine, policy_set, input_doc)
     changed = {str(change.ref) for change in plan.changes} if base is not None else None
+    version = _kubernetes_version(options, repo_params or {}, cluster)
+    schema = check_schemas(head.manifests, minor_of(version), changed)
+    timings["schema"] = time.perf_counter() - started
+    started = time.perf_counter()
+    findings = evaluate(engine, policy_set, input_doc)
     if changed is not None:
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
         findings = [f for f in findings if f.ref in changed]
-    findings += _duplicate_findings(head, base)
+    gate = None
+    if settings is not None and base is not None:
+        gate = judge_gate(
+            findings,
+            *settings,
+            head.manifests,
+            base.manifests,
+            defaults=policy_set.params,
+            reviewed=options.reviewed,
+        )
+        findings = gate.judged + gate.findings
+    # What the API server would reject comes first: no policy verdict matters for an object it refuses.
+    findings = schema.findings + findings + _duplicate_findings(head, base)
+    findings += _nothing_checked(head)
+    findings += [f for f in _missing_namespaces(head, cluster) if changed is None or f.ref in changed]
     timings["policy"] = time.perf_counter() - started
     rules = dict(policy_set.rules)
-    for extra in (WAIVER_RULE, DUPLICATE_RULE):
+    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE, GATE_RULE):
         if any(f.rule == extra.id for f in findings):
             rules[extra.id] = extra
     result = CheckResult(
@@ -169,11 +325,35 @@ def run_check(
         skipped=list(head.skipped),
         capacity=capacity,
         uninspected=_uninspected(head.manifests, changed),
+        unvalidated=schema.unvalidated,
+        settings_changes=[c.to_json() for c in gate.changes] if gate is not None else [],
     )
     options.progress(
         f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"
     )
     return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
+
+
+def recognized_drivers(run: CheckRun) -> list[str]:
+    """One line per driver workload of the checked state: what it is and how it was recognized (`-v`)."""
+    lines = []
+    for obj in run.input_doc.get("objects") or []:
+        info = obj["_dra"]
+        if info["role"] not in ("driver", "driver-canary"):
+            continue
+        what = "canary " if info["role"] == "driver-canary" else ""
+        lines.append(
+            f"driver workload {info['ref']} ({what}{info['driver_role']}, driver {info['driver'] or '?'}): "
+            f"recognized by {info['recognized_by']}"
+        )
+    return lines
+
+
+def _capabilities_of(cluster: ClusterFacts | None) -> Capabilities | None:
+    """Charts render with the `.Capabilities` of the cluster the check is given."""
+    if cluster is None:
+        return None
+    return from_served(cluster.version, cluster.kinds, f"the cluster, {cluster.version}")
 
 
 def _skipped_note(loaded: LoadResult) -> str:
@@ -186,13 +366,22 @@ def check_paths(
 ) -> CheckRun:
     """`check PATH...`: the desired state on disk against no base (everything is a create)."""
     started = time.perf_counter()
-    desired = load_directories(paths, options.limits)
+    with cluster_capabilities(_capabilities_of(cluster)):
+        desired = load_directories(paths, options.limits)
     head = desired.manifests
     timings = {"load": time.perf_counter() - started}
     options.progress(
         f"loaded {len(head.manifests)} objects from {len(head.files)} files{_skipped_note(head)}"
     )
-    return run_check(head, None, options, repo_params=desired.params, cluster=cluster, timings=timings)
+    return run_check(
+        head,
+        None,
+        options,
+        repo_params=desired.params,
+        cluster=cluster,
+        timings=timings,
+        drivers=desired.drivers,
+    )
 
 
 def check_git(
@@ -205,7 +394,8 @@ def check_git(
 ) -> CheckRun:
     """`check --repo --base --head`: both trees read from Git, only the change between them judged."""
     started = time.perf_counter()
-    head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
+    with cluster_capabilities(_capabilities_of(cluster)):
+        head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
     head, base = head_state.manifests, base_state.manifests
     timings = {"load": time.perf_counter() - started}
     head_sha, base_sha = head_state.revision.sha or "", base_state.revision.sha or ""
@@ -222,4 +412,13 @@ def check_git(
         repo_params=head_state.params,
         cluster=cluster,
         timings=timings,
+        drivers=head_state.drivers,
+        settings=_settings(base_state, head_state),
     )
+
+
+def _settings(base: DesiredState, head: DesiredState) -> tuple[GateSettings, GateSettings] | None:
+    """The gate settings of a base and a head read from Git (None when either is not)."""
+    if base.settings is None or head.settings is None:
+        return None
+    return base.settings, head.settings

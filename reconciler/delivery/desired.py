@@ -1,13 +1,13 @@
 """The desired state of a revision: manifests loaded from directories on disk or from Git trees.
 
-A `dra-gitops.yaml` at the root (of a directory, or of the first tree) selects the `paths` to load,
+A `dra-gitops.yaml` at the root (of a directory, or of each revision's tree) selects the `paths` to load,
 `exclude`s files and sets the policies' `params`. Git is read only through `source/git.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +31,11 @@ from reconciler.model.loader import (
     shown_path,
 )
 from reconciler.model.objects import Manifest
+from reconciler.model.repoconfig import DriverDecl, drivers_of
+from reconciler.policy.gate import GateSettings
 from reconciler.policy.inputdoc import Revision
-from reconciler.render.helm import ChartRelease, chart_inputs, releases_of, render_releases
+from reconciler.render.capabilities import Capabilities, from_config
+from reconciler.render.helm import CREATED_NAMESPACE, ChartRelease, chart_inputs, releases_of, render_releases
 from reconciler.render.kustomize import find_engine, kustomization_file, render_kustomization
 
 if TYPE_CHECKING:
@@ -48,6 +51,10 @@ class DesiredState:
     params: dict[str, Any]
     # Paths (from the repository root) of the files rendering read: all a kept copy needs beside manifests.
     render_inputs: frozenset[str] = frozenset()
+    # The `drivers:` the repository config declares.
+    drivers: tuple[DriverDecl, ...] = ()
+    # The settings that decide how a revision is judged (a revision read from Git): its base's judge it.
+    settings: GateSettings | None = None
 
     @property
     def skipped(self) -> list[SkippedFile]:
@@ -72,9 +79,12 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     params: dict[str, Any] = {}
     kustomized: list[tuple[Path, Path]] = []  # (repository root, kustomization directory)
     charted: list[tuple[Path, list[ChartRelease]]] = []  # (the config's directory, its releases)
+    drivers: list[DriverDecl] = []
+    capabilities: dict[Path, Capabilities | None] = {}
     for path in paths:
         if path.is_dir():
             config_paths, config_params, rendered, releases = _config_paths(path)
+            drivers.extend(_config_drivers(path, capabilities))
             to_load.extend(config_paths)
             params.update(config_params)
             kustomized.extend((repository_root(path), directory) for directory in rendered)
@@ -86,14 +96,25 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
     if kustomized:
         _add_rendered(loaded, kustomized, limits)
     for root, releases in charted:
-        _merge(loaded, render_releases(root, releases, shown_path, limits), [])
+        _merge(loaded, render_releases(root, releases, shown_path, limits, capabilities.get(root)), [])
         inputs = [shown_path(root / relative) for relative in chart_inputs(releases)]
         loaded.skipped = [  # read by Helm: not skipped
             skip
             for skip in loaded.skipped
             if not any(skip.path == i or skip.path.startswith(f"{i}/") for i in inputs)
         ]
-    return DesiredState(loaded, Revision(), params)
+    return DesiredState(loaded, Revision(), params, drivers=tuple(drivers))
+
+
+def _config_drivers(root: Path, capabilities: dict[Path, Capabilities | None]) -> tuple[DriverDecl, ...]:
+    """The `drivers:` of the config at `root`; its capabilities go to `capabilities`."""
+    for name in REPO_CONFIG_NAMES:
+        config_file = root / name
+        if config_file.is_file():
+            config = load_repo_config(config_file.read_bytes(), config_file.as_posix())
+            capabilities[root] = _capabilities(config, shown_path(config_file))
+            return drivers_of(config)
+    return ()
 
 
 def repository_root(path: Path) -> Path:
@@ -118,7 +139,10 @@ def _add_rendered(loaded: LoadResult, kustomized: list[tuple[Path, Path]], limit
 
 
 def _merge(loaded: LoadResult, manifests: list[Manifest], files: list[str]) -> None:
-    """Rendered objects join those read raw; one defined both ways is a duplicate like any other."""
+    """Rendered objects join those read raw; one defined both ways is a duplicate like any other (but a
+    release namespace `createNamespace` adds gives way to a manifest defining it)."""
+    defined = {m.ref for m in loaded.manifests} | {m.ref for m in manifests if not _created(m)}
+    manifests = [m for m in manifests if not (_created(m) and m.ref in defined)]
     earlier = loaded.duplicates
     loaded.manifests.extend(manifests)
     loaded.files.extend(files)
@@ -126,10 +150,14 @@ def _merge(loaded: LoadResult, manifests: list[Manifest], files: list[str]) -> N
     loaded.duplicates = [*earlier, *loaded.duplicates]
 
 
+def _created(manifest: Manifest) -> bool:
+    return manifest.rendered_by.startswith(CREATED_NAMESPACE)
+
+
 def load_git_revisions(
     repo_dir: Path, revs: Sequence[str], subdir: str, limits: Limits
 ) -> list[DesiredState]:
-    """Revisions read straight from Git; the first revision's repository config selects paths for all."""
+    """Revisions read straight from Git, each rendered and selected by its own repository config."""
     from reconciler.source import git as git_source
 
     repo = git_source.open_repo(repo_dir)
@@ -138,53 +166,118 @@ def load_git_revisions(
     return desired_from_trees(trees, subdir, limits)
 
 
-def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
-    """Desired states of trees read from Git; the first tree's repository config selects paths for all."""
-    params: dict[str, Any] = {}
-    wanted: list[str] = []
+@dataclass(frozen=True)
+class _TreeConfig:
+    """What one revision's repository config selects: its paths, exclusions, chart releases, params."""
+
+    path: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    wanted: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    config_path = ""
-    releases: list[ChartRelease] = []
-    if trees[0].config is not None:
-        config_path, config_text = trees[0].config
-        config = load_repo_config(config_text, config_path)
-        params = dict(config.get("params") or {})
-        wanted = [p.strip("/") for p in config.get("paths") or []]
-        releases = releases_of(config, config_path)
-        exclude = (*tuple(config.get("exclude") or ()), *chart_inputs(releases))
+    releases: tuple[ChartRelease, ...] = ()
+    drivers: tuple[DriverDecl, ...] = ()
+    capabilities: Capabilities | None = None
+    settings: GateSettings = field(default_factory=GateSettings)
+
+
+def _tree_config(tree: TreeFiles) -> _TreeConfig:
+    if tree.config is None:
+        return _TreeConfig()
+    config_path, config_text = tree.config
+    config = load_repo_config(config_text, config_path)
+    releases = releases_of(config, config_path)
+    return _TreeConfig(
+        path=config_path,
+        settings=GateSettings(
+            params=dict(config.get("params") or {}),
+            paths=tuple(str(p) for p in config.get("paths") or ()),
+            exclude=tuple(str(p) for p in config.get("exclude") or ()),
+            canary_for={r.release_name: r.canary_for for r in releases if r.canary_for},
+            where=config_path,
+        ),
+        params=dict(config.get("params") or {}),
+        wanted=tuple(p.strip("/") for p in config.get("paths") or []),
+        exclude=(*tuple(config.get("exclude") or ()), *chart_inputs(releases)),
+        releases=tuple(releases),
+        drivers=drivers_of(config),
+        capabilities=_capabilities(config, config_path),
+    )
+
+
+def _capabilities(config: dict[str, Any], where: str) -> Capabilities | None:
+    """The `.Capabilities` a config asks charts to render with, if it says (`kubernetesVersion`, ...)."""
+    if "kubernetesVersion" in config or "apiVersions" in config:
+        return from_config(config, where)
+    return None
+
+
+def desired_from_trees(trees: Sequence[TreeFiles], subdir: str, limits: Limits) -> list[DesiredState]:
+    """Desired states of trees read from Git. Each revision is rendered with its own repository config
+    (charts, values, value files, paths, exclude): a pull request's base is what the base would deliver.
+
+    A later tree (a pull request's base) that does not load with its own config, the change fixing it, is
+    read with the first tree's config instead, so the fix can be judged."""
     prefix = f"{subdir.strip('/')}/" if subdir else ""
     states = []
     parsed: dict[tuple[str, str], list[Manifest]] = {}  # a file the trees share is parsed once
+    first: _TreeConfig | None = None
     for tree in trees:
-        rendered = render_tree(tree, prefix, wanted, limits, releases)
-        blobs = rendered.blobs
-        skipped = list(tree.skipped) + rendered.skipped
-        if wanted:
-            blobs = []
-            for path, data in rendered.blobs:
-                if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in wanted):
-                    blobs.append((path, data))
-                elif looks_like_manifest(data[:SNIFF_BYTES]):
-                    skipped.append(SkippedFile(path, outside_paths_reason(config_path)))
-        if exclude:
-            kept = []
-            for path, data in blobs:
-                if is_excluded(path.removeprefix(prefix), exclude):
-                    if looks_like_manifest(data[:SNIFF_BYTES]):
-                        skipped.append(SkippedFile(path, excluded_reason(config_path)))
-                else:
-                    kept.append((path, data))
-            blobs = kept
-        commit = tree.commit
-        revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
-        shown_config = config_path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
-        loaded = load_blobs(
-            blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed
-        )
-        if rendered.manifests:
-            _merge(loaded, rendered.manifests, rendered.files)
-        states.append(DesiredState(loaded, revision, params, frozenset(rendered.inputs)))
+        try:
+            config = _tree_config(tree)
+            state = _tree_state(tree, config, prefix, limits, parsed)
+        except UserError:
+            if first is None:
+                raise
+            config = first
+            state = _tree_state(tree, config, prefix, limits, parsed)
+        first = config if first is None else first
+        states.append(state)
     return states
+
+
+def _tree_state(
+    tree: TreeFiles,
+    config: _TreeConfig,
+    prefix: str,
+    limits: Limits,
+    parsed: dict[tuple[str, str], list[Manifest]],
+) -> DesiredState:
+    rendered = render_tree(tree, prefix, list(config.wanted), limits, config.releases, config.capabilities)
+    skipped = list(tree.skipped) + rendered.skipped
+    blobs = _selected(rendered.blobs, prefix, config, skipped)
+    commit = tree.commit
+    revision = Revision(commit.sha, commit.parent, commit.message, commit.author, commit.signed)
+    shown_config = config.path or f"{prefix}{REPO_CONFIG_NAMES[0]}"
+    loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed)
+    if rendered.manifests:
+        _merge(loaded, rendered.manifests, rendered.files)
+    return DesiredState(
+        loaded, revision, config.params, frozenset(rendered.inputs), config.drivers, config.settings
+    )
+
+
+def _selected(
+    blobs: list[tuple[str, bytes]], prefix: str, config: _TreeConfig, skipped: list[SkippedFile]
+) -> list[tuple[str, bytes]]:
+    """The blobs inside the config's `paths` and outside its `exclude`; what it leaves out goes to `skipped`."""
+    if config.wanted:
+        inside = []
+        for path, data in blobs:
+            if any(path == f"{prefix}{w}" or path.startswith(f"{prefix}{w}/") for w in config.wanted):
+                inside.append((path, data))
+            elif looks_like_manifest(data[:SNIFF_BYTES]):
+                skipped.append(SkippedFile(path, outside_paths_reason(config.path)))
+        blobs = inside
+    if config.exclude:
+        kept = []
+        for path, data in blobs:
+            if is_excluded(path.removeprefix(prefix), config.exclude):
+                if looks_like_manifest(data[:SNIFF_BYTES]):
+                    skipped.append(SkippedFile(path, excluded_reason(config.path)))
+            else:
+                kept.append((path, data))
+        blobs = kept
+    return blobs
 
 
 def _config_paths(

@@ -6,6 +6,7 @@ print: the result (`delivery/result.py`) renders itself as text or JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +32,10 @@ from reconciler.delivery.result import Delivery
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
+from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads
 from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.outcome import Outcome
+from reconciler.render.capabilities import Capabilities, from_served
 
 Progress = Callable[[str], None]
 
@@ -71,6 +74,12 @@ class DeliverHooks:
     cancelled: Callable[[], str | None] | None = None
 
 
+def cluster_capabilities_of(client: ClusterClient) -> Capabilities:
+    """The `.Capabilities` charts render with for this cluster: its version and what discovery lists."""
+    version = client.server_version()
+    return from_served(version, client.served_kinds().kinds, f"the cluster, {version}")
+
+
 def stale_manifests(
     client: ClusterClient, set_id: str, head: list[Manifest], keep: frozenset[ObjRef] = frozenset()
 ) -> list[Manifest]:
@@ -90,6 +99,23 @@ def workloads_of(head: list[Manifest]) -> list[dict[str, Any]]:
 
 
 def deliver(
+    client: ClusterClient,
+    desired: DesiredState,
+    check_options: CheckOptions,
+    options: DeliverOptions,
+    progress: Progress,
+    base: DesiredState | None = None,
+    *,
+    hooks: DeliverHooks | None = None,
+) -> Delivery:
+    """`_deliver` with driver workloads recognized by what the revision (and its base) say of drivers."""
+    seen = [*desired.manifests.manifests, *(base.manifests.manifests if base is not None else ())]
+    hints = dra.hints_of(seen, declared_workloads(desired.drivers), allowing_no_nodes(desired.drivers))
+    with dra.driver_hints(hints):
+        return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
+
+
+def _deliver(
     client: ClusterClient,
     desired: DesiredState,
     check_options: CheckOptions,
@@ -119,7 +145,7 @@ def deliver(
     plan = compute_plan(stale, head)
     check = None
     if options.check:
-        check = _check(client, desired, base, check_options, progress)
+        check = _check(client, desired, base, check_options, progress, pruned=stale)
         timings["check"] = time.perf_counter() - started
         if check.result.denials:
             return Delivery(Outcome.DENIED, revision, plan, check=check, timings=timings)
@@ -181,17 +207,27 @@ def _check(
     base: DesiredState | None,
     check_options: CheckOptions,
     progress: Progress,
+    *,
+    pruned: list[Manifest],
 ) -> CheckRun:
-    """Policies judge the revision with live cluster data, and the change from `base` when there is one."""
+    """Policies judge the revision with live cluster data, and the change from `base` when there is one;
+    without one, what the delivery prunes is judged as deletes."""
     facts = collect_facts(client, progress)
+    settings = None
+    if base is not None and base.settings is not None and desired.settings is not None:
+        settings = (base.settings, desired.settings)
     return run_check(
         desired.manifests,
         base.manifests if base is not None else None,
-        check_options,
+        # A merged commit was reviewed: a loosened gate setting is a warning here, judged by the base's.
+        dataclasses.replace(check_options, reviewed=False),
         revision=desired.revision,
         base_sha=base.revision.sha if base is not None else None,
         repo_params=desired.params,
         cluster=facts,
+        drivers=desired.drivers,
+        pruned=pruned,
+        settings=settings,
     )
 
 

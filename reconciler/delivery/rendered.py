@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from reconciler.errors import ManifestError
 from reconciler.model.loader import CHART_FILE, Limits, SkippedFile, chart_reason, kustomization_reason
 from reconciler.model.objects import Manifest
+from reconciler.render.capabilities import Capabilities
 from reconciler.render.helm import ChartRelease, chart_inputs, render_releases
 from reconciler.render.kustomize import find_engine, render_kustomization
 
@@ -38,7 +39,12 @@ def _under(path: str, directory: str) -> bool:
 
 
 def render_tree(
-    tree: TreeFiles, prefix: str, wanted: Sequence[str], limits: Limits, releases: Sequence[ChartRelease] = ()
+    tree: TreeFiles,
+    prefix: str,
+    wanted: Sequence[str],
+    limits: Limits,
+    releases: Sequence[ChartRelease] = (),
+    capabilities: Capabilities | None = None,
 ) -> TreeRender:
     """Render what of `tree` its subdirectory (`prefix`), its `wanted` paths and its `releases` name."""
     if not tree.kustomizations and not releases:
@@ -54,7 +60,7 @@ def render_tree(
     result = TreeRender(blobs=[(p, d) for p, d in tree.blobs if not any(_under(p, k) for k in markers)])
     read: set[str] = set()  # the kustomization files the renders read (an overlay's bases)
     if to_render or releases:
-        read = _render(tree, area, to_render, releases, limits, result)
+        read = _render(tree, area, to_render, releases, limits, result, capabilities)
     for directory, file in sorted(markers.items()):
         inside_a_render = any(_under(directory, r) for r in to_render) or directory in charts
         if _under(directory, area) and not inside_a_render and file not in read:
@@ -70,6 +76,7 @@ def _render(
     releases: Sequence[ChartRelease],
     limits: Limits,
     result: TreeRender,
+    capabilities: Capabilities | None,
 ) -> set[str]:
     with tempfile.TemporaryDirectory(prefix="dra-gitops-tree-") as scratch:
         root = Path(scratch).resolve()
@@ -96,7 +103,7 @@ def _render(
                 read.update(show(file) for file in inputs.kustomizations)
         if releases:
             base = root / area if area else root
-            result.manifests.extend(render_releases(base, releases, show, limits))
+            result.manifests.extend(render_releases(base, releases, show, limits, capabilities))
             for relative in chart_inputs(releases):
                 target = base / relative
                 files = [target] if target.is_file() else [p for p in target.rglob("*") if p.is_file()]

@@ -162,9 +162,7 @@ class DemoWorld:
             shutdown_timeout=10.0,
             check=CheckOptions(),
         )
-        options.dashboard = build_dashboard(
-            self.client, targets=[target], cache_dir=options.cache_dir, check=options.check
-        )
+        options.dashboard = build_dashboard(self.client, targets=[target], cache_dir=options.cache_dir)
         self.controller = Controller(self.client, [target], options)
         self.controller.pass_listeners.append(lambda _target, result: self.passes.put(result))
         self.port = self.controller.start()

@@ -113,6 +113,10 @@ class Inventory(SelectorMatcher):
             self._node_cache[cache_key] = cached
         return cached
 
+    def local_devices(self, node: str) -> list[Device]:
+        """The devices local to ``node`` (published with its nodeName), in inventory order."""
+        return self._by_node.get(node, [])
+
     def nodes(self) -> list[str]:
         """Names of nodes that have node-local devices (sorted)."""
         return sorted(self._by_node)

@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.dra.nodematch import node_selector_for, pod_selects_node, untolerated_taint
 from reconciler.dra.placement import NodeInfo, PodClaim, PodInfo, pod_priority
+from reconciler.dra.scoring import default_spread
 from reconciler.model import dra
 from reconciler.model.objects import Manifest
 from reconciler.model.plan import Plan
@@ -93,6 +94,32 @@ def releasing_claims(live: Sequence[Manifest]) -> set[tuple[str, str]]:
     return out
 
 
+# Controllers whose pods kube-scheduler spreads by default (helper.DefaultSelector: ReplicaSets, and so
+# a Deployment's pods, StatefulSets and ReplicationControllers; and any pod a Service selects: a Job's
+# pods only through a Service).
+SPREAD_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController")
+
+
+def _spread_selector(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The workload's pod selector as a LabelSelector; None when it selects nothing in particular."""
+    selector = as_dict(as_dict(body.get("spec")).get("selector"))
+    if body.get("kind") == "ReplicationController":
+        selector = {"matchLabels": selector} if selector else {}
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        return None
+    return selector
+
+
+def _template_labels(body: dict[str, Any]) -> dict[str, str]:
+    """The labels of the pods a workload creates (a Pod's own)."""
+    meta = (
+        as_dict(body.get("metadata"))
+        if body.get("kind") == "Pod"
+        else as_dict(as_dict(as_dict(body.get("spec")).get("template")).get("metadata"))
+    )
+    return {str(k): str(v) for k, v in as_dict(meta.get("labels")).items()}
+
+
 def _daemon_nodes(pod_spec: dict[str, Any], nodes: Sequence[NodeInfo]) -> list[NodeInfo]:
     """Nodes a DaemonSet runs a pod on: those its selection matches and whose taints it tolerates."""
     out = []
@@ -131,6 +158,13 @@ class PodBuilder:
             if m.kind == "ResourceClaim" and dra.is_dra_group(m.api_version)
         }
         self.priority_classes = [m.body for m in [*live, *head] if m.kind == "PriorityClass"]
+        self.owners = {(m.ref.namespace, m.kind, m.ref.name): m.body for m in live if m.kind in SPREAD_KINDS}
+        services = {(m.ref.namespace, m.ref.name): m.body for m in [*live, *head] if m.kind == "Service"}
+        self.services: dict[str, list[dict[str, Any]]] = {}  # namespace -> the Services' selectors
+        for (ns, _), body in services.items():
+            selector = as_dict(as_dict(body.get("spec")).get("selector"))
+            if selector:
+                self.services.setdefault(ns, []).append(selector)
         self.plan = plan
         self.live = live
         self.pods: list[PodInfo] = []
@@ -156,12 +190,35 @@ class PodBuilder:
         return PodClaim(pc.name, (ns, name), claim, None if claim is not None else pc.template)
 
     def add(
-        self, ns: str, name: str, spec: dict[str, Any], source: PodSource, statuses: dict[str, str]
+        self,
+        ns: str,
+        name: str,
+        spec: dict[str, Any],
+        source: PodSource,
+        statuses: dict[str, str],
+        labels: dict[str, str] | None = None,
+        spread: dict[str, Any] | None = None,
     ) -> None:
         claims = [self.claim_for(ns, name, pc, statuses) for pc in dra.pod_claims(spec)]
         priority = pod_priority(spec, self.priority_classes)
-        self.pods.append(PodInfo(ns, name, spec, claims, priority, seq=len(self.pods)))
+        pod = PodInfo(
+            ns, name, spec, claims, priority, seq=len(self.pods), labels=labels or {}, spread=spread
+        )
+        self.pods.append(pod)
         self.sources.append(source)
+
+    def _owner_selector(self, ns: str, meta: dict[str, Any]) -> dict[str, Any] | None:
+        """The selector of the ReplicaSet or StatefulSet that owns a live pod (its default spreading)."""
+        for o in as_list(meta.get("ownerReferences")):
+            o = as_dict(o)
+            if o.get("controller") and o.get("kind") in SPREAD_KINDS:
+                owner = self.owners.get((ns, str(o.get("kind")), str(o.get("name"))))
+                return _spread_selector(owner) if owner is not None else None
+        return None
+
+    def spread(self, ns: str, labels: dict[str, str], owner: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The pod's default spreading: its Services' and its owner's selectors."""
+        return default_spread(labels, self.services.get(ns, []), owner)
 
     def waiting_pods(self) -> None:
         """Pods already waiting for the scheduler come first (created earlier)."""
@@ -178,12 +235,16 @@ class PodBuilder:
             key=lambda m: (str(as_dict(m.body.get("metadata")).get("creationTimestamp") or ""), m.ref.name)
         )
         for m in waiting:
+            meta = as_dict(m.body.get("metadata"))
+            labels = {str(k): str(v) for k, v in as_dict(meta.get("labels")).items()}
             statuses = {
                 str(as_dict(s).get("name")): str(as_dict(s).get("resourceClaimName"))
                 for s in as_list(as_dict(m.body.get("status")).get("resourceClaimStatuses"))
                 if as_dict(s).get("resourceClaimName")
             }
-            self.add(m.ref.namespace, m.ref.name, as_dict(m.body.get("spec")), PodSource(None, 1), statuses)
+            spec = as_dict(m.body.get("spec"))
+            spread = self.spread(m.ref.namespace, labels, self._owner_selector(m.ref.namespace, meta))
+            self.add(m.ref.namespace, m.ref.name, spec, PodSource(None, 1), statuses, labels, spread)
 
     def change_pods(self, nodes: Sequence[NodeInfo]) -> None:
         live_by_ref = {m.ref: m for m in self.live}
@@ -221,6 +282,9 @@ class PodBuilder:
                 if surge is not None and surge[0] > count:
                     count, rollout = surge
             source = PodSource(new, count, rollout)
+            labels = _template_labels(new.body)
+            owner = _spread_selector(new.body) if new.kind in ("Deployment", *SPREAD_KINDS) else None
+            spread = self.spread(ns, labels, owner)
             for index in range(count):
                 pod_name = name if new.kind == "Pod" else f"{name}-{index}"
-                self.add(ns, pod_name, pod_spec, source, {})
+                self.add(ns, pod_name, pod_spec, source, {}, labels, spread)

@@ -7,8 +7,10 @@ from typing import Any
 __all__ = ["ORDER_NOTE", "render_capacity"]
 
 ORDER_NOTE = (
-    "pods are placed one at a time in the scheduler's order (priority, then creation); the real "
-    "scheduler's queue order and node scoring can change which of several competing pods fails"
+    "pods are placed one at a time in the scheduler's order (priority, then creation), on the nodes that "
+    "score best; among nodes that score equal the scheduler's choice cannot be predicted, so every "
+    "placement those ties allow is followed (past a budget, a seeded sample): fits in all, in none, or "
+    "at-risk; the real scheduler's queue order can still change which of several competing pods fails"
 )
 
 
@@ -17,8 +19,16 @@ def render_capacity(capacity: dict[str, Any] | None) -> str:
     if not capacity or not (capacity.get("pods") or capacity.get("claims")):
         return ""
     lines = ["capacity (predicted placement):"]
+    pending = capacity.get("pending") or {}
+    if pending.get("summary"):
+        lines.append(f"  {pending['summary']}")
     for pod in capacity.get("pods") or []:
+        nodes = pod.get("nodes") or []
         where = f" on {pod['node']}" if pod.get("node") else ""
+        if len(nodes) > 1:
+            where = f" on one of {', '.join(nodes)} (equal scores decide)"
+        if pod["outcome"] == "at-risk":
+            where = f" (where it fits: on {', '.join(nodes) or pod.get('node')})"
         live = " (waiting in the cluster)" if pod.get("live") else ""
         lines.append(f"  pod {pod['pod']}{live}: {pod['outcome']}{where}")
         if pod.get("reason"):
@@ -36,5 +46,13 @@ def render_capacity(capacity: dict[str, Any] | None) -> str:
     releasing = capacity.get("releasing") or []
     if releasing:
         lines.append(f"  counted as free (their pods are being deleted or finished): {', '.join(releasing)}")
+    search = capacity.get("search") or {}
+    if search:
+        how = "exact" if search.get("mode") == "exact" else f"sampled (seed {search.get('seed')})"
+        cut = ", cut by the budget" if search.get("cut_by_budget") else ""
+        lines.append(
+            f"  placements explored: {search.get('placements')} {how}{cut}; "
+            f"{search.get('pods_searched')} pods needed a search"
+        )
     lines.append(f"  note: {capacity.get('note') or ORDER_NOTE}")
     return "\n".join(lines) + "\n"

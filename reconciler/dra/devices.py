@@ -97,6 +97,8 @@ class Device:
     attributes: dict[str, Any]  # qualified "domain/name" -> raw slice attribute value
     taints: tuple[dict[str, Any], ...]
     context: dict[str, Any] | None = field(compare=False, hash=False)  # CEL device; None when unparsable
+    # Where each taint of `taints` comes from: "ResourceSlice/<name>" or "DeviceTaintRule/<name>".
+    taint_sources: tuple[str, ...] = ()
     capacity: dict[str, Capacity] = field(default_factory=dict)  # qualified name -> capacity
     consumes: tuple[tuple[str, dict[str, Fraction]], ...] = ()  # (counter set, {counter: amount})
     multi: bool = False  # allowMultipleAllocations
@@ -120,6 +122,15 @@ class Device:
             return None
         return None if raw is None else ("raw", raw)
 
+    def taint_label(self, taint: Mapping[str, Any]) -> str:
+        """`DeviceTaintRule/gpu-maintenance: example.com/maintenance=true:NoSchedule`: a taint of this
+        device, led by where it comes from."""
+        value = f"={taint['value']}" if taint.get("value") else ""
+        text = f"{taint.get('key')}{value}:{taint.get('effect')}"
+        index = next((i for i, t in enumerate(self.taints) if t is taint), None)
+        source = self.taint_sources[index] if index is not None and index < len(self.taint_sources) else ""
+        return f"{source}: {text}" if source else text
+
     def reachable_from(self, node: str, labels: Mapping[str, str]) -> bool:
         if self.node_name is not None:
             return self.node_name == node
@@ -131,14 +142,18 @@ class Device:
 # ---------------------------------------------------------------------------------- DeviceTaintRules
 
 
-def _rule_taints(rules: Iterable[Mapping[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(deviceSelector, taint) of each DeviceTaintRule."""
+RuleTaint = tuple[dict[str, Any], dict[str, Any], str]
+
+
+def _rule_taints(rules: Iterable[Mapping[str, Any]]) -> list[RuleTaint]:
+    """(deviceSelector, taint, the rule's ref) of each DeviceTaintRule."""
     out = []
     for rule in rules:
         spec = as_dict(rule.get("spec"))
         taint = as_dict(spec.get("taint"))
         if taint:
-            out.append((as_dict(spec.get("deviceSelector")), taint))
+            name = str(as_dict(rule.get("metadata")).get("name", ""))
+            out.append((as_dict(spec.get("deviceSelector")), taint, f"DeviceTaintRule/{name}"))
     return out
 
 
@@ -220,7 +235,7 @@ def _device(
     d: Mapping[str, Any],
     driver: str,
     pool_name: str,
-    rules: list[tuple[dict[str, Any], dict[str, Any]]],
+    rules: list[RuleTaint],
     index: int,
 ) -> Device:
     body = as_dict(d.get("basic")) if "basic" in d else d
@@ -252,7 +267,11 @@ def _device(
     all_nodes = bool(body.get("allNodes") if per_device else spec.get("allNodes"))
     name = str(d.get("name", ""))
     taints = [t for t in as_list(body.get("taints")) if isinstance(t, dict)]
-    taints += [dict(t) for sel, t in rules if _selected(sel, driver, pool_name, name)]
+    sources = ["ResourceSlice/" + str(as_dict(s.get("metadata")).get("name", ""))] * len(taints)
+    for selector, taint, rule in rules:
+        if _selected(selector, driver, pool_name, name):
+            taints.append(dict(taint))
+            sources.append(rule)
     consumes = tuple(
         (str(as_dict(c).get("counterSet", "")), _counter_values(as_dict(c).get("counters")))
         for c in as_list(body.get("consumesCounters"))
@@ -267,6 +286,7 @@ def _device(
         all_nodes=all_nodes,
         attributes=qualified,
         taints=tuple(taints),
+        taint_sources=tuple(sources),
         context=ctx,
         capacity=capacity,
         consumes=consumes,

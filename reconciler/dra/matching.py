@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.dra.devices import Device, DeviceKey, Usage, claim_spec, normalise_requests, selector_exprs
+from reconciler.dra.devices import Device, DeviceKey, normalise_requests, selector_exprs
 from reconciler.dra.selectors import Match, SelectorError, evaluate_selectors, unknown_reason
 from reconciler.model.readers import as_dict, as_list
 
@@ -47,7 +47,6 @@ class SelectorMatcher:
             self.classes = {str(as_dict(c.get("metadata")).get("name", "")): c for c in classes}
         self._match_cache: dict[tuple[str, tuple[str, ...], DeviceKey], Match] = {}
         self._matching_cache: dict[tuple[str, tuple[str, ...], int], tuple[list[Device], Matching]] = {}
-        self._fails_anywhere: dict[tuple[str, tuple[str, ...]], bool] = {}
 
     def class_selectors(self, class_name: str) -> list[str] | None:
         cls = self.classes.get(class_name)
@@ -123,22 +122,3 @@ class SelectorMatcher:
                     if cls not in self.classes:
                         return f"{name}/{as_dict(sub).get('name', '')}", cls
         return None
-
-    def may_fail(self, claims: Sequence[Mapping[str, Any]], devices: Sequence[Device], usage: Usage) -> bool:
-        """Whether a selector of ``claims`` fails at run time on any of ``devices`` (cheap: no search)."""
-        for claim in claims:
-            for req in normalise_requests(claim_spec(claim)):
-                bodies = (
-                    [as_dict(req.get("exactly"))] if "exactly" in req else as_list(req.get("firstAvailable"))
-                )
-                for body in bodies:
-                    cls = str(as_dict(body).get("deviceClassName", ""))
-                    selectors = tuple(selector_exprs(as_dict(body).get("selectors")) or ())
-                    key = (cls, selectors)
-                    anywhere = self._fails_anywhere.get(key)
-                    if anywhere is None:
-                        anywhere = bool(self.matching_detail(cls, selectors, self.devices).errors)
-                        self._fails_anywhere[key] = anywhere
-                    if anywhere and self.matching_detail(cls, selectors, devices).errors:
-                        return True
-        return False

@@ -20,6 +20,7 @@ __all__ = [
     "DAEMON_TOLERATIONS",
     "HOST_NETWORK_TOLERATION",
     "daemon_pod_tolerations",
+    "label_selector_matches",
     "BLOCKING_EFFECTS",
     "node_selector_for",
     "node_selector_matches",
@@ -72,6 +73,18 @@ def _requirement(expr: Mapping[str, Any], value: str | None) -> bool:
             return False
         return a > b if op == "Gt" else a < b
     return False
+
+
+def label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels ANDed with matchExpressions) against a label set."""
+    for k, v in as_dict(selector.get("matchLabels")).items():
+        if labels.get(str(k)) != str(v):
+            return False
+    for raw in as_list(selector.get("matchExpressions")):
+        expr = as_dict(raw)
+        if not _requirement(expr, labels.get(str(expr.get("key")))):
+            return False
+    return True
 
 
 def pod_selects_node(spec: Mapping[str, Any], node: str, labels: Mapping[str, str]) -> bool:

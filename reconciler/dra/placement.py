@@ -5,29 +5,45 @@ in the scheduler's queue order (priority, then creation); each pod is tried on e
 node filters first (unschedulable, taints, readiness, nodeSelector / required node affinity, extended
 resources against node allocatable: :mod:`reconciler.dra.noderesources`), then its claims. Claims
 already allocated pin the pod to their allocation's nodeSelector; the others are allocated together
-from the devices reachable from that node (:mod:`reconciler.dra.allocator`), all of them or none. Among
-the nodes that pass, the one running the fewest pods wins (then by name). A pod that cannot be placed
-takes nothing. A selector that fails at run time on a node (on any node that passes the filters, as
-kube-scheduler filters them all) is an error for the pod: outcome "error", no node.
-
-The real scheduler's order can differ (pods are queued as they arrive, retried after back-off) and its
-node scoring is richer, so which of several competing pods fails can differ from this model; whether
-the devices suffice for all of them does not.
+from the devices reachable from that node (:mod:`reconciler.dra.allocator`), all of them or none
+(asked once per class of interchangeable nodes: :mod:`reconciler.dra.nodeclasses`). The nodes that pass
+are scored as kube-scheduler scores them (:mod:`reconciler.dra.scoring`); those left with the best
+score are the pod's ties (``PodResult.ties``), and ``choose`` picks one (the simulated scheduler: at
+random, as the real one in effect does; the prediction: each in turn, :mod:`reconciler.dra.ties`). A pod
+that cannot be placed takes nothing. A selector that fails at run time on a node (on any node that
+passes the filters, as kube-scheduler filters them all) is an error for the pod: outcome "error".
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
-from reconciler.dra.devices import Device, claim_spec
+from reconciler.dra.devices import claim_spec
 from reconciler.dra.explain import explain_node
+from reconciler.dra.nodeclasses import NodeClasses, pod_texts
 from reconciler.dra.nodematch import node_selector_matches, pod_selects_node, tolerates, untolerated_taint
-from reconciler.dra.noderesources import extended_requests, insufficient, node_allocatable
+from reconciler.dra.noderesources import extended_requests, insufficient
+from reconciler.dra.podinfo import (
+    AFFINITY,
+    CLAIM_IN_USE,
+    MAX_RESERVED,
+    NOT_AVAILABLE_ON_NODE,
+    NOT_READY,
+    UNSCHEDULABLE,
+    NodeInfo,
+    PodClaim,
+    PodInfo,
+    PodResult,
+    Rejection,
+    pod_priority,
+)
+from reconciler.dra.scoring import Held, dra_score, node_scores, pod_requests
 from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
@@ -42,129 +58,8 @@ __all__ = [
     "PodResult",
     "Rejection",
     "pod_priority",
+    "queue_order",
 ]
-
-NOT_AVAILABLE_ON_NODE = "resourceclaim not available on the node"
-AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-UNSCHEDULABLE = "node(s) were unschedulable"
-CLAIM_IN_USE = "resourceclaim in use"
-MAX_RESERVED = 256
-NOT_READY = "node.kubernetes.io/not-ready"
-
-
-@dataclass
-class NodeInfo:
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: list[dict[str, Any]] = field(default_factory=list)
-    unschedulable: bool = False
-    ready: bool = True
-    allocatable: dict[str, Fraction] = field(default_factory=dict)  # extended resources
-
-    @classmethod
-    def from_node(cls, node: Mapping[str, Any]) -> NodeInfo:
-        md, spec = as_dict(node.get("metadata")), as_dict(node.get("spec"))
-        conditions = as_list(as_dict(node.get("status")).get("conditions"))
-        ready = any(
-            as_dict(c).get("type") == "Ready" and as_dict(c).get("status") == "True" for c in conditions
-        )
-        return cls(
-            name=str(md.get("name", "")),
-            labels={str(k): str(v) for k, v in as_dict(md.get("labels")).items()},
-            taints=[t for t in as_list(spec.get("taints")) if isinstance(t, dict)],
-            unschedulable=bool(spec.get("unschedulable")),
-            ready=ready,
-            allocatable=node_allocatable(node),
-        )
-
-
-@dataclass
-class PodClaim:
-    name: str  # the pod's name for it (pod.spec.resourceClaims[].name)
-    key: tuple[str, str]  # (namespace, ResourceClaim name): the same key means a shared claim
-    claim: Mapping[str, Any] | None  # None: the ResourceClaim (or its template) does not exist
-    template: str | None = None  # the ResourceClaimTemplate it is generated from, when it is missing
-
-
-@dataclass
-class PodInfo:
-    namespace: str
-    name: str
-    spec: Mapping[str, Any]
-    claims: list[PodClaim]
-    priority: int = 0
-    seq: int = 0  # creation order
-    uid: str | None = None
-
-    @property
-    def label(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass
-class Rejection:
-    node: str
-    reason: str  # kube-scheduler's words (the FitError histogram)
-    detail: str  # why, in numbers
-
-
-@dataclass
-class PodResult:
-    pod: PodInfo
-    outcome: str  # "fits" | "does-not-fit" | "unknown" | "error"
-    node: str | None = None
-    allocations: dict[tuple[str, str], AllocationOutcome] = field(default_factory=dict)  # claims it allocates
-    rejections: list[Rejection] = field(default_factory=list)
-    prefilter: str | None = None  # a reason that rejects the pod before any node (scheduler wording)
-    parked: str | None = None  # the scheduler does not try the pod at all (a claim is missing)
-    unknown: str | None = None  # what the model could not decide
-    error: AllocationOutcome | None = None  # a selector failed at run time (outcome "error")
-
-    @property
-    def ok(self) -> bool:
-        return self.node is not None
-
-    @property
-    def scheduler_error(self) -> str | None:
-        """The pod's PodScheduled message when scheduling fails with an error (reason SchedulerError)."""
-        if self.error is None or self.error.error is None:
-            return None
-        return f'running "DynamicResources" filter plugin: {self.error.error}'
-
-    def reason(self, max_nodes: int = 3) -> str:
-        """Why the pod does not fit, short: nodes grouped by the same detail."""
-        if self.error is not None and self.error.error:
-            return self.error.error
-        if self.parked:
-            return self.parked
-        if self.prefilter:
-            return self.prefilter
-        if not self.rejections:
-            return "no node in the cluster"
-        by_detail: dict[str, list[str]] = {}
-        for r in self.rejections:
-            by_detail.setdefault(r.detail, []).append(r.node)
-        parts = []
-        for detail, nodes in by_detail.items():
-            shown = ", ".join(nodes[:max_nodes])
-            if len(nodes) > max_nodes:
-                shown += f" and {len(nodes) - max_nodes} more nodes"
-            parts.append(f"{shown}: {detail}")
-        return "; ".join(parts)
-
-
-def pod_priority(spec: Mapping[str, Any], priority_classes: Iterable[Mapping[str, Any]] = ()) -> int:
-    """spec.priority, else the value of its PriorityClass (or the global default class), else 0."""
-    if isinstance(spec.get("priority"), int):
-        return int(spec["priority"])
-    classes = list(priority_classes)
-    wanted = spec.get("priorityClassName")
-    for pc in classes:
-        name = as_dict(pc.get("metadata")).get("name")
-        if (wanted and name == wanted) or (not wanted and pc.get("globalDefault")):
-            value = pc.get("value")
-            return int(value) if isinstance(value, int) else 0
-    return 0
 
 
 def _unmodelled(spec: Mapping[str, Any], inv: Inventory) -> str | None:
@@ -198,8 +93,12 @@ class Placement:
         *,
         explain: bool = False,
         node_requests: Mapping[str, Mapping[str, Fraction]] | None = None,
+        bound_pods: Iterable[Mapping[str, Any]] = (),
+        choose: Callable[[list[str]], str] | None = None,
     ) -> None:
-        """``node_requests``: the extended resources the pods bound to each node request."""
+        """``node_requests``: the extended resources the pods bound to each node request;
+        ``bound_pods``: those pods (cpu and memory, labels: what scoring weighs); ``choose``: which of
+        the nodes that tie for the best score the pod goes to (default: the first by name)."""
         self.inv = inventory
         self.nodes = sorted(nodes, key=lambda n: n.name)
         self.usage = inventory.usage.copy()
@@ -207,11 +106,24 @@ class Placement:
         self.requested: dict[str, dict[str, Fraction]] = {
             n: dict(r) for n, r in (node_requests or {}).items()
         }
+        self.held: dict[str, Held] = {}
+        self.pods_on: dict[str, Counter[tuple[str, frozenset[tuple[str, str]]]]] = {}
+        for body in bound_pods:
+            md, spec = as_dict(body.get("metadata")), as_dict(body.get("spec"))
+            labels = {str(k): str(v) for k, v in as_dict(md.get("labels")).items()}
+            self._hold(str(spec.get("nodeName")), str(md.get("namespace", "")), labels, spec)
         self.dra_resources = {
             str(as_dict(c.get("spec")).get("extendedResourceName") or "") for c in inventory.classes.values()
         } - {""}
         self.explain = explain
+        self.choose = choose
+        self.classes = NodeClasses(inventory, self.nodes)
+        # (id(pod spec), node) -> (the spec, kept alive so its id stays its own; the spec-only rejection)
+        self._spec_filter: dict[tuple[int, str], tuple[Mapping[str, Any], Rejection | None]] = {}
+        self._dynamic: dict[str, Any] = {}
         self.allocations: dict[tuple[str, str], dict[str, Any]] = {}
+        self.allocated_on: dict[tuple[str, str], str] = {}  # claims this model allocated: on which node
+        self.shared_claims: set[tuple[str, str]] = set()  # claims of more than one pod to place
         self.reserved: Counter[tuple[str, str]] = Counter()
         for c in inventory.claims:
             md = as_dict(c.get("metadata"))
@@ -220,6 +132,62 @@ class Placement:
             if status.get("allocation"):
                 self.allocations[key] = as_dict(status.get("allocation"))
             self.reserved[key] = len(as_list(status.get("reservedFor")))
+
+    def clone(self) -> Placement:
+        """An independent copy of what is held (the inventory and the classes are shared)."""
+        other = copy.copy(self)
+        other.usage = self.usage.copy()
+        other.load = Counter(self.load)
+        other.requested = {n: dict(r) for n, r in self.requested.items()}
+        other.held = dict(self.held)
+        other.pods_on = {n: Counter(c) for n, c in self.pods_on.items()}
+        other._dynamic = dict(self._dynamic)
+        other.allocations = dict(self.allocations)
+        other.allocated_on = dict(self.allocated_on)
+        other.reserved = Counter(self.reserved)
+        return other
+
+    def _hold(self, node: str, namespace: str, labels: Mapping[str, str], spec: Mapping[str, Any]) -> None:
+        nz, actual = pod_requests(spec, nonzero=True), pod_requests(spec, nonzero=False)
+        h = self.held.get(node, (0, 0, 0, 0))
+        self.held[node] = (h[0] + nz[0], h[1] + nz[1], h[2] + actual[0], h[3] + actual[1])
+        self.pods_on.setdefault(node, Counter())[(namespace, frozenset(labels.items()))] += 1
+
+    def dynamic(self, node: str) -> Any:
+        """What is held on ``node`` (its devices, resources and pods), for its class."""
+        sig = self._dynamic.get(node)
+        if sig is None:
+            sig = self._dynamic[node] = self.classes.dynamic(
+                node, self.usage, self.held, self.requested, self.pods_on
+            )
+        return sig
+
+    def state_key(self) -> Any:
+        """What is held, nodes of one class taken as interchangeable: equal keys, equal futures."""
+        node_keys = {n.name: self.classes.key(n.name, self.dynamic(n.name), ties=True) for n in self.nodes}
+        remote = tuple(sorted(k for k in self.usage.used if k not in self._local_keys()))
+        # Only claims another pod may still use matter: where they went, how often they are reserved.
+        claims = tuple(
+            sorted(
+                (key, repr(node_keys.get(node)))
+                for key, node in self.allocated_on.items()
+                if key in self.shared_claims
+            )
+        )
+        return (
+            tuple(sorted(repr(k) for k in node_keys.values())),
+            remote,
+            tuple(sorted((repr(k), repr(sorted(v.items()))) for k, v in self.usage.shared.items())),
+            claims,
+            tuple(sorted((k, n) for k, n in self.reserved.items() if k in self.shared_claims)),
+        )
+
+    def _local_keys(self) -> set[Any]:
+        local = getattr(self, "_local_cache", None)
+        if local is None:
+            local = {d.key for devices in self.classes.local.values() for d in devices}
+            self._local_cache = local
+        return local
 
     # ------------------------------------------------------------------ one pod
 
@@ -239,55 +207,104 @@ class Placement:
                 result.rejections.append(rejection)
             else:
                 passed.append(node)
-        # Nodes in score order (fewest pods, then name): the first where the claims fit is the choice,
-        # so the others need no allocation unless the pod fits nowhere (then every node says why).
-        passed.sort(key=lambda n: (self.load[n.name], n.name))
-        feasible: list[tuple[NodeInfo, list[AllocationOutcome]]] = []
-        unknown: str | None = None
-        failed: list[tuple[NodeInfo, list[Device]]] = []
-        # kube-scheduler filters every node: after the choice, a node can still fail the pod, but only
-        # where one of its selectors fails on a device.
-        may_fail = bool(claims) and self.inv.may_fail(claims, self.inv.devices, self.usage)
+        # Interchangeable nodes pass or fail alike and score alike: one of each class is asked.
+        groups: dict[Any, list[NodeInfo]] = {}
         for node in passed:
-            if not claims:
-                feasible.append((node, []))
-                break
-            if feasible and not may_fail:
-                break
-            devices = self.inv.devices_on_node(node.name, node.labels)
-            if feasible and not self.inv.may_fail(claims, devices, self.usage):
-                continue
-            outcomes = self.inv.allocate_on(claims, node.name, devices, self.usage)
-            if outcomes[0].error:
-                result.error = outcomes[0]
-                result.outcome = "error"
-                return result
-            if outcomes[0].ok:
-                feasible = feasible or [(node, outcomes)]
-                continue
-            unknown = unknown or outcomes[0].unknown_reason
-            failed.append((node, devices))
+            groups.setdefault(self.classes.key(node.name, self.dynamic(node.name), ties=True), []).append(
+                node
+            )
+        feasible: list[list[NodeInfo]] = []
+        outcomes_of: dict[str, list[AllocationOutcome]] = {}
+        unknown: str | None = None
+        failed: list[list[NodeInfo]] = []
+        for members in groups.values():
+            rep = members[0]
+            if claims:
+                devices = self.inv.devices_on_node(rep.name, rep.labels)
+                outcomes = self.inv.allocate_on(claims, rep.name, devices, self.usage)
+                if outcomes[0].error:
+                    result.error = outcomes[0]
+                    result.outcome = "error"
+                    return result
+                if not outcomes[0].ok:
+                    unknown = unknown or outcomes[0].unknown_reason
+                    failed.append(members)
+                    continue
+                outcomes_of[rep.name] = outcomes
+            feasible.append(members)
         if not feasible:
-            for node, devices in failed:
-                detail = CANNOT_ALLOCATE
-                if self.explain:
-                    named = [(pc.name, c) for pc, c in zip(to_allocate, claims, strict=True)]
-                    detail = explain_node(self.inv, named, node.name, devices, self.usage)
-                result.rejections.append(Rejection(node.name, CANNOT_ALLOCATE, detail))
-            order = {n.name: i for i, n in enumerate(self.nodes)}
-            result.rejections.sort(key=lambda r: order[r.node])
-        if not feasible:
+            self._reject(result, failed, to_allocate, claims)
             # Devices the model could not judge might have made it fit: unknown, never a false alarm.
             result.unknown = unknown
             result.outcome = "unknown" if unknown else "does-not-fit"
             return result
-        node, outcomes = feasible[0]
-        result.node = node.name
-        result.allocations = {pc.key: o for pc, o in zip(to_allocate, outcomes, strict=True)}
+        self._choose(result, pod, feasible, claims, outcomes_of)
+        result.allocations = {
+            pc.key: o for pc, o in zip(to_allocate, outcomes_of.get(result.node or "", []), strict=False)
+        }
+        if claims and result.node not in outcomes_of:
+            result.allocations = self._allocate(to_allocate, claims, result.node or "")
         # What the model does not weigh could still keep the pod off every node: unknown, never "fits".
         result.unknown = _unmodelled(pod.spec, self.inv)
         result.outcome = "unknown" if result.unknown else "fits"
         return result
+
+    def _choose(
+        self,
+        result: PodResult,
+        pod: PodInfo,
+        feasible: list[list[NodeInfo]],
+        claims: list[Mapping[str, Any]],
+        outcomes_of: Mapping[str, list[AllocationOutcome]],
+    ) -> None:
+        """The best-scoring classes are the ties; the pod goes to the chosen node among them."""
+        reps = [members[0] for members in feasible]
+        dra = {}
+        if any(dra_score(claims, o) for o in outcomes_of.values()):
+            dra = {name: dra_score(claims, o) for name, o in outcomes_of.items()}
+        every = [n for members in feasible for n in members]
+        scores = node_scores(pod, reps, every, self.nodes, self.held, self.pods_on, dra)
+        best = max(scores.values())
+        tied = [members for members in feasible if scores[members[0].name] == best]
+        result.ties = sorted(([n.name for n in members] for members in tied), key=lambda c: c[0])
+        names = sorted(n for c in result.ties for n in c)
+        result.node = self.choose(names) if self.choose is not None else result.ties[0][0]
+
+    def _allocate(
+        self, to_allocate: list[PodClaim], claims: list[Mapping[str, Any]], node: str
+    ) -> dict[tuple[str, str], AllocationOutcome]:
+        info = next(n for n in self.nodes if n.name == node)
+        devices = self.inv.devices_on_node(node, info.labels)
+        outcomes = self.inv.allocate_on(claims, node, devices, self.usage)
+        return {pc.key: o for pc, o in zip(to_allocate, outcomes, strict=True)}
+
+    def on_node(self, result: PodResult, node: str) -> PodResult:
+        """``result`` with the pod sent to ``node`` (another of its ties) instead."""
+        if node == result.node:
+            return result
+        to_allocate: list[PodClaim] = []
+        for pc in result.pod.claims:  # in the pod's order, each claim once (as the prefilter takes them)
+            if pc.key in result.allocations and all(pc.key != other.key for other in to_allocate):
+                to_allocate.append(pc)
+        claims = [pc.claim for pc in to_allocate if pc.claim is not None]
+        moved = dataclasses.replace(result, node=node)
+        moved.allocations = self._allocate(to_allocate, claims, node) if claims else {}
+        return moved
+
+    def _reject(
+        self, result: PodResult, failed: list[list[NodeInfo]], to_allocate: list[PodClaim], claims: list[Any]
+    ) -> None:
+        """Every node the claims did not fit on says why (in numbers when explaining; alike in a class)."""
+        for members in failed:
+            detail = CANNOT_ALLOCATE
+            if self.explain:
+                rep = members[0]
+                devices = self.inv.devices_on_node(rep.name, rep.labels)
+                named = [(pc.name, c) for pc, c in zip(to_allocate, claims, strict=True)]
+                detail = explain_node(self.inv, named, rep.name, devices, self.usage)
+            result.rejections.extend(Rejection(node.name, CANNOT_ALLOCATE, detail) for node in members)
+        order = {n.name: i for i, n in enumerate(self.nodes)}
+        result.rejections.sort(key=lambda r: order[r.node])
 
     def _prefilter(
         self, pod: PodInfo, result: PodResult
@@ -333,23 +350,9 @@ class Placement:
         pinned: list[tuple[PodClaim, dict[str, Any]]],
         wanted: Mapping[str, Fraction],
     ) -> Rejection | None:
-        spec = pod.spec
-        tolerations = as_list(spec.get("tolerations"))
-        if node.unschedulable and not any(
-            tolerates(as_dict(t), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
-            for t in tolerations
-        ):
-            return Rejection(node.name, UNSCHEDULABLE, "node is cordoned (unschedulable)")
-        taint = untolerated_taint(node.taints, tolerations)
-        if taint is None and not node.ready:
-            not_ready = {"key": NOT_READY, "value": "", "effect": "NoSchedule"}
-            if not any(tolerates(as_dict(t), not_ready) for t in tolerations):
-                taint = not_ready
-        if taint is not None:
-            words = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
-            return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
-        if not pod_selects_node(spec, node.name, node.labels):
-            return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
+        rejection = self._spec_rejection(pod, node)
+        if rejection is not None:
+            return rejection
         if wanted:
             short = insufficient(
                 wanted, node.allocatable, self.requested.get(node.name, {}), self.dra_resources
@@ -365,6 +368,18 @@ class Placement:
                 )
         return None
 
+    def _spec_rejection(self, pod: PodInfo, node: NodeInfo) -> Rejection | None:
+        """What only the pod spec and the node decide, asked once per spec (a workload's replicas share it)."""
+        key = (id(pod.spec), node.name)
+        cached = self._spec_filter.get(key)
+        if cached is None:
+            cached = self._spec_filter[key] = (pod.spec, _spec_filter(pod.spec, node))
+        return cached[1]
+
+    def passes_spec_filters(self, pod: PodInfo, node: NodeInfo) -> bool:
+        """Whether the node passes the filters that only the pod spec and the node decide."""
+        return self._spec_rejection(pod, node) is None
+
     def commit(self, result: PodResult) -> None:
         """The pod is bound: its claims hold their devices, its shared claims are reserved."""
         if result.node is None:
@@ -373,18 +388,50 @@ class Placement:
             for device_key, consumed in outcome.taken:
                 self.usage.take(self.inv.by_key.get(device_key), device_key, consumed)
             self.allocations[key] = dict(outcome.allocation or {})
+            self.allocated_on[key] = result.node
         for key in {pc.key for pc in result.pod.claims}:
             self.reserved[key] += 1
         self.load[result.node] += 1
         held = self.requested.setdefault(result.node, {})
         for name, q in extended_requests(result.pod.spec).items():
             held[name] = held.get(name, Fraction(0)) + q
+        pod = result.pod
+        self._hold(result.node, pod.namespace, pod.labels, pod.spec)
+        self._dynamic.pop(result.node, None)
 
     def place(self, pods: Iterable[PodInfo]) -> list[PodResult]:
         """Every pod in the scheduler's order, each bound (and holding its devices) when it fits."""
+        ordered = queue_order(pods)
+        self.classes.focus(pod_texts(ordered))
         out = []
-        for pod in sorted(pods, key=lambda p: (-p.priority, p.seq)):
+        for pod in ordered:
             result = self.attempt(pod)
             self.commit(result)
             out.append(result)
         return out
+
+
+def _spec_filter(spec: Mapping[str, Any], node: NodeInfo) -> Rejection | None:
+    """The filters only the pod spec and the node decide: cordon, taints and readiness, node selection."""
+    tolerations = as_list(spec.get("tolerations"))
+    if node.unschedulable and not any(
+        tolerates(as_dict(t), {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+        for t in tolerations
+    ):
+        return Rejection(node.name, UNSCHEDULABLE, "node is cordoned (unschedulable)")
+    taint = untolerated_taint(node.taints, tolerations)
+    if taint is None and not node.ready:
+        not_ready = {"key": NOT_READY, "value": "", "effect": "NoSchedule"}
+        if not any(tolerates(as_dict(t), not_ready) for t in tolerations):
+            taint = not_ready
+    if taint is not None:
+        words = f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+        return Rejection(node.name, words, f"untolerated node taint {taint.get('key')}")
+    if not pod_selects_node(spec, node.name, node.labels):
+        return Rejection(node.name, AFFINITY, "does not match the pod's nodeSelector/affinity")
+    return None
+
+
+def queue_order(pods: Iterable[PodInfo]) -> list[PodInfo]:
+    """The scheduling queue: higher priority first, then creation order."""
+    return sorted(pods, key=lambda p: (-p.priority, p.seq))

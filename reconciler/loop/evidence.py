@@ -12,6 +12,11 @@ from reconciler.loop.state import RECORD_ITEMS, now_iso
 
 # Characters of a verify-exec's output an evidence record keeps.
 EXEC_OUTPUT = 500
+# Changed objects a record keeps, the changed lines of each (each cut to DIFF_LINE characters): at most
+# about 25 kB a record, within the history's byte budget (state.HISTORY_BYTES).
+DIFF_OBJECTS = 20
+DIFF_LINES = 8
+DIFF_LINE = 160
 
 
 def drift_text(refs: dict[str, list[str]]) -> str:
@@ -29,6 +34,28 @@ def count_violations(delivery: Delivery) -> dict[tuple[str, str], int]:
     return counts
 
 
+def changed_objects(delivery: Delivery) -> list[dict[str, object]]:
+    """The objects the dry-run found changed (or refused), each with its changed lines (as `diff`
+    prints them), bounded: what the dashboard's commit page shows per object."""
+    results = delivery.dry_run.results if delivery.dry_run is not None else []
+    out: list[dict[str, object]] = []
+    for r in results:
+        if r.op == "unchanged" and not r.error:
+            continue
+        lines = [
+            line[:DIFF_LINE]
+            for line in r.diff.splitlines()
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))
+        ]
+        entry: dict[str, object] = {"ref": r.ref, "op": r.op, "fields": lines[:DIFF_LINES]}
+        if r.error:
+            entry["error"] = r.error[: DIFF_LINE * 2]
+        out.append(entry)
+        if len(out) >= DIFF_OBJECTS:
+            break
+    return out
+
+
 def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> HistoryRecord:
     """One bounded history entry: decisions, diff summary, timings, claim → device → node, outcome."""
     data = delivery.to_json()
@@ -40,7 +67,7 @@ def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> Hist
         operation=operation,
         outcome=delivery.outcome,
         at=now_iso(),
-        diff={"summary": delivery.plan_line(), **delivery.counts()},
+        diff={"summary": delivery.plan_line(), **delivery.counts(), "objects": changed_objects(delivery)},
         decisions=[
             {k: f.get(k) for k in ("rule", "severity", "ref", "msg", "path", "line")}
             for f in findings[:RECORD_ITEMS]
@@ -62,4 +89,6 @@ def evidence_record(delivery: Delivery, sha: str | None, operation: str) -> Hist
         or None,
         decisions_omitted=len(findings) - RECORD_ITEMS if len(findings) > RECORD_ITEMS else None,
         message=delivery.failure_message() or None,
+        # The failure's diagnosis (mode, evidence, fixes) as the pass saw it: the dashboard shows it later.
+        diagnoses=(data.get("diagnoses") or [])[:DIFF_OBJECTS] or None,
     )

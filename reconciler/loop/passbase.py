@@ -13,12 +13,13 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.events import EventRecorder
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
-from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, deliver
+from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, cluster_capabilities_of, deliver
 from reconciler.delivery.result import Delivery
 from reconciler.loop.reconcile_types import Cancelled, PassResult, ReconcileOptions, RevisionSource
 from reconciler.loop.records import InProgress
 from reconciler.loop.state import StateConflict, StateStore, TargetState, now_iso
 from reconciler.model.objects import ObjRef
+from reconciler.render.capabilities import cluster_capabilities
 
 Progress = Callable[[str], None]
 log = logging.getLogger("dra_gitops.reconcile")
@@ -66,7 +67,10 @@ class PassBase:
             return empty_state()
         cached = self._desired_cache.get(sha)
         if cached is None:
-            cached = self.source.desired(sha)
+            with cluster_capabilities(
+                cluster_capabilities_of(self.client)
+            ):  # charts render as for this cluster
+                cached = self.source.desired(sha)
             if len(self._desired_cache) >= 4:
                 self._desired_cache.pop(next(iter(self._desired_cache)))
             self._desired_cache[sha] = cached

@@ -190,6 +190,7 @@ class HistoryRecord(_Record):
     executed: list[dict[str, Any]] | None = None  # verify-exec: {"pod", "container", "command", "ok", ...}
     decisions_omitted: int | None = None
     message: str | None = None  # why it did not succeed
+    diagnoses: list[dict[str, Any]] | None = None  # {"mode", "ref", "summary", "evidence", "recovery"}
     force_push: dict[str, Any] | None = None  # {"previous"}: the head was force-pushed over it
     drift: dict[str, list[str]] | None = None  # missing | changed | extra -> refs
     from_sha: str | None = None  # a rollback: the revision it rolled back from

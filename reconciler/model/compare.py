@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.model.dra_workloads import is_driver_workload
+from reconciler.model.dra_drivers import is_driver_workload
 from reconciler.model.objects import Manifest
 
 __all__ = ["covers", "live_driver_base"]

@@ -10,14 +10,15 @@ The accessors live in sibling modules by what they read; this module re-exports 
 the object's role in the DRA chain and the `_dra` summary of the policy input:
 
 * :mod:`reconciler.model.dra_readers`   defensive readers, the DRA group and versions
-* :mod:`reconciler.model.dra_workloads` PodSpecs, pod and container claims, driver workloads and canaries
+* :mod:`reconciler.model.dra_workloads` PodSpecs, pod and container claims, extended resources
+* :mod:`reconciler.model.dra_drivers`   driver workloads: recognition, driver, role, canary, digests
 * :mod:`reconciler.model.dra_claims`    claims and templates: requests, classes, allocation status
 * :mod:`reconciler.model.dra_devices`   DeviceClasses and ResourceSlices
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,25 +39,38 @@ from reconciler.model.dra_devices import (
     slice_node,
     slice_pool,
 )
-from reconciler.model.dra_readers import CLASSIC_VERSIONS, DRA_GROUP, DRA_VERSIONS, dra_kind, is_dra_group
-from reconciler.model.dra_workloads import (
+from reconciler.model.dra_drivers import (
     CANARY_ANNOTATION,
     COMPONENT_LABEL,
+    CONFIG_KINDS,
     DRIVER_ANNOTATION,
     DRIVER_COMPONENTS,
     DRIVER_WORKLOAD_KINDS,
+    DriverHints,
+    allows_no_nodes,
+    canary_for,
+    config_content_digest,
+    driver_config_digest,
+    driver_hints,
+    driver_role,
+    driver_template_digest,
+    is_driver_workload,
+    mounted_config,
+    recognized_by,
+    workload_driver,
+)
+from reconciler.model.dra_readers import CLASSIC_VERSIONS, DRA_GROUP, DRA_VERSIONS, dra_kind, is_dra_group
+from reconciler.model.dra_workloads import (
+    EXTENDED_ALIAS_PREFIX,
     POD_TEMPLATE_KINDS,
     ContainerClaimRef,
     PodClaim,
-    canary_for,
     container_claim_refs,
-    driver_template_digest,
-    is_driver_workload,
+    extended_resources,
     pod_claims,
     pod_spec_of,
-    workload_driver,
 )
-from reconciler.model.objects import api_group
+from reconciler.model.objects import Manifest, api_group
 from reconciler.model.readers import api_version_of, kind_of, unique
 
 # --- roles and the policy-input summary --------------------------------------------------------------
@@ -85,6 +99,24 @@ def role_of(body: dict[str, Any]) -> str:
     return "other"
 
 
+def hints_of(
+    manifests: Iterable[Manifest],
+    declared: Mapping[tuple[str, str, str], str] | None = None,
+    allow_no_nodes: Iterable[str] = (),
+) -> DriverHints:
+    """What recognizes driver workloads among `manifests` (desired, base and live objects): the drivers
+    their DeviceClasses and ResourceSlices use, and the workloads `drivers:` declares."""
+    known: set[str] = set((declared or {}).values())
+    for manifest in manifests:
+        kind = dra_kind(manifest.body)
+        if kind == "DeviceClass":
+            known.add(class_driver(manifest.body) or "")
+        elif kind == "ResourceSlice":
+            known.add(slice_driver(manifest.body) or "")
+    known.discard("")
+    return DriverHints(frozenset(known), dict(declared or {}), frozenset(allow_no_nodes))
+
+
 @dataclass(frozen=True)
 class DraInfo:
     """The `_dra` facts of one object, apart from ref/location/stage which the caller adds."""
@@ -99,6 +131,10 @@ class DraInfo:
     canary_for: str | None
     driver_template: str | None
     admin_access: bool
+    driver_role: str | None = None  # kubelet-plugin or controller, for driver workloads
+    driver_config: str | None = None  # the content its pods read (set by the input builder)
+    extended_resources: tuple[str, ...] = ()  # extended resources DRA may back (pods and workloads)
+    recognized_by: str | None = None  # how a driver workload was recognized
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,6 +148,10 @@ class DraInfo:
             "canary_for": self.canary_for,
             "driver_template": self.driver_template,
             "admin_access": self.admin_access,
+            "driver_role": self.driver_role,
+            "driver_config": self.driver_config,
+            "extended_resources": list(self.extended_resources),
+            "recognized_by": self.recognized_by,
         }
 
 
@@ -144,6 +184,9 @@ def describe(body: dict[str, Any], namespace: str) -> DraInfo:
         canary_for=canary_for(body) if is_driver else None,
         driver_template=driver_template_digest(body) if is_driver else None,
         admin_access=any(alt.admin_access for alt in alternatives),
+        driver_role=driver_role(body) if is_driver else None,
+        extended_resources=tuple(extended_resources(spec)) if spec is not None else (),
+        recognized_by=recognized_by(body) if is_driver else None,
     )
 
 
@@ -151,6 +194,18 @@ __all__ = [
     "CANARY_ANNOTATION",
     "CLASSIC_VERSIONS",
     "COMPONENT_LABEL",
+    "CONFIG_KINDS",
+    "DriverHints",
+    "EXTENDED_ALIAS_PREFIX",
+    "allows_no_nodes",
+    "extended_resources",
+    "config_content_digest",
+    "driver_config_digest",
+    "driver_hints",
+    "driver_role",
+    "hints_of",
+    "mounted_config",
+    "recognized_by",
     "DRA_GROUP",
     "DRA_VERSIONS",
     "DRIVER_ANNOTATION",

@@ -5,31 +5,19 @@ Part of :mod:`reconciler.model.dra` (which re-exports every name here); same def
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.model.objects import api_group
 from reconciler.model.readers import (
-    annotations_of,
     api_version_of,
     as_dict,
     as_dicts,
-    as_list,
     as_str,
     dig,
     kind_of,
-    labels_of,
 )
-from reconciler.model.server_defaults import without_container_defaults, without_volume_defaults
-
-DRIVER_ANNOTATION = "dra-gitops.io/driver"
-CANARY_ANNOTATION = "dra-gitops.io/canary-for"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-DRIVER_COMPONENTS = frozenset({"kubelet-plugin", "kubeletplugin"})
-DRIVER_WORKLOAD_KINDS = frozenset({"DaemonSet", "Deployment", "StatefulSet"})
 
 # Where each pod-carrying kind keeps its PodSpec, and which API groups own that kind (so a CRD that
 # happens to be called "Deployment" is not mistaken for one).
@@ -53,23 +41,6 @@ _POD_KIND_GROUPS: Mapping[str, frozenset[str]] = {
     "Pod": frozenset({""}),
     "PodTemplate": frozenset({""}),
 }
-
-_DRIVER_FLAGS = ("--driver-name", "--driver")
-_DRIVER_ENV = ("DRIVER_NAME", "DRA_DRIVER_NAME")
-# Pod-template fields that define what a driver pod runs; placement (nodeSelector, affinity,
-# tolerations), names and labels are deliberately absent so a canary can differ only there.
-_DIGEST_CONTAINER_FIELDS = (
-    "name",
-    "image",
-    "command",
-    "args",
-    "env",
-    "envFrom",
-    "volumeMounts",
-    "securityContext",
-    "resources",
-)
-
 
 # --- pod side ----------------------------------------------------------------------------------------
 
@@ -187,89 +158,25 @@ def container_claim_refs(pod_spec: dict[str, Any] | None) -> list[ContainerClaim
     return out
 
 
-# --- driver workloads --------------------------------------------------------------------------------
+# --- extended resources backed by DRA (1.34+, DRAExtendedResource) ---------------------------------------
+
+EXTENDED_ALIAS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
-def _is_driver_label(key: Any, value: Any) -> bool:
-    # NVIDIA's chart labels with "<release>-component: kubelet-plugin" instead of the recommended key.
-    if not isinstance(key, str) or value not in DRIVER_COMPONENTS:
-        return False
-    return key == COMPONENT_LABEL or key.endswith("-component")
-
-
-def is_driver_workload(body: dict[str, Any]) -> bool:
-    """A DaemonSet/Deployment/StatefulSet running a DRA kubelet plugin (by label or annotation)."""
-    if kind_of(body) not in DRIVER_WORKLOAD_KINDS or pod_spec_of(body) is None:
-        return False
-    if as_str(annotations_of(body).get(DRIVER_ANNOTATION)):
-        return True
-    for meta in (dig(body, "metadata"), dig(body, "spec", "template", "metadata")):
-        if any(_is_driver_label(k, v) for k, v in labels_of(meta).items()):
-            return True
-    return False
-
-
-def _driver_from_args(args: list[Any]) -> str | None:
-    words = [a for a in args if isinstance(a, str)]
-    for i, word in enumerate(words):
-        for flag in _DRIVER_FLAGS:
-            if word.startswith(flag + "="):
-                value = word[len(flag) + 1 :].strip("'\"")
-                if value:
-                    return value
-            elif word == flag and i + 1 < len(words) and not words[i + 1].startswith("-"):
-                return words[i + 1]
-    return None
-
-
-def workload_driver(body: dict[str, Any]) -> str | None:
-    """The driver name of a driver workload: annotation, else container flags, else env; else None."""
-    if not is_driver_workload(body):
-        return None
-    annotated = as_str(annotations_of(body).get(DRIVER_ANNOTATION))
-    if annotated:
-        return annotated.strip()
-    spec = as_dict(pod_spec_of(body))
-    containers = as_dicts(spec.get("containers")) + as_dicts(spec.get("initContainers"))
-    for container in containers:
-        found = _driver_from_args(as_list(container.get("command")) + as_list(container.get("args")))
-        if found:
-            return found
-    for container in containers:
-        for env in as_dicts(container.get("env")):
-            value = as_str(env.get("value"))
-            if env.get("name") in _DRIVER_ENV and value:
-                return value
-    return None
-
-
-def canary_for(body: dict[str, Any]) -> str | None:
-    """The main workload a driver canary stands in for; None on anything that is not a driver workload."""
-    if not is_driver_workload(body):
-        return None
-    value = as_str(annotations_of(body).get(CANARY_ANNOTATION))
-    return value.strip() if value and value.strip() else None
-
-
-def driver_template_digest(body: dict[str, Any]) -> str | None:
-    """sha256 of what a driver pod runs (containers and volumes), so canary and main can be compared.
-
-    Server defaults are left out, so a live workload digests like its manifest.
-    """
-    if not is_driver_workload(body):
-        return None
-    spec = as_dict(pod_spec_of(body))
-
-    def containers(field: str) -> list[dict[str, Any]]:
-        return [
-            without_container_defaults({k: c[k] for k in _DIGEST_CONTAINER_FIELDS if k in c})
-            for c in as_dicts(spec.get(field))
-        ]
-
-    material = {
-        "containers": containers("containers"),
-        "initContainers": containers("initContainers"),
-        "volumes": [without_volume_defaults(v) for v in as_list(spec.get("volumes"))],
-    }
-    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def extended_resources(pod_spec: dict[str, Any] | None) -> list[str]:
+    """Extended resources the pod's containers request (requests or limits) that DRA may back: the
+    implicit `deviceclass.resource.kubernetes.io/<class>` and any domain-qualified name outside
+    `kubernetes.io` (a DeviceClass's `extendedResourceName`, e.g. `nvidia.com/gpu`), sorted."""
+    spec = as_dict(pod_spec)
+    found: set[str] = set()
+    for container in as_dicts(spec.get("containers")) + as_dicts(spec.get("initContainers")):
+        resources = as_dict(container.get("resources"))
+        for field_name in ("requests", "limits"):
+            for name in as_dict(resources.get(field_name)):
+                name = str(name)
+                domain = name.split("/", 1)[0] if "/" in name else ""
+                if name.startswith(EXTENDED_ALIAS_PREFIX) or (
+                    domain and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+                ):
+                    found.add(name)
+    return sorted(found)

@@ -71,39 +71,6 @@ def _comparable(body: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in body.items() if key != "status"}
 
 
-def _mounted_config(workload: dict[str, Any]) -> set[tuple[str, str]]:
-    """(kind, name) of the ConfigMaps and Secrets a workload's pods mount or read env from."""
-    spec = dra.pod_spec_of(workload) or {}
-    found: set[tuple[str, str]] = set()
-    for volume in spec.get("volumes") or []:
-        if not isinstance(volume, dict):
-            continue
-        if isinstance(volume.get("configMap"), dict):
-            found.add(("ConfigMap", str(volume["configMap"].get("name"))))
-        if isinstance(volume.get("secret"), dict):
-            found.add(("Secret", str(volume["secret"].get("secretName"))))
-        for source in (volume.get("projected") or {}).get("sources") or []:
-            if isinstance(source, dict) and isinstance(source.get("configMap"), dict):
-                found.add(("ConfigMap", str(source["configMap"].get("name"))))
-            if isinstance(source, dict) and isinstance(source.get("secret"), dict):
-                found.add(("Secret", str(source["secret"].get("name"))))
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        if not isinstance(container, dict):
-            continue
-        for env in container.get("env") or []:
-            value_from = env.get("valueFrom") if isinstance(env, dict) else None
-            if isinstance(value_from, dict) and isinstance(value_from.get("configMapKeyRef"), dict):
-                found.add(("ConfigMap", str(value_from["configMapKeyRef"].get("name"))))
-            if isinstance(value_from, dict) and isinstance(value_from.get("secretKeyRef"), dict):
-                found.add(("Secret", str(value_from["secretKeyRef"].get("name"))))
-        for env_from in container.get("envFrom") or []:
-            if isinstance(env_from, dict) and isinstance(env_from.get("configMapRef"), dict):
-                found.add(("ConfigMap", str(env_from["configMapRef"].get("name"))))
-            if isinstance(env_from, dict) and isinstance(env_from.get("secretRef"), dict):
-                found.add(("Secret", str(env_from["secretRef"].get("name"))))
-    return found
-
-
 def _pod_template(body: dict[str, Any]) -> Any:
     """The whole pod template (metadata too: a changed template annotation restarts every driver pod)."""
     spec = body.get("spec")
@@ -138,7 +105,7 @@ def _driver_config(objects: Iterable[Manifest]) -> set[tuple[str, str, str]]:
     for manifest in objects:
         if dra.is_driver_workload(manifest.body):
             found.update(
-                (kind, manifest.ref.namespace, name) for kind, name in _mounted_config(manifest.body)
+                (kind, manifest.ref.namespace, name) for kind, name in dra.mounted_config(manifest.body)
             )
     return found
 

@@ -366,7 +366,10 @@ def yaml_error(exc: yaml.YAMLError, path: str, line: int = 1) -> ManifestError:
 
 
 def load_repo_config(text: str | bytes, path: str) -> dict[str, Any]:
-    """Parse a `dra-gitops.yaml` repository config: `paths`, `exclude`, `params`."""
+    """Parse a `dra-gitops.yaml` repository config, validated strictly (`repoconfig.SCHEMA`)."""
+    from reconciler.model.repoconfig import validate_config
+
+    validate_config(text, path)
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.YAMLError as exc:

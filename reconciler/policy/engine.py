@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,13 +21,12 @@ import orjson
 import yaml
 
 from reconciler.errors import PolicyError
+from reconciler.policy.rego_ast import RuleHead, parse_error, parse_module, rego_ref
 from reconciler.policy.result import Finding, RuleInfo, Severity
 
 os.environ.setdefault("RUST_BACKTRACE", "0")  # regorus errors must be one readable message, not a trace
 
 WAIVER_PREFIX = "policy.dra-gitops.io/waive-"
-_PACKAGE_RE = re.compile(r"^\s*package\s+([A-Za-z0-9_.]+)\s*$", re.MULTILINE)
-_REGORUS_LOCATION_RE = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<line>\d+):(?P<col>\d+)")
 
 
 def bundled_policy_dir() -> Path:
@@ -44,6 +42,8 @@ class Module:
     # Which root it came from and where under it (`bundled/capacity/capacity.rego`,
     # `policy-1/limits/limits.rego`): the same from any working directory, so a server-side id.
     source_id: str
+    rules: tuple[RuleHead, ...] = ()  # every rule it defines, with its full path under `data`
+    package_path: tuple[str, ...] = ()
 
 
 @dataclass
@@ -92,15 +92,16 @@ def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
             into[key] = value
 
 
-def module_package(text: str) -> str | None:
-    """The package a Rego module declares, None when it declares none."""
-    match = _PACKAGE_RE.search(text)
-    return match.group(1) if match else None
-
-
-def rule_packages(policy_set: PolicySet) -> list[str]:
-    """The `dra.*` packages of the policy set's modules: the ones whose `deny` and `warn` are findings."""
-    return sorted({module.package for module in policy_set.modules if module.package.startswith("dra.")})
+def rule_packages(policy_set: PolicySet) -> list[tuple[str, ...]]:
+    """The paths under `data.dra` that hold a `deny` or `warn` rule of the policy set's modules: whatever
+    spelling declares them (`package dra.x`, `package dra["x"]`, `x.deny contains ...` in `package dra`)."""
+    found = {
+        rule.path[:-1]
+        for module in policy_set.modules
+        for rule in module.rules
+        if len(rule.path) > 2 and rule.path[0] == "dra" and rule.path[-1] in ("deny", "warn")
+    }
+    return sorted(found)
 
 
 def _root_labels(roots: list[Path]) -> list[str]:
@@ -145,10 +146,8 @@ def load_policy_set(directories: Iterable[Path], *, include_bundled: bool = True
 def _add_module(policy_set: PolicySet, path: Path, source_id: str) -> None:
     shown = _display(path)
     text = path.read_text(encoding="utf-8")
-    package = module_package(text)
-    if package is None:
-        raise PolicyError("no `package` declaration", where=f"{shown}:1:1")
-    module = Module(shown, text, package, source_id)
+    parsed = parse_module(shown, text)
+    module = Module(shown, text, parsed.package_name, source_id, parsed.rules, parsed.package)
     if path.stem.endswith("_test"):
         policy_set.tests.append(module)
         return
@@ -181,12 +180,7 @@ def encode_input(input_doc: dict[str, Any]) -> str:
 
 def rego_error(exc: Exception) -> PolicyError:
     """Turn a regorus error into a PolicyError that starts with `file:line:col`."""
-    text = str(exc).strip()
-    match = _REGORUS_LOCATION_RE.search(text)
-    message = text.splitlines()[-1].removeprefix("error:").strip() if text else "policy error"
-    if match:
-        return PolicyError(message, where=f"{match['file']}:{match['line']}:{match['col']}")
-    return PolicyError(message)
+    return parse_error(exc, "")
 
 
 class Engine(Protocol):
@@ -222,12 +216,12 @@ class EmbeddedEngine:
             sets: dict[str, list[dict[str, Any]]] = {}
             for name in ("deny", "warn"):
                 try:
-                    answer = json.loads(engine.eval_query_as_json(f"data.{package}.{name}"))
+                    answer = json.loads(engine.eval_query_as_json(rego_ref([*package, name])))
                 except RuntimeError as exc:
                     raise rego_error(exc) from exc
                 results = answer.get("result") or []
                 sets[name] = list(results[0]["expressions"][0]["value"]) if results else []
-            found[package] = sets
+            found[".".join(package)] = sets
         return found
 
 

@@ -1,215 +1,218 @@
-"""The OPA-server engine: the same policy set evaluated by an OPA server through opa-python-client.
+"""The OPA-server engine: the policy set evaluated by an OPA server that loaded it as a bundle.
 
-An OPA server has one namespace for every module it holds, and a sidecar outlives every run, so the engine
-owns all modules whose id starts with `dra-gitops/` and makes them exactly this run's policy set:
+A run writes nothing to the server. The server loads the bundle `dra-gitops policy bundle` makes
+(`reconciler/policy/bundle.py`; `deploy/overlays/opa` mounts it), and a run:
 
-* ids are `dra-gitops/<root>/<path under the root>` (`bundled/capacity/capacity.rego`,
-  `policy-1/...` for the first `--policy` directory), the same from any working directory;
-* at construction it lists the server's modules, deletes those of ours this run does not send or sends
-  changed, then puts what is missing; a second run with the same policies changes nothing, so runs that
-  share policies share a server safely;
-* `*_test.rego` modules go up only for `policy test --opa-url`, and are deleted when it closes;
-* a generated entry point (`dra-gitops/entrypoint.rego`, package `dra_gitops`) gathers `deny` and `warn`
-  of exactly the packages this run loaded, the same questions the embedded engine asks, in one query;
-* a module someone else put into one of our packages is refused, and after evaluating the engine checks
-  the server still holds its set: a run with other policies replacing it meanwhile (one server shared by
-  parallel CI jobs with different policies) fails the run rather than reporting the wrong findings.
+* computes the revision of the bundle of its own policy set (a digest of the policies and data);
+* asks one question, `POST /v1/data/dra/gitops_entrypoint/answer` with the input: the generated entry
+  point answers with the revision of the bundle it belongs to and the `deny` and `warn` sets of every
+  rule package, from one snapshot of the server's store, so a bundle activated meanwhile cannot mix in;
+* refuses the answer (exit 4, naming both revisions) when the server's revision is not its own; the
+  server's bundles and their revisions come from `data.system.bundles` for the message.
+
+Every failure of the server is an `EnvironmentProblem` (exit 4) with the server's own message: refused
+connection, no answer within the read timeout, a 4xx/5xx with OPA's JSON error or a plain-text body.
+`policy test --opa-url` checks the revision the same way and then evaluates each `test_*` rule of the
+loaded bundle, as `opa test` reports them; nothing is put on the server and nothing is left behind.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from reconciler.errors import EnvironmentProblem, PolicyError
-from reconciler.policy.engine import Module, PolicySet, load_policy_set, module_package, rule_packages
-from reconciler.policy.testing import run_tests_with
+from reconciler.errors import EnvironmentProblem, UserError
+from reconciler.policy.bundle import ENTRYPOINT_PACKAGE, bundle_revision
+from reconciler.policy.engine import PolicySet, bundled_policy_dir, load_policy_set
+from reconciler.policy.testing import TestReport, run_tests_with
 
-POLICY_ID_PREFIX = "dra-gitops/"
-ENTRYPOINT_ID = POLICY_ID_PREFIX + "entrypoint.rego"
-ENTRYPOINT_PACKAGE = "dra_gitops"
-# Ids travel in URL paths unquoted by opa-python-client: keep them to characters that need no quoting.
-_UNSAFE_ID_CHARACTER = re.compile(r"[^A-Za-z0-9._/-]")
+DEFAULT_TIMEOUT = 30.0
 
 
-def _client(url: str, token: str | None = None, timeout: float = 30.0) -> Any:
+class OpaAnswerError(EnvironmentProblem):
+    """The server answered with an error status (its message is in the text)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _client(url: str, token: str | None, timeout: float) -> Any:
     from opa_client import OpaClient
 
     parsed = urlparse(url if "://" in url else f"http://{url}")
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise PolicyError(f"--opa-url must look like http://host:port, not {url!r}")
+        raise UserError(f"the OPA URL must be http://host:port or https://host:port, not {url!r}")
     port = parsed.port or (443 if parsed.scheme == "https" else 8181)
     return OpaClient(
-        host=parsed.hostname, port=port, ssl=parsed.scheme == "https", token=token, timeout=timeout
+        host=parsed.hostname or "", port=port, ssl=parsed.scheme == "https", token=token, timeout=timeout
     )
 
 
-def _policy_id(module: Module) -> str:
-    return POLICY_ID_PREFIX + _UNSAFE_ID_CHARACTER.sub("_", module.source_id)
-
-
-def entrypoint_module(packages: list[str]) -> str:
-    """A module whose `findings` is {package: {"deny": ..., "warn": ...}} for exactly these packages."""
-    lines = [
-        "# Generated by dra-gitops: deny and warn of exactly the packages of one policy set.",
-        f"package {ENTRYPOINT_PACKAGE}",
-        "",
-    ]
-    entries = []
-    for index, package in enumerate(packages):
-        for name in ("deny", "warn"):
-            lines += [f"default {name}_{index} := []", "", f"{name}_{index} := data.{package}.{name}", ""]
-        entries.append(f'\t"{package}": {{"deny": deny_{index}, "warn": warn_{index}}},')
-    return "\n".join([*lines, "findings := {", *entries, "}", ""])
-
-
-def _desired(policy_set: PolicySet, with_tests: bool) -> tuple[dict[str, str], dict[str, Module]]:
-    """{id: text} this run must hold on the server, and the module behind each id."""
-    modules: dict[str, Module] = {}
-    for module in policy_set.modules + (policy_set.tests if with_tests else []):
-        module_id = _policy_id(module)
-        if module_id in modules:
-            raise PolicyError(
-                f"{modules[module_id].path} and {module.path} would share the OPA policy id {module_id}",
-                where=module.path,
-            )
-        modules[module_id] = module
-    texts = {module_id: module.text for module_id, module in modules.items()}
-    if not with_tests:
-        texts[ENTRYPOINT_ID] = entrypoint_module(rule_packages(policy_set))
-    return texts, modules
+def server_message(response: Any) -> str:
+    """The server's own words: OPA's JSON error (`code: message`, then each error), else its text."""
+    try:
+        body = response.json()
+    except ValueError:
+        text = " ".join((response.text or "").split())
+        return text[:300] or "(empty body)"
+    if not isinstance(body, dict):
+        return json.dumps(body)[:300]
+    parts = [": ".join(str(body[k]) for k in ("code", "message") if body.get(k))]
+    for error in body.get("errors") or []:
+        if isinstance(error, dict):
+            location = error.get("location") or {}
+            where = f"{location.get('file')}:{location.get('row')}: " if location.get("file") else ""
+            parts.append(f"{where}{error.get('code')}: {error.get('message')}")
+    return "; ".join(p for p in parts if p) or json.dumps(body)[:300]
 
 
 class OpaServerEngine:
-    """Evaluates on an OPA server; the server is brought to this policy set once, at construction."""
+    """Evaluates on an OPA server that serves this policy set's bundle; one query per evaluation."""
 
     name = "opa"
 
     def __init__(
-        self, url: str, policy_set: PolicySet, *, token: str | None = None, with_tests: bool = False
+        self,
+        url: str,
+        policy_set: PolicySet,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.url = url
-        self._client = _client(url, token)
-        self._desired, self._modules = _desired(policy_set, with_tests)
-        self._packages = {module.package for module in self._modules.values()} | {ENTRYPOINT_PACKAGE}
-        self._tests = {_policy_id(module) for module in policy_set.tests} if with_tests else set()
-        self._sync()
+        self.timeout = timeout
+        self.revision = bundle_revision(policy_set)
+        self._client = _client(url, token, timeout)
+        self.requests = 0  # round trips made (bench_check reports them)
 
-    def _stored(self) -> dict[str, str]:
-        """{id: raw} of every module on the server (one GET; opa-python-client lists ids only)."""
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request; the decoded JSON answer, or EnvironmentProblem with the server's message."""
+        import requests
+
+        self.requests += 1
+        address = f"{self._client.root_url}/{path}"
         try:
-            response = self._client._session.get(
-                f"{self._client.root_url}/policies", timeout=self._client.timeout
+            response = self._client._session.request(method, address, json=body, timeout=self.timeout)
+        except requests.Timeout as exc:
+            raise EnvironmentProblem(
+                f"OPA server at {self.url} did not answer {method} /v1/{path} within {self.timeout:g}s (--opa-timeout)"
+            ) from exc
+        except requests.RequestException as exc:
+            reason = exc.__class__.__name__
+            raise EnvironmentProblem(f"OPA server at {self.url} is unreachable ({reason}): {exc}") from exc
+        if response.status_code >= 400:
+            raise OpaAnswerError(
+                f"OPA server at {self.url} answered {response.status_code} to {method} /v1/{path}: "
+                f"{server_message(response)}",
+                response.status_code,
             )
-            response.raise_for_status()
-            return {p["id"]: p.get("raw", "") for p in response.json().get("result") or []}
-        except Exception as exc:  # noqa: BLE001 - requests' error types
-            raise _translate(exc, self.url) from exc
-
-    def _ours(self, stored: dict[str, str]) -> dict[str, str]:
-        for module_id, raw in stored.items():
-            package = module_package(raw)
-            if not module_id.startswith(POLICY_ID_PREFIX) and package in self._packages:
-                raise EnvironmentProblem(
-                    f"OPA server at {self.url} holds module {module_id} in package {package}, which "
-                    "dra-gitops did not upload: its rules would count with this policy set's; remove it "
-                    "or give dra-gitops a server of its own"
-                )
-        return {i: raw for i, raw in stored.items() if i.startswith(POLICY_ID_PREFIX)}
-
-    def _sync(self) -> None:
-        ours = self._ours(self._stored())
-        # Changed modules go too, before anything is put: a module moved or split between files would
-        # otherwise meet its old copy (two `default`s, a rule defined twice) and be refused. The entry
-        # point goes first and comes back last, so no run queries a half-replaced set through it.
-        stale = sorted(
-            (i for i, raw in ours.items() if self._desired.get(i) != raw), key=lambda i: i != ENTRYPOINT_ID
-        )
-        missing = sorted(
-            (i for i, text in self._desired.items() if ours.get(i) != text), key=lambda i: i == ENTRYPOINT_ID
-        )
-        for module_id in stale:
-            self._delete(module_id)
-        for module_id in missing:
-            try:
-                self._client.update_policy_from_string(self._desired[module_id], module_id, rego_compat=False)
-            except Exception as exc:  # noqa: BLE001 - opa_client raises requests' and its own error types
-                raise _translate(exc, self.url, self._modules.get(module_id), self._modules) from exc
-
-    def _delete(self, module_id: str) -> None:
         try:
-            self._client.delete_policy(module_id)
-        except Exception as exc:  # noqa: BLE001
-            # opa_client keeps OPA's error code as `expression`; not found: another run deleted it first.
-            if getattr(exc, "expression", None) != "resource_not_found":
-                raise _translate(exc, self.url) from exc
+            return response.json()
+        except ValueError as exc:
+            raise EnvironmentProblem(
+                f"OPA server at {self.url} answered {method} /v1/{path} with something that is not JSON: "
+                f"{' '.join(response.text.split())[:200]!r}"
+            ) from exc
+
+    def _served(self) -> str:
+        """The server's bundles and their revisions (`data.system.bundles`), for a refusal's message."""
+        try:
+            bundles = self._call("GET", "data/system/bundles").get("result") or {}
+        except EnvironmentProblem:
+            return "its bundles could not be read"
+        if not isinstance(bundles, dict) or not bundles:
+            return "it has loaded no bundle"
+        revisions = [
+            f"{name} at revision {((info or {}).get('manifest') or {}).get('revision') or '(none)'}"
+            for name, info in sorted(bundles.items())
+        ]
+        return "it serves " + ", ".join(revisions)
+
+    def _refuse(self, served: object) -> EnvironmentProblem:
+        if served is None:
+            found = f"has no dra-gitops entry point (data.{'.'.join(ENTRYPOINT_PACKAGE)}); {self._served()}"
+        else:
+            found = f"serves policy bundle revision {served}"
+        return EnvironmentProblem(
+            f"OPA server at {self.url} {found}, but these policies are revision {self.revision}: load "
+            "the bundle `dra-gitops policy bundle` makes of the same policies (see deploy/overlays/opa)"
+        )
 
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-        try:
-            answer = self._client.query_rule(
-                json.loads(json.dumps(input_doc, default=str)), ENTRYPOINT_PACKAGE, "findings"
-            )
-        except Exception as exc:  # noqa: BLE001
-            raise _translate(exc, self.url) from exc
-        if self._ours(self._stored()) != self._desired:
-            raise EnvironmentProblem(
-                f"OPA server at {self.url}: its dra-gitops policies changed while this run evaluated "
-                "(another run with other policies shares the server); findings discarded: run again, or "
-                "give each policy set a server of its own"
-            )
-        if "result" not in answer:
-            raise EnvironmentProblem(
-                f"OPA server at {self.url} gave no result for data.{ENTRYPOINT_PACKAGE}.findings"
-            )
-        found = answer["result"]
+        body = {"input": json.loads(json.dumps(input_doc, default=str))}
+        answer = self._call("POST", "data/" + "/".join(ENTRYPOINT_PACKAGE) + "/answer", body)
+        result = answer.get("result") if isinstance(answer, dict) else None
+        served = result.get("revision") if isinstance(result, dict) else None
+        if served != self.revision:
+            raise self._refuse(served)
+        assert isinstance(result, dict)
         return {
             package: {"deny": list(sets.get("deny") or []), "warn": list(sets.get("warn") or [])}
-            for package, sets in found.items()
+            for package, sets in (result.get("findings") or {}).items()
         }
 
-    def query(self, path: str) -> Any:
-        """The value of a data path (for test rules), evaluated with an empty input."""
+    def check_revision(self) -> None:
+        """Refuse (exit 4) unless the server serves this policy set's bundle: one query."""
+        answer = self._call("POST", "data/" + "/".join(ENTRYPOINT_PACKAGE) + "/revision", {"input": {}})
+        served = answer.get("result") if isinstance(answer, dict) else None
+        if served != self.revision:
+            raise self._refuse(served)
+
+    def query(self, path: tuple[str, ...]) -> Any:
+        """The value of a rule (a test), evaluated with an empty input; None when undefined."""
+        from urllib.parse import quote
+
         try:
-            answer = self._client.query_rule({}, path)
-        except Exception as exc:  # noqa: BLE001
-            raise _translate(exc, self.url) from exc
-        return answer.get("result")
+            answer = self._call("POST", "data/" + "/".join(quote(p, safe="") for p in path), {"input": {}})
+        except OpaAnswerError as exc:
+            if exc.status == 500:  # the rule's evaluation failed: that test's error, as `opa test` says
+                raise RuntimeError(str(exc)) from exc
+            raise
+        return answer.get("result") if isinstance(answer, dict) else None
 
     def close(self) -> None:
-        """Delete the test modules this engine put (`policy test --opa-url`), then close the connection."""
-        try:
-            for module_id in sorted(self._tests):
-                self._delete(module_id)
-        finally:
-            self._client.close_connection()
+        self._client.close_connection()
 
 
-def _translate(
-    exc: Exception, url: str, module: Module | None = None, modules: dict[str, Module] | None = None
-) -> Exception:
-    """Connection problems are environment problems (exit 4); a refused module is a policy error at the
-    place OPA names (it may name the module already there that the new one conflicts with)."""
-    name = exc.__class__.__name__
-    if module is None or name != "RegoParseError":
-        return EnvironmentProblem(f"OPA server at {url} failed: {name}: {exc}")
-    errors = [e for e in getattr(exc, "errors", None) or [] if isinstance(e, dict)]
-    where = module.path
-    if errors:
-        location = errors[0].get("location") or {}
-        named = (modules or {}).get(str(location.get("file") or ""), module)
-        where = f"{named.path}:{location.get('row') or 1}:{location.get('col') or 1}"
-    detail = "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors) or str(exc)
-    return PolicyError(f"OPA rejected the module: {detail}", where=where)
+def opa_test_policy_set(dirs: list[Path]) -> PolicySet:
+    """The policy set `policy test --opa-url DIRS` asks the server about: the bundled pack and DIRS, the
+    same set as `check --policy DIRS` and `policy bundle --policy-dir DIRS`."""
+    bundled = bundled_policy_dir().resolve()
+    return load_policy_set([d for d in dirs if d.resolve() != bundled])
 
 
-def run_policy_tests_on_opa(url: str, dirs: list[Path], name_filter: str | None = None) -> Any:
-    """Run the `test_*` rules of the given directories on an OPA server (same report as the embedded run)."""
-    policy_set = load_policy_set(dirs, include_bundled=False)
-    engine = OpaServerEngine(url, policy_set, with_tests=True)
+def run_policy_tests_on_opa(
+    url: str,
+    dirs: list[Path],
+    name_filter: str | None = None,
+    *,
+    token: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> TestReport:
+    """Run the `test_*` rules of the bundle the server serves, once it is this policy set's bundle."""
+    policy_set = opa_test_policy_set(dirs)
+    engine = OpaServerEngine(url, policy_set, token=token, timeout=timeout)
+    packages: dict[tuple[str, ...], Any] = {}
+
+    def query(path: tuple[str, ...]) -> Any:
+        """A test's value from its package's, asked once per package; a package whose evaluation fails
+        (one erring rule spoils the whole document) is asked test by test, so only that test errs."""
+        package = path[:-1]
+        if package not in packages:
+            try:
+                packages[package] = engine.query(package)
+            except RuntimeError:
+                packages[package] = None
+        value = packages[package]
+        if value is None:
+            return engine.query(path)
+        return value.get(path[-1]) if isinstance(value, dict) else None
+
     try:
-        return run_tests_with(engine.query, policy_set, name_filter)
+        engine.check_revision()
+        return run_tests_with(query, policy_set, name_filter)
     finally:
         engine.close()

@@ -21,6 +21,7 @@ from reconciler.policy.report_common import (
     TOOL_NAME,
     RenderOptions,
     all_rules,
+    capacity_line,
     error_dicts,
     finding_dict,
     finding_label,
@@ -110,6 +111,9 @@ def render_text(result: CheckResult, options: RenderOptions) -> str:
         out.append("")
     v = verdict(result, options.fail_on_warn)
     colour = _RED if v == "Denied" else _YELLOW if result.warnings else _GREEN
+    pending = capacity_line(result)
+    if pending:
+        out.append(_paint(pending, _YELLOW, c))
     out.append(_paint(f"{summary_line(result)} ({v.lower()})", colour, c))
     return "\n".join(out) + "\n"
 
@@ -158,6 +162,8 @@ def render_json(result: CheckResult, options: RenderOptions) -> str:
         ],
         "skipped": skipped_dicts(result.skipped),
         "not_inspected": [u.to_json() for u in result.uninspected],
+        "not_validated": [u.to_json() for u in result.unvalidated],
+        "settings_changes": result.settings_changes,
         **({"capacity": result.capacity} if result.capacity is not None else {}),
         "rules": {
             r.id: {"title": r.title, "description": r.description, "severity": r.severity, "source": r.source}
@@ -180,6 +186,9 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
     v = verdict(result, options.fail_on_warn)
     ch = result.changes
     out = [f"## {md_text(options.title)}", "", f"**{v}** — {summary_line(result)}.", ""]
+    pending = capacity_line(result)
+    if pending:
+        out += [md_text(pending[0].upper() + pending[1:]) + ".", ""]
     if result.errors:
         # Nothing was checked: no rule table, no "No violations." that would read as a pass.
         out += ["### Errors", ""]
@@ -212,6 +221,15 @@ def render_markdown(result: CheckResult, options: RenderOptions) -> str:
             )
     else:
         out.append("No violations.")
+    if result.settings_changes:
+        out += ["", "### Gate settings changed", ""]
+        out += ["This change is judged by the base's settings; its own take effect from the next commit.", ""]
+        out += ["| Setting | Base | This change | Loosens the gate |", "|---|---|---|---|"]
+        for c in result.settings_changes:
+            out.append(
+                f"| {md_code(c['setting'])} | {md_code(c['old'])} | {md_code(c['new'])} | "
+                f"{'yes' if c['loosens'] else 'no'} |"
+            )
     waived = sorted_findings(result.waived)
     if waived:
         out += ["", "### Waivers", ""]

@@ -107,6 +107,8 @@ def render_sarif(result: CheckResult, options: RenderOptions) -> str:
                 [{"kind": "inSource", "justification": f.waived}] if f.waived is not None else []
             ),
         }
+        if f.via:  # where the rendered object came from: the kustomization, or chart + release + values
+            res["properties"] = {"renderedBy": f.via}
         results.append(res)
 
     driver: dict[str, Any] = {"name": TOOL_NAME, "version": options.tool_version}
@@ -279,6 +281,8 @@ def render_github(result: CheckResult, options: RenderOptions) -> str:
         if f.path:
             props += [("file", f.path.replace("\\", "/")), ("line", str(max(f.line, 1)))]
         text = message_with_ref(f)
+        if f.via:
+            text = f"{text} (rendered by {f.via})"
         if f.waived is not None:
             out.append(
                 _gh_command(

@@ -76,6 +76,14 @@ def summary_line(result: CheckResult) -> str:
     )
 
 
+def capacity_line(result: CheckResult) -> str | None:
+    """``capacity: 0–1 of 4 pods may stay Pending`` when some pod of the change may not get a node."""
+    pending = (result.capacity or {}).get("pending") or {}
+    if not pending.get("max"):
+        return None
+    return f"capacity: {pending.get('summary')}"
+
+
 def finding_label(f: Finding) -> str:
     """FAIL, WARN or WAIVED."""
     if f.waived is not None:
@@ -97,6 +105,8 @@ def finding_dict(f: Finding) -> dict[str, Any]:
         "path": f.path,
         "line": f.line,
         "waived": f.waived,
+        # A rendered object: the kustomization, or the chart release with its values files.
+        **({"renderedBy": f.via} if f.via else {}),
     }
 
 

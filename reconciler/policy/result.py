@@ -98,6 +98,32 @@ class Uninspected:
 
 
 @dataclass(frozen=True)
+class Unvalidated:
+    """An object no bundled schema (nor a CRD in the desired state) describes: left to the API server."""
+
+    ref: str
+    path: str
+    line: int
+    api_version: str
+    kind: str
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.path}:{self.line}: {self.ref} not validated offline: {self.reason}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "path": self.path,
+            "line": self.line,
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
 class ChangeSummary:
     create: int = 0
     update: int = 0
@@ -120,6 +146,10 @@ class CheckResult:
     capacity: dict[str, Any] | None = None
     # Objects whose embedded pod specs no policy saw (`-v` lists them): reported, never failing.
     uninspected: list[Uninspected] = field(default_factory=list)
+    # Objects of kinds no schema describes (custom resources whose CRD is elsewhere): reported, never failing.
+    unvalidated: list[Unvalidated] = field(default_factory=list)
+    # Against a base: the gate settings the change edits (`gate-settings`), each {setting, old, new, loosens}.
+    settings_changes: list[dict[str, Any]] = field(default_factory=list)
     # Set instead of everything above when the check could not run (see `error_result`).
     errors: list[CheckError] = field(default_factory=list)
 

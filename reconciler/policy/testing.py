@@ -9,19 +9,17 @@ the given directories is loaded, so tests see the rules they import and the defa
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from reconciler.errors import EnvironmentProblem
 from reconciler.policy.engine import Module, PolicySet, load_policy_set, rego_error
+from reconciler.policy.rego_ast import rego_ref
 
 Status = Literal["pass", "fail", "error"]
-
-# A rule head starts in column 0: `test_x if {`, `test_x := ...`, `test_x contains ...`.
-_TEST_RULE_RE = re.compile(r"^(test_[A-Za-z0-9_]*)\b", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -32,10 +30,11 @@ class PolicyTest:
     name: str
     path: str
     line: int
+    rule_path: tuple[str, ...] = ()  # under `data`: the package's names, then the rule's
 
     @property
     def query(self) -> str:
-        return f"data.{self.package}.{self.name}"
+        return rego_ref(self.rule_path) if self.rule_path else f"data.{self.package}.{self.name}"
 
     @property
     def where(self) -> str:
@@ -127,17 +126,16 @@ class TestReport:
 
 
 def discover_tests(modules: Sequence[Module]) -> list[PolicyTest]:
-    """`test_*` rules of the modules, once per package and name, in file order."""
-    seen: set[tuple[str, str]] = set()
+    """`test_*` rules of the modules (as the parser reads their heads), once per path, in file order."""
+    seen: set[tuple[str, ...]] = set()
     tests: list[PolicyTest] = []
     for module in modules:
-        for match in _TEST_RULE_RE.finditer(module.text):
-            key = (module.package, match.group(1))
-            if key in seen:
+        for rule in module.rules:
+            if not rule.path[-1].startswith("test_") or rule.kind != "single-value" or rule.path in seen:
                 continue  # a rule defined by several bodies is one test
-            seen.add(key)
-            line = module.text.count("\n", 0, match.start()) + 1
-            tests.append(PolicyTest(module.package, match.group(1), module.path, line))
+            seen.add(rule.path)
+            package = ".".join(rule.path[:-1])
+            tests.append(PolicyTest(package, rule.path[-1], module.path, rule.line, rule.path))
     return tests
 
 
@@ -151,13 +149,15 @@ def _first_line(text: str) -> str:
     return f"{location.removeprefix('-->').strip()}: {message}" if location else message
 
 
-Query = Callable[[str], Any]
+Query = Callable[[tuple[str, ...]], Any]
 
 
 def _run_one(query: Query, test: PolicyTest) -> PolicyTestResult:
     started = time.perf_counter()
     try:
-        value = query(f"{test.package}.{test.name}")
+        value = query(test.rule_path or (*test.package.split("."), test.name))
+    except EnvironmentProblem:
+        raise  # the engine is gone, not the test wrong
     except Exception as exc:  # noqa: BLE001 - an engine's evaluation error is this test's error
         return PolicyTestResult(test, "error", _first_line(str(exc)), time.perf_counter() - started)
     elapsed = time.perf_counter() - started
@@ -171,8 +171,8 @@ def _run_one(query: Query, test: PolicyTest) -> PolicyTestResult:
 def run_tests_with(query: Query, policy_set: PolicySet, filter: str | None = None) -> TestReport:
     """Run the `test_*` rules of a loaded policy set through any engine.
 
-    `query` takes a dotted data path without the `data.` prefix (`dra.claim_refs_test.test_x`) and returns
-    its value, None when undefined; it raises when evaluation fails. `filter` keeps the tests whose
+    `query` takes a rule's path under `data` (`("dra", "claim_refs_test", "test_x")`) and returns its
+    value, None when undefined; it raises when evaluation fails. `filter` keeps the tests whose
     `package.test_name` contains that text.
     """
     modules = [*policy_set.modules, *policy_set.tests]
@@ -200,7 +200,7 @@ def run_policy_tests(dirs: list[Path], filter: str | None = None) -> TestReport:
             raise rego_error(exc) from exc
     engine.add_data_json(json.dumps({"params": policy_set.params}))
 
-    def query(path: str) -> Any:
-        return engine.eval_rule(f"data.{path}")
+    def query(path: tuple[str, ...]) -> Any:
+        return engine.eval_rule(rego_ref(path))
 
     return run_tests_with(query, policy_set, filter)

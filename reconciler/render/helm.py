@@ -22,13 +22,16 @@ from typing import Any
 import yaml
 
 from reconciler.errors import EnvironmentProblem, ManifestError, UserError
-from reconciler.model.dra import CANARY_ANNOTATION, is_driver_workload
+from reconciler.model import dra
+from reconciler.model.dra import CANARY_ANNOTATION
 from reconciler.model.loader import Limits
 from reconciler.model.objects import CLUSTER_SCOPED_KINDS, Manifest, ref_of
 from reconciler.model.yamldocs import parse_documents, yaml_error
+from reconciler.render.capabilities import Capabilities, check_kube_version, effective, from_config
 from reconciler.render.kustomize_scan import Show
 
 __all__ = [
+    "CREATED_NAMESPACE",
     "ChartRelease",
     "chart_inputs",
     "clear_release_cache",
@@ -52,6 +55,7 @@ class ChartRelease:
     values: Mapping[str, Any] = field(default_factory=dict)
     canary_for: str = ""
     where: str = ""  # the config entry, `dra-gitops.yaml:LINE`
+    create_namespace: bool = False  # as `helm install --create-namespace`
 
     @property
     def label(self) -> str:
@@ -73,7 +77,8 @@ def releases_of(config: Mapping[str, Any], where: str) -> list[ChartRelease]:
         if not isinstance(entry, dict):
             raise UserError(f"{at} must be a mapping (releaseName, chart, namespace, ...)", where=where)
         unknown = sorted(
-            set(entry) - {"releaseName", "chart", "namespace", "valueFiles", "values", "canaryFor"}
+            set(entry)
+            - {"releaseName", "chart", "namespace", "valueFiles", "values", "canaryFor", "createNamespace"}
         )
         if unknown:
             raise UserError(f"{at}: unknown key {unknown[0]!r}", where=where)
@@ -93,7 +98,10 @@ def releases_of(config: Mapping[str, Any], where: str) -> list[ChartRelease]:
         canary = entry.get("canaryFor") or ""
         if not isinstance(canary, str):
             raise UserError(f"{at}.canaryFor must name a release", where=where)
-        releases.append(ChartRelease(name, chart.strip("/"), namespace, tuple(files), values, canary, where))
+        create = entry.get("createNamespace") is True
+        releases.append(
+            ChartRelease(name, chart.strip("/"), namespace, tuple(files), values, canary, where, create)
+        )
     names = [r.release_name for r in releases]
     for release in releases:
         if names.count(release.release_name) > 1:
@@ -114,26 +122,61 @@ def chart_inputs(releases: Sequence[ChartRelease]) -> list[str]:
 
 
 def render_releases(
-    repo_root: Path, releases: Sequence[ChartRelease], show: Show, limits: Limits
+    repo_root: Path,
+    releases: Sequence[ChartRelease],
+    show: Show,
+    limits: Limits,
+    capabilities: Capabilities | None = None,
 ) -> list[Manifest]:
-    """Every release's objects; canary releases' driver workloads paired with their main release's."""
-    by_release = {r.release_name: render_release(repo_root, r, show, limits) for r in releases}
+    """Every release's objects; canary releases' driver workloads paired with their main release's.
+
+    `.Capabilities` are the cluster's when the caller gives one (`cluster_capabilities`), else
+    `capabilities` (the repository config's), else Kubernetes 1.36's."""
+    caps = effective(capabilities) or from_config({}, "")
+    by_release = {r.release_name: render_release(repo_root, r, show, limits, caps) for r in releases}
+    rendered = [m for r in releases for m in by_release[r.release_name]]
+    with dra.driver_hints(dra.hints_of(rendered)):
+        for release in releases:
+            if release.canary_for:
+                main = next(r for r in releases if r.release_name == release.canary_for)
+                _same_names(by_release[release.release_name], release, by_release[main.release_name], main)
+                _pair_canaries(by_release[release.release_name], release, by_release[main.release_name], main)
+    created: set[str] = set()
     for release in releases:
-        if release.canary_for:
-            main = next(r for r in releases if r.release_name == release.canary_for)
-            _pair_canaries(by_release[release.release_name], release, by_release[main.release_name], main)
+        if release.create_namespace and release.namespace not in created:
+            created.add(release.namespace)
+            by_release[release.release_name].append(_release_namespace(release))
     return [m for r in releases for m in by_release[r.release_name]]
 
 
-def render_release(repo_root: Path, release: ChartRelease, show: Show, limits: Limits) -> list[Manifest]:
-    """One release's objects; rendered once per content of its chart, value files and values."""
+CREATED_NAMESPACE = "createNamespace of"
+
+
+def _release_namespace(release: ChartRelease) -> Manifest:
+    """`createNamespace: true`: the release namespace, as `helm install --create-namespace` makes it (left
+    out when a manifest of the repository defines it)."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": release.namespace}}
+    where, _, line = release.where.partition(":")
+    return Manifest(
+        body=body,
+        ref=ref_of(body),
+        path=where,
+        line=int(line) if line.isdigit() else 1,
+        rendered_by=f"{CREATED_NAMESPACE} {release.label}",
+    )
+
+
+def render_release(
+    repo_root: Path, release: ChartRelease, show: Show, limits: Limits, capabilities: Capabilities
+) -> list[Manifest]:
+    """One release's objects; rendered once per content of its chart, value files, values and capabilities."""
     root = repo_root.resolve()
     chart_path = _inside(root, release.chart, release.where, "chart")
     values = _values(root, release, limits)
-    key = _inputs_digest(root, chart_path, release, values, show)
+    key = _inputs_digest(root, chart_path, release, values, show, capabilities)
     cached = _RENDERED.get(key)
     if cached is None:
-        cached = _render(release, chart_path, values, show, limits)
+        cached = _render(release, chart_path, values, show, limits, capabilities)
         if len(_RENDERED) >= 32:
             _RENDERED.pop(next(iter(_RENDERED)))
         _RENDERED[key] = cached
@@ -149,10 +192,22 @@ def clear_release_cache() -> None:
 
 
 def _inputs_digest(
-    root: Path, chart_path: Path, release: ChartRelease, values: dict[str, Any], show: Show
+    root: Path,
+    chart_path: Path,
+    release: ChartRelease,
+    values: dict[str, Any],
+    show: Show,
+    capabilities: Capabilities,
 ) -> str:
     hasher = hashlib.sha256()
-    identity = [release.release_name, release.namespace, release.label, show(chart_path), values]
+    identity = [
+        release.release_name,
+        release.namespace,
+        release.label,
+        show(chart_path),
+        values,
+        capabilities.to_opts(),
+    ]
     hasher.update(json.dumps(identity, sort_keys=True, default=str).encode())
     files = [chart_path] if chart_path.is_file() else sorted(p for p in chart_path.rglob("*") if p.is_file())
     for file in files:
@@ -162,7 +217,12 @@ def _inputs_digest(
 
 
 def _render(
-    release: ChartRelease, chart_path: Path, values: dict[str, Any], show: Show, limits: Limits
+    release: ChartRelease,
+    chart_path: Path,
+    values: dict[str, Any],
+    show: Show,
+    limits: Limits,
+    capabilities: Capabilities,
 ) -> list[Manifest]:
     helm = _helm()
     try:
@@ -171,6 +231,10 @@ def _render(
         raise ManifestError(
             f"{release.label}: cannot load the chart: {_first_line(exc)}", where=show(chart_path)
         ) from exc
+    metadata = chart.metadata
+    chart_file = f"{show(chart_path)}/Chart.yaml" if chart_path.is_dir() else show(chart_path)
+    _check_dependencies(chart, metadata, release, chart_file)
+    check_kube_version(metadata.get("kubeVersion"), capabilities, release.label, chart_file)
     try:
         chart.validate_schema(chart.merge_values(values))
     except helm.HelmValuesError as exc:
@@ -180,15 +244,16 @@ def _render(
             where=where,
         ) from exc
     try:
-        rendered = chart.render(
-            values, name=release.release_name, namespace=release.namespace, is_install=True
-        )
+        rendered = _render_chart(chart, values, release, capabilities)
     except helm.HelmError as exc:
         raise _template_error(exc, release, chart_path, show) from exc
     shown_chart = show(chart_path)
     archive = chart_path.is_file()
     manifests: list[Manifest] = []
-    sources = [(str(crd.get("name", "")), str(crd.get("data", ""))) for crd in chart.crds]  # --include-crds
+    # --include-crds; `filename` keeps the chart's `crds/` folder (the path of a real file).
+    sources = [
+        (str(crd.get("filename") or crd.get("name", "")), str(crd.get("data", ""))) for crd in chart.crds
+    ]
     sources += sorted(rendered.items())
     for template, text in sources:
         if template.endswith("NOTES.txt") or not text.strip():
@@ -199,6 +264,37 @@ def _render(
         else:
             manifests += _parsed(text, _template_file(shown_chart, template), release.label, release, limits)
     return manifests
+
+
+def _render_chart(
+    chart: Any, values: dict[str, Any], release: ChartRelease, capabilities: Capabilities
+) -> Any:
+    """`Chart.render` with the capabilities: Helm's engine takes them as render options, which the wrapper's
+    `render` does not pass on (helm-python-sdk 0.2.2; pinned)."""
+    from helm_python import _native
+
+    opts = {
+        "name": release.release_name,
+        "namespace": release.namespace,
+        "is_install": True,
+        **capabilities.to_opts(),
+    }
+    return json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(opts)))
+
+
+def _check_dependencies(chart: Any, metadata: Mapping[str, Any], release: ChartRelease, where: str) -> None:
+    """A dependency of Chart.yaml missing from `charts/` is an error, as `helm install` makes it."""
+    declared = [d for d in metadata.get("dependencies") or [] if isinstance(d, Mapping)]
+    if not declared:
+        return
+    loaded = {str(d.get("name")) for d in chart.dependencies if isinstance(d, Mapping)}
+    missing = sorted({str(d.get("name")) for d in declared} - loaded)
+    if missing:
+        raise ManifestError(
+            f"{release.label}: found in Chart.yaml, but missing in charts/ directory: {', '.join(missing)}; "
+            f"run `helm dependency build {release.chart}` and commit the charts it fetches",
+            where=where,
+        )
 
 
 def _helm() -> Any:
@@ -272,7 +368,7 @@ _TEMPLATE_AT = re.compile(r"(?P<template>[\w./-]+\.(?:yaml|yml|tpl|txt|json)):(?
 
 def _template_error(exc: Exception, release: ChartRelease, chart_path: Path, show: Show) -> ManifestError:
     """Helm's template error, pointed at the template file and line it names."""
-    message = _first_line(exc, lines=3)
+    message = _first_line(exc, lines=0)  # whole: a `fail` message may carry the fix on its later lines
     found = _TEMPLATE_AT.search(str(exc))
     if found:
         where = f"{_template_file(show(chart_path), found['template'])}:{found['line']}"
@@ -282,28 +378,64 @@ def _template_error(exc: Exception, release: ChartRelease, chart_path: Path, sho
 
 
 def _first_line(exc: Exception, lines: int = 1) -> str:
-    text = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return " ".join(text[:lines]) or type(exc).__name__
+    """The first `lines` non-empty lines of the error (0: all of them, kept on their lines)."""
+    text = [line.rstrip() for line in str(exc).splitlines() if line.strip()]
+    if lines == 0:
+        return "\n".join(text) or type(exc).__name__
+    return " ".join(line.strip() for line in text[:lines]) or type(exc).__name__
+
+
+def _same_names(
+    canary: list[Manifest], canary_release: ChartRelease, main: list[Manifest], main_release: ChartRelease
+) -> None:
+    """A chart naming its driver workloads after itself renders the same names in both releases of one
+    namespace: say how to tell them apart rather than report two definitions of one object."""
+    mains = {m.ref for m in main if dra.is_driver_workload(m.body)}
+    clash = [m for m in canary if m.ref in mains]
+    if clash:
+        raise ManifestError(
+            f"{canary_release.label} renders {clash[0].ref} like release {main_release.release_name} (the chart "
+            "names it after itself, not after the release): give the canary release its own name with "
+            "`values: {nameOverride: <name>}` (or the chart's equivalent), or another namespace",
+            where=canary_release.where,
+        )
+
+
+def _pairing_key(manifest: Manifest) -> tuple[str, str, str | None, str]:
+    """What a driver workload is: kind, namespace, driver and role (kubelet plugin or controller)."""
+    body = manifest.body
+    return manifest.kind, manifest.ref.namespace, dra.workload_driver(body), dra.driver_role(body)
 
 
 def _pair_canaries(
     canary: list[Manifest], canary_release: ChartRelease, main: list[Manifest], main_release: ChartRelease
 ) -> None:
-    """`canaryFor`: each driver workload of the canary release is the canary of the main release's
-    workload whose name differs only by the release-name prefix, as `dra-gitops.io/canary-for` says."""
-    mains = {(m.kind, m.ref.namespace, m.ref.name) for m in main if is_driver_workload(m.body)}
-    for manifest in canary:
-        if not is_driver_workload(manifest.body):
+    """`canaryFor`: each driver workload of the canary release is the canary of the main release's driver
+    workload of the same kind, namespace, driver and role (kubelet plugin, controller), whatever the names
+    (a chart may name its DaemonSet after itself, or after `nameOverride`), as `dra-gitops.io/canary-for`
+    says. A canary release none of whose driver workloads pairs is an error naming both releases."""
+    mains: dict[tuple[str, str, str | None, str], list[Manifest]] = {}
+    for manifest in main:
+        if dra.is_driver_workload(manifest.body) and not dra.canary_for(manifest.body):
+            mains.setdefault(_pairing_key(manifest), []).append(manifest)
+    workloads = [m for m in canary if dra.is_driver_workload(m.body)]
+    paired = 0
+    for manifest in workloads:
+        kind, namespace, driver, role = _pairing_key(manifest)
+        found = mains.get((kind, namespace, driver, role)) or []
+        if not found and driver is not None:  # the main's driver name may be unknown where the canary's is
+            found = mains.get((kind, namespace, None, role)) or []
+        if len(found) != 1:
             continue
-        name = manifest.ref.name
-        if not name.startswith(canary_release.release_name):
-            continue
-        paired = main_release.release_name + name[len(canary_release.release_name) :]
-        if (manifest.kind, manifest.ref.namespace, paired) not in mains:
-            raise ManifestError(
-                f"{canary_release.label}: {manifest.ref} has no driver workload {paired} in release "
-                f"{main_release.release_name} to be the canary of",
-                where=manifest.where,
-            )
+        paired += 1
         annotations = manifest.body["metadata"].setdefault("annotations", {})
-        annotations.setdefault(CANARY_ANNOTATION, paired)
+        annotations.setdefault(CANARY_ANNOTATION, found[0].ref.name)
+    if workloads and not paired:
+        names = ", ".join(str(m.ref) for m in workloads)
+        theirs = ", ".join(str(m.ref) for ms in mains.values() for m in ms) or "none"
+        raise ManifestError(
+            f"{canary_release.label} is the canary of release {main_release.release_name}, but none of its "
+            f"driver workloads ({names}) pairs with one of release {main_release.release_name} ({theirs}) by "
+            "kind, namespace, driver and role (kubelet plugin, controller)",
+            where=canary_release.where,
+        )

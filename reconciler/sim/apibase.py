@@ -34,6 +34,7 @@ BUILTIN_GROUP_ORDER = (
     "batch",
     "rbac.authorization.k8s.io",
     "coordination.k8s.io",
+    "networking.k8s.io",
     "apiextensions.k8s.io",
     "scheduling.k8s.io",
     "node.k8s.io",

@@ -60,6 +60,7 @@ def builtin_types() -> list[ResourceType]:
         _t("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, gen=False),
         _t("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False, gen=False),
         _t("coordination.k8s.io", "v1", "leases", "Lease", True, gen=False),
+        _t("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, (), ("netpol",)),
         _t(
             "apiextensions.k8s.io",
             "v1",

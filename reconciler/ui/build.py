@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.delivery.check import CheckOptions
 from reconciler.loop.clusters import TargetClusters
 from reconciler.loop.controller import Controller
 from reconciler.loop.targets import Target
 from reconciler.loop.worker import git_source_for
 from reconciler.ui.app import Dashboard
+from reconciler.ui.auth import Access
 from reconciler.ui.gather import ClusterData
 from reconciler.ui.places import READ_TIMEOUT, Place, home_place, target_places
 from reconciler.ui.reports import GitCache, GitReports
@@ -30,7 +30,7 @@ def build_dashboard(
     cache_dir: Path | None = None,
     fetch: bool = False,
     token: str | None = None,
-    check: CheckOptions | None = None,
+    access: Access | None = None,
     clusters: TargetClusters | None = None,
     home_label: str = "the controller's cluster",
     read_timeout: float = READ_TIMEOUT,
@@ -46,7 +46,7 @@ def build_dashboard(
             caches[target.name] = GitCache(
                 repo=source.cache_dir, subdir=source.path, fetch=source.fetch if fetch else None
             )
-        git = GitReports(caches, check)
+        git = GitReports(caches)
     wanted = [(t.name, t.state_namespace) for t in targets] if targets is not None else None
     home = home_place(client, home_label, read_timeout)
     places: list[Place] = [home]
@@ -56,10 +56,12 @@ def build_dashboard(
     data = ClusterData(
         client, targets=wanted, state_namespace=state_namespace, git=git, places=places, place_of=place_of
     )
-    return Dashboard(data, token)
+    return Dashboard(data, token, access)
 
 
-def controller_dashboard(controller: Controller, token: str | None = None) -> Dashboard:
+def controller_dashboard(
+    controller: Controller, token: str | None = None, access: Access | None = None
+) -> Dashboard:
     """`run`'s dashboard: the workers' Git caches (they fetch, it does not), and each target's state and
     devices read through the controller's own client of that target's cluster."""
     return build_dashboard(
@@ -67,6 +69,6 @@ def controller_dashboard(controller: Controller, token: str | None = None) -> Da
         targets=controller.targets,
         cache_dir=controller.options.cache_dir,
         token=token,
-        check=controller.options.check,
+        access=access,
         clusters=controller.clusters,
     )

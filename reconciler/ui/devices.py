@@ -33,6 +33,10 @@ class DeviceCell:
     pods: list[str] = field(default_factory=list)  # pods the claim is reserved for
     taints: list[str] = field(default_factory=list)  # key=value:effect
     notes: dict[str, str] = field(default_factory=dict)  # the claim's labels and annotations
+    workloads: list[str] = field(
+        default_factory=list
+    )  # Kind/name owning each pod (a Deployment for a ReplicaSet's)
+    target: str = ""  # the dra-gitops target whose ApplySet holds the claim (or its pod)
 
     @property
     def allocated(self) -> bool:
@@ -105,6 +109,7 @@ def build_device_cells(
     claims: Iterable[Mapping[str, Any]],
     nodes: Iterable[Mapping[str, Any]],
     taint_rules: Iterable[Mapping[str, Any]] = (),
+    set_ids: Mapping[str, str] | None = None,
 ) -> list[DeviceCell]:
     """Every device, ordered by driver, node, pool and name, with its state and holder."""
     claims = list(claims)
@@ -134,9 +139,103 @@ def build_device_cells(
                 if isinstance(r, Mapping) and r.get("name")
             ]
             cell.notes = _notes(claim)
+            cell.target = _target_of(claim, set_ids or {})
         cells.append(cell)
     cells.sort(key=lambda c: (c.driver, c.node, c.pool, c.name))
     return cells
+
+
+@dataclass
+class PendingClaim:
+    """A claim without an allocation, and the pods that wait for it with the scheduler's word on why."""
+
+    claim: str  # namespace/name
+    namespace: str
+    waiting: list[tuple[str, str]] = field(default_factory=list)  # (pod, why)
+    target: str = ""
+
+
+PART_OF_LABEL = "applyset.kubernetes.io/part-of"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return as_dict(obj.get("metadata"))
+
+
+def _workload(pod: Mapping[str, Any]) -> str:
+    """`Kind/name` of what owns a pod (a Deployment for a ReplicaSet named `<deployment>-<hash>`)."""
+    for owner in as_list(_meta(pod).get("ownerReferences")):
+        if not isinstance(owner, Mapping):
+            continue
+        kind, name = str(owner.get("kind") or ""), str(owner.get("name") or "")
+        if kind == "ReplicaSet" and "-" in name:
+            return f"Deployment/{name.rsplit('-', 1)[0]}"
+        return f"{kind}/{name}"
+    return ""
+
+
+def _claims_of(pod: Mapping[str, Any]) -> list[str]:
+    """The names of the claims a pod uses (its own, and those made for it from templates)."""
+    names = [
+        str(ref.get("resourceClaimName"))
+        for ref in as_list(as_dict(pod.get("spec")).get("resourceClaims"))
+        if isinstance(ref, Mapping) and ref.get("resourceClaimName")
+    ]
+    names += [
+        str(st.get("resourceClaimName"))
+        for st in as_list(as_dict(pod.get("status")).get("resourceClaimStatuses"))
+        if isinstance(st, Mapping) and st.get("resourceClaimName")
+    ]
+    return names
+
+
+def _why_waiting(pod: Mapping[str, Any]) -> str:
+    for cond in as_list(as_dict(pod.get("status")).get("conditions")):
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" and cond.get("status") != "True":
+            return str(cond.get("message") or cond.get("reason") or "not scheduled")
+    return str(as_dict(pod.get("status")).get("phase") or "waiting")
+
+
+def _target_of(obj: Mapping[str, Any], set_ids: Mapping[str, str]) -> str:
+    return set_ids.get(str(as_dict(_meta(obj).get("labels")).get(PART_OF_LABEL) or ""), "")
+
+
+def link_holders(
+    cells: Iterable[DeviceCell], pods: Iterable[Mapping[str, Any]], set_ids: Mapping[str, str] | None = None
+) -> None:
+    """Each allocated cell's pods' workloads, and the target of its claim (or of a pod of it)."""
+    ids = set_ids or {}
+    by_name = {f"{_meta(p).get('namespace')}/{_meta(p).get('name')}": p for p in pods}
+    for cell in cells:
+        if not cell.claim:
+            continue
+        found = [by_name.get(f"{cell.namespace}/{pod}") for pod in cell.pods]
+        cell.workloads = sorted({w for p in found if p is not None and (w := _workload(p))})
+        if not cell.target:
+            cell.target = next((t for p in found if p is not None and (t := _target_of(p, ids))), "")
+
+
+def pending_claims(
+    claims: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    set_ids: Mapping[str, str] | None = None,
+) -> list[PendingClaim]:
+    """Claims without an allocation, with each pod waiting for one and why (its PodScheduled message)."""
+    ids = set_ids or {}
+    users: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        namespace = str(_meta(pod).get("namespace") or "")
+        for name in _claims_of(pod):
+            users.setdefault(f"{namespace}/{name}", []).append(pod)
+    out = []
+    for claim in claims:
+        if as_dict(as_dict(claim.get("status")).get("allocation")):
+            continue
+        namespace = str(_meta(claim).get("namespace") or "")
+        key = f"{namespace}/{_meta(claim).get('name')}"
+        waiting = [(str(_meta(p).get("name")), _why_waiting(p)) for p in users.get(key, [])]
+        out.append(PendingClaim(key, namespace, waiting, _target_of(claim, ids)))
+    return sorted(out, key=lambda p: p.claim)
 
 
 def _node_ready(node: Mapping[str, Any]) -> bool:

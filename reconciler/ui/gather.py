@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from reconciler.cluster.applyset import applyset_id
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
 from reconciler.cluster.inventory import build_inventory
@@ -22,9 +23,15 @@ from reconciler.errors import DraGitopsError
 from reconciler.loop.operations import cluster_targets
 from reconciler.loop.state import StateStore
 from reconciler.model.dra import DRA_GROUP
-from reconciler.ui.devices import DeviceCell, build_device_cells, totals_by_driver
+from reconciler.ui.devices import (
+    DeviceCell,
+    PendingClaim,
+    build_device_cells,
+    link_holders,
+    pending_claims,
+    totals_by_driver,
+)
 from reconciler.ui.places import Place, home_place
-from reconciler.ui.report import CommitReport
 from reconciler.ui.reports import GitReports
 from reconciler.ui.targets import TargetView
 
@@ -36,6 +43,8 @@ class DeviceData:
     clusters: list[tuple[str, str]] = field(default_factory=list)  # (key, label) of every cluster
     cluster: str = ""  # the key of the cluster this map is of
     error: str = ""  # why that cluster could not be read
+    pending: list[PendingClaim] = field(default_factory=list)  # claims waiting for a device
+    live: dict[str, str] = field(default_factory=dict)  # target -> its live (last good) commit
 
 
 class ClusterData:
@@ -102,11 +111,6 @@ class ClusterData:
                 return self._view(known, namespace, commits=True, extra=shas)
         return None
 
-    def report(self, view: TargetView, sha: str) -> CommitReport:
-        if self.git is None:
-            return CommitReport(view.name, sha, unavailable="this dashboard has no Git source for the target")
-        return self.git.report(view.name, sha, view.status.get("history") or [])
-
     def version(self) -> str:
         """A fingerprint of every target's state (resourceVersions): it changes when anything is recorded."""
         parts = []
@@ -128,12 +132,29 @@ class ClusterData:
         if place is None:
             return None
         clusters = [(p.key, p.label) for p in self.places]
+        set_ids = {applyset_id(name, namespace): name for name, namespace in self._names()}
         try:
-            data = place.read(_device_data)
+            data = place.read(partial(_device_data, set_ids=set_ids))
         except DraGitopsError as exc:
             return DeviceData([], [], clusters, place.key, error=f"{place.label} cannot be read: {exc}")
         data.clusters, data.cluster = clusters, place.key
+        data.live = self._live({d.target for d in data.cells if d.target} | {p.target for p in data.pending})
         return data
+
+    def _live(self, names: set[str]) -> dict[str, str]:
+        """The last good commit of each named target (its state ConfigMap's `lastGood`)."""
+        out = {}
+        for name, namespace in self._names():
+            if name not in names:
+                continue
+            try:
+                live = self._place(name).read(partial(_state_configmap, namespace=namespace, name=name))
+            except DraGitopsError:
+                continue
+            sha = str(((live or {}).get("data") or {}).get("lastGood") or "")
+            if sha:
+                out[name] = sha
+        return out
 
 
 def _state_configmap(client: ClusterClient, namespace: str, name: str) -> dict[str, Any] | None:
@@ -143,17 +164,23 @@ def _state_configmap(client: ClusterClient, namespace: str, name: str) -> dict[s
     return live
 
 
-def _device_data(client: ClusterClient) -> DeviceData:
-    """A cluster's devices as the inventory reads them (see `ClusterData.devices`)."""
+def _device_data(client: ClusterClient, set_ids: dict[str, str] | None = None) -> DeviceData:
+    """A cluster's devices as the inventory reads them (see `ClusterData.devices`), who holds each (the
+    claim's pods, their workloads, the target) and the claims that wait."""
     objects = _read_dra_objects(client)
     inventory = build_inventory(**objects)
-    cells = build_device_cells(objects["slices"], objects["claims"], objects["nodes"], objects["taint_rules"])
+    cells = build_device_cells(
+        objects["slices"], objects["claims"], objects["nodes"], objects["taint_rules"], set_ids
+    )
+    pods = client.list_kind("", "Pod")
+    link_holders(cells, pods, set_ids)
+    pending = pending_claims(objects["claims"], pods, set_ids)
     warnings = list(inventory.warnings)
     ours = {d: (t.devices, t.allocated) for d, t in totals_by_driver(cells).items()}
     theirs = {d: (s.devices, s.allocated) for d, s in inventory.drivers.items() if s.devices or s.allocated}
     if ours != theirs:
         warnings.append(f"the device map counts {ours} but the inventory counts {theirs}")
-    return DeviceData(cells, warnings)
+    return DeviceData(cells, warnings, pending=pending)
 
 
 def _read_dra_objects(client: ClusterClient) -> dict[str, Any]:

@@ -1,304 +1,154 @@
-"""A target's history and a commit's page (pure): a timeline of applies, rollbacks, denials and rehearsals,
-newest first. Each entry: the commit (sha, subject, author), the plan summary, the policy findings, the
-verification chain (claim → device → node → pod ready) or the failure and its diagnosis, and what
-promotion kept (the upstream's word, who approved, the rollback rehearsal's steps). Entries are
-anchored by sha (`/targets/<t>/history#<sha>`) and by record id (`#record-<id>`)."""
+"""A target's history and a commit's page.
+
+The history is a compact table first (time, sha, subject cut with the whole of it on hover, outcome,
+duration), filtered by outcome and paged, the live entry marked; each row links to its commit's page.
+The commit's page puts the failure and its diagnosis first (as the pass that failed recorded them, so
+they stay true later), then the changed objects, the verification chain with the failing claim marked,
+what promotion kept, and the policy findings. Only full shas or unambiguous prefixes of commits in the
+history have a page."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
-from reconciler.ui.html import Html, join, link, path, short, tag
-from reconciler.ui.layout import badge, definition_list, note, page, table
-from reconciler.ui.targets import TargetView, commit_link
+from reconciler.ui.html import path, short
+from reconciler.ui.render import render
+from reconciler.ui.targets import TargetView
 
-_OK = frozenset({"applied", "unchanged", "drift-corrected"})
+GOOD = frozenset({"applied", "unchanged", "drift-corrected"})
 # Outcomes that wait or record a person's word: their message is no failure.
-_WAITING = frozenset({"awaiting-approval", "soaking", "approved", "suspended", "resumed"})
-
-
-def _where(finding: Mapping[str, Any]) -> str:
-    if finding.get("path"):
-        return f"{finding['path']}:{finding.get('line') or 0}"
-    return str(finding.get("ref") or "")
-
-
-def findings_table(decisions: Sequence[Mapping[str, Any]], omitted: int = 0) -> Html:
-    if not decisions:
-        return note("No policy findings.")
-    rows: list[list[object]] = [
-        [
-            tag(
-                "span",
-                "✖ deny" if f.get("severity") == "deny" else "⚠ warn",
-                class_=f"sev {f.get('severity')}",
-            ),
-            tag("code", _where(f)),
-            tag("code", f.get("rule") or ""),
-            tag("code", f.get("ref") or ""),
-            f.get("msg") or "",
-        ]
-        for f in decisions
-    ]
-    more = note(f"{omitted} more finding(s) not kept in the record.") if omitted else Html("")
-    return Html(table(["Severity", "Location", "Rule", "Object", "Message"], rows, class_="findings") + more)
-
-
-def chain(record: Mapping[str, Any]) -> Html:
-    """claim → device(s) → node → pod ready, one line per claim the verification saw."""
-    devices = record.get("devices") or []
-    if not devices:
-        return Html("")
-    verified = record.get("outcome") in _OK
-    items = []
-    for d in devices:
-        pod = d.get("pod")
-        items.append(
-            tag(
-                "li",
-                tag("span", "claim ", tag("code", d.get("claim") or "?"), class_="step"),
-                tag("span", " → ", aria_hidden="true"),
-                tag("span", "device ", tag("code", ", ".join(d.get("devices") or []) or "-"), class_="step"),
-                tag("span", " → ", aria_hidden="true"),
-                tag("span", "node ", tag("code", d.get("node") or "-"), class_="step"),
-                tag("span", " → ", aria_hidden="true"),
-                tag(
-                    "span",
-                    "pod ",
-                    tag("code", pod or "-"),
-                    " ready ✓" if verified and pod else (" (not verified)" if pod else ""),
-                    class_="step",
-                ),
-            )
-        )
-    return tag("section", tag("h4", "Verification chain"), tag("ol", join(items), class_="chain"))
-
-
-def _failure(record: Mapping[str, Any]) -> Html:
-    parts = []
-    if record.get("message"):
-        parts.append(tag("pre", record["message"], class_="failure"))
-    if "rolledBackTo" in record:
-        parts.append(
-            tag(
-                "p",
-                "↶ Rolled back to ",
-                tag("code", short(record.get("rolledBackTo"))),
-                ": ",
-                badge(str(record.get("rollback") or "")),
-            )
-        )
-    if record.get("from") and record.get("operation") == "rollback":
-        parts.append(tag("p", "Rolled back from ", tag("code", short(record.get("from")))))
-    drift = record.get("drift") or {}
-    for kind, refs in drift.items():
-        if refs:
-            parts.append(tag("p", f"Drift ({kind}): ", join((tag("code", r) for r in refs), ", ")))
-    if not parts:
-        return Html("")
-    return tag(
-        "section",
-        tag(
-            "h4",
-            "Failure and diagnosis"
-            if record.get("message") and record.get("outcome") not in _WAITING
-            else "Details",
+WAITING = frozenset({"awaiting-approval", "soaking", "approved", "suspended", "resumed"})
+PAGE_SIZE = 25
+# ?outcome= -> (words, the outcomes it keeps; None: all)
+FILTERS: dict[str, tuple[str, frozenset[str] | None]] = {
+    "": ("all", None),
+    "good": ("good (applied, unchanged, drift corrected)", GOOD),
+    "failed": (
+        "failed (denied, failed, rolled back)",
+        frozenset(
+            {
+                "denied",
+                "dry-run-failed",
+                "apply-failed",
+                "verify-failed",
+                "rollback-failed",
+                "rolled-back",
+                "unverified",
+                "source-error",
+                "invalid",
+                "aborted",
+            }
         ),
-        join(parts),
+    ),
+}
+
+
+@dataclass
+class HistoryRow:
+    record: Mapping[str, Any]
+    subject: str
+    reason: str
+    took: float | None
+    live: bool
+    anchor: str  # unique on the page (a rollback record shares the id of the apply it answers)
+
+
+def _took(record: Mapping[str, Any]) -> float | None:
+    values = [v for v in (record.get("timings") or {}).values() if isinstance(v, int | float)]
+    return float(sum(values)) if values else None
+
+
+def live_record(records: Sequence[Mapping[str, Any]], last_good: str | None) -> int | None:
+    """The index of the record that put the live revision on the cluster: the newest good one of the
+    last good sha."""
+    for index, record in enumerate(records):
+        if last_good and record.get("sha") == last_good and record.get("outcome") in GOOD:
+            return index
+    return None
+
+
+def anchors(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`record-<id>` for each record, `-2`, `-3`... after a repeated id."""
+    seen: dict[str, int] = {}
+    out = []
+    for index, record in enumerate(records):
+        key = str(record.get("id") if record.get("id") is not None else f"n{index}")
+        seen[key] = seen.get(key, 0) + 1
+        out.append(f"record-{key}" + (f"-{seen[key]}" if seen[key] > 1 else ""))
+    return out
+
+
+def history_page(target: TargetView, outcome: str = "", page: int = 1) -> str:
+    title = f"History of {target.name}"
+    records = target.status.get("history") or []
+    chosen = (
+        outcome
+        if outcome in FILTERS
+        else (outcome if any(r.get("outcome") == outcome for r in records) else "")
     )
+    keep = FILTERS[chosen][1] if chosen in FILTERS else frozenset({chosen})
+    live = live_record(records, target.status.get("lastGood"))
+    names = anchors(records)
+    kept = [i for i, r in enumerate(records) if keep is None or r.get("outcome") in keep]
+    pages = max(1, -(-len(kept) // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    rows = []
+    for index in kept[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]:
+        record = records[index]
+        commit = target.commits.get(str(record.get("sha") or ""), {})
+        message = str(record.get("message") or "").strip()
+        reason = message.splitlines()[0] if message and record.get("outcome") not in WAITING else ""
+        subject = commit.get("subject", "")
+        rows.append(HistoryRow(record, subject, reason, _took(record), index == live, names[index]))
+    outcomes = sorted({str(r.get("outcome")) for r in records if r.get("outcome")})
+    choices = [(key, words) for key, (words, _) in FILTERS.items()] + [(o, o) for o in outcomes]
 
+    def page_link(number: int) -> str:
+        query = {k: v for k, v in (("outcome", chosen), ("page", str(number))) if v}
+        return path("targets", target.name, "history") + "?" + urlencode(query)
 
-def _promotion(record: Mapping[str, Any]) -> Html:
-    """What promotion kept in the record: the upstream's word on the commit, who approved it, the ref it
-    was published to, and its rollback rehearsal step by step (time and verification)."""
-    facts: list[tuple[str, object]] = []
-    promoted = record.get("promoted") or {}
-    if promoted:
-        said = promoted.get("rehearsed")
-        rehearsed = ", rehearsed" if said is True else ", rehearsal failed" if said is False else ""
-        facts.append(
-            (
-                "Promoted from",
-                f"{promoted.get('from') or '?'} (verified at {promoted.get('verifiedAt') or '?'}{rehearsed})",
-            )
-        )
-    approval = record.get("approval") or {}
-    if approval:
-        facts.append(("Approved", f"by {approval.get('by') or '?'} at {approval.get('at') or '?'}"))
-    published = record.get("published") or {}
-    if published:
-        facts.append(
-            ("Published", f"{published.get('ref')}: {published.get('sha') or published.get('error')}")
-        )
-    parts = [definition_list(facts)] if facts else []
-    rehearsal = record.get("rehearsal") or {}
-    if rehearsal:
-        rows: list[list[object]] = [
-            [
-                step.get("step") or "?",
-                tag("code", short(step.get("sha"))),
-                badge(str(step.get("outcome") or "")),
-                tag("time", step.get("at") or "", datetime=step.get("at") or None),
-                f"{step['seconds']:.1f}s" if isinstance(step.get("seconds"), int | float) else "",
-                step.get("verified") or "",
-                step.get("message") or "",
-            ]
-            for step in rehearsal.get("steps") or []
-        ]
-        verdict = "✓ passed" if rehearsal.get("ok") else "✗ failed"
-        parts.append(
-            table(
-                ["Step", "Commit", "Outcome", "At", "Took", "Verification", "Message"],
-                rows,
-                caption=f"Rollback rehearsal: {verdict}",
-                class_="rehearsal",
-            )
-        )
-    if not parts:
-        return Html("")
-    return tag("section", tag("h4", "Promotion"), join(parts), class_="promotion")
-
-
-def entry(target: TargetView, record: Mapping[str, Any], anchor: bool) -> Html:
-    """One history record as an article; `anchor`: it carries the sha's id (the newest record of it)."""
-    sha = record.get("sha")
-    commit = target.commits.get(sha or "", {})
-    ident = record.get("id")
-    facts: list[tuple[str, object]] = [("Commit", commit_link(target.name, sha))]
-    if commit.get("subject"):
-        facts.append(("Subject", commit["subject"]))
-    if commit.get("author"):
-        facts.append(("Author", commit["author"]))
-    if record.get("requestedBy"):
-        facts.append(("Requested by", record["requestedBy"]))
-    summary = (record.get("diff") or {}).get("summary")
-    if summary:
-        facts.append(("Plan", summary))
-    timings = record.get("timings") or {}
-    if timings:
-        facts.append(
-            (
-                "Stages",
-                ", ".join(
-                    f"{k} {v:.1f}s" if isinstance(v, int | float) else f"{k} {v}" for k, v in timings.items()
-                ),
-            )
-        )
-    decisions = record.get("decisions")
-    body = [
-        definition_list(facts),
-        chain(record),
-        _promotion(record),
-        _failure(record),
-    ]
-    if decisions:
-        body.append(
-            tag(
-                "section",
-                tag("h4", "Policy findings"),
-                findings_table(decisions, int(record.get("decisionsOmitted") or 0)),
-            )
-        )
-    if sha:
-        body.append(
-            tag(
-                "p",
-                link(path("targets", target.name, "commits", sha, "report"), "Policy report of this commit"),
-            )
-        )
-    heading = tag(
-        "h3",
-        badge(str(record.get("outcome") or "")),
-        " ",
-        record.get("operation") or "?",
-        " ",
-        tag("code", short(sha)),
-        " ",
-        tag("time", record.get("at") or "", datetime=record.get("at") or None),
-        tag("span", f" #{ident}" if ident is not None else "", class_="dim"),
+    return render(
+        "history.html",
+        title=title,
+        t=target,
+        rows=rows,
+        choices=choices,
+        chosen=chosen,
+        page=page,
+        pages=pages,
+        page_link=page_link,
+        shown=len(kept),
+        total=len(records),
     )
-    return tag(
-        "article",
-        heading,
-        join(body),
-        class_=f"entry {record.get('operation') or ''}",
-        id=sha if anchor and sha else None,
-        data_record=ident,
-    )
-
-
-def timeline(target: TargetView, records: Sequence[Mapping[str, Any]]) -> Html:
-    seen: set[str] = set()
-    items = []
-    for record in records:
-        sha = str(record.get("sha") or "")
-        anchor = bool(sha) and sha not in seen
-        seen.add(sha)
-        items.append(
-            tag(
-                "li",
-                entry(target, record, anchor),
-                id=f"record-{record.get('id')}" if record.get("id") is not None else None,
-            )
-        )
-    if not items:
-        return note("No history yet.")
-    return tag("ol", join(items), class_="timeline", reversed=True)
-
-
-def history_page(target: TargetView) -> Html:
-    status = target.status
-    intro = tag(
-        "p",
-        "Last good ",
-        commit_link(target.name, status.get("lastGood"), target.commits),
-        f"; state ConfigMap dra-gitops-{target.name} in {target.namespace}. Newest first.",
-    )
-    if target.error:  # its state could not be read (its cluster does not answer): say so, not "no history"
-        return page(f"History of {target.name}", note(f"✗ {target.error}", "bad"))
-    body = Html(intro + timeline(target, status.get("history") or []))
-    return page(f"History of {target.name}", body)
 
 
 def matching(records: Sequence[Mapping[str, Any]], sha: str) -> list[Mapping[str, Any]]:
-    """The records of a commit, by full sha or a prefix of at least 4 characters."""
-    if len(sha) < 4:
+    """The records of one commit: by its full sha, or a prefix of at least 4 hex characters that names
+    only one commit of the history (else none)."""
+    sha = sha.lower()
+    if len(sha) < 4 or len(sha) > 64 or any(c not in "0123456789abcdef" for c in sha):
         return []
-    return [r for r in records if str(r.get("sha") or "").startswith(sha)]
+    found = [r for r in records if str(r.get("sha") or "").startswith(sha)]
+    if len({str(r.get("sha")) for r in found}) != 1:
+        return []
+    return found
 
 
-def commit_page(target: TargetView, sha: str) -> Html:
-    records = matching(target.status.get("history") or [], sha)
-    full = str(records[0].get("sha")) if records else sha
-    commit = target.commits.get(full, {})
-    facts: list[tuple[str, object]] = [
-        ("Target", link(path("targets", target.name, "history"), target.name)),
-        ("Sha", tag("code", full)),
-    ]
-    if commit.get("subject"):
-        facts.append(("Subject", commit["subject"]))
-    if commit.get("author"):
-        facts.append(("Author", commit["author"]))
-    if commit.get("message") and commit.get("message") != commit.get("subject"):
-        facts.append(("Message", tag("pre", commit["message"])))
-    parts = [
-        definition_list(facts),
-        tag(
-            "p",
-            link(
-                path("targets", target.name, "commits", full, "report"),
-                "Policy report (as check -o markdown)",
-            ),
-        ),
-    ]
-    if records:
-        parts.append(tag("h2", f"{len(records)} record(s) in the history"))
-        parts.append(join(entry(target, r, i == 0) for i, r in enumerate(records)))
-    else:
-        parts.append(
-            note(
-                "The target's history holds no record of this commit (the history keeps the newest records only)."
-            )
-        )
-    return page(f"Commit {short(full)} of {target.name}", join(parts))
+def commit_page(target: TargetView, records: Sequence[Mapping[str, Any]]) -> str:
+    """The page of a commit the history holds (`records`: its records, from `matching`)."""
+    from markupsafe import Markup
+
+    full = str(records[0].get("sha"))
+    link_target = Markup('<a href="{}">{}</a>').format(path("targets", target.name, "history"), target.name)
+    return render(
+        "commit.html",
+        title=f"Commit {short(full)} of {target.name}",
+        t=target,
+        full=full,
+        records=list(records),
+        link_target=link_target,
+        sha_code=Markup("<code>{}</code>").format(full),
+    )

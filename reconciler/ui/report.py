@@ -1,157 +1,64 @@
-"""A commit's policy report page (pure): what `check -o markdown` says of that commit, as HTML.
-
-The same parts in the same order as `policy.report.render_markdown`: the verdict and summary line, the
-engine and changes, the per-rule table, the violations, the waivers and the skipped files (or, when the
-check could not run, its errors). The Markdown itself is one link away (`?format=markdown`).
-"""
+"""A commit's policy report page: what the pass that delivered (or refused) the commit recorded, with the
+cluster data it had then (capacity findings included). It is never re-checked without the cluster: a
+re-check would lose what only the cluster knew, and cost a full check per page view."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from reconciler.policy.report_common import (
-    TOOL_NAME,
-    RenderOptions,
-    all_rules,
-    sorted_findings,
-    summary_line,
-    verdict,
-)
-from reconciler.policy.result import CheckResult
-from reconciler.ui.history import findings_table
-from reconciler.ui.html import Html, join, link, path, short, tag
-from reconciler.ui.layout import note, page, table
+from reconciler.ui.html import short
+from reconciler.ui.render import render, where
+from reconciler.ui.targets import TargetView
 
 
-@dataclass
-class CommitReport:
-    """The check of one commit against its base (the last good commit before it), or why there is none."""
+def verdict(record: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(verdict, tone, summary line) of the findings a record kept."""
+    decisions = record.get("decisions") or []
+    denied = sum(1 for d in decisions if d.get("severity") == "deny")
+    warned = sum(1 for d in decisions if d.get("severity") != "deny")
+    omitted = int(record.get("decisionsOmitted") or 0)
+    summary = f"{denied} denied, {warned} warning(s)" + (f", {omitted} more not kept" if omitted else "")
+    if denied:
+        return "Denied", "bad", summary
+    if warned:
+        return "Passed with warnings", "warn", summary
+    return "Passed", "good", summary
 
-    target: str
-    sha: str
-    base: str | None = None
-    result: CheckResult | None = None
-    markdown: str = ""
-    unavailable: str = ""  # why the report cannot be produced
+
+def report_page(target: TargetView, record: Mapping[str, Any]) -> str:
+    said, tone, summary = verdict(record)
+    return render(
+        "report.html",
+        title=f"Policy report of {short(str(record.get('sha')))}",
+        t=target,
+        r=record,
+        verdict=said,
+        tone=tone,
+        summary=summary,
+    )
 
 
-def _result_html(result: CheckResult, options: RenderOptions) -> Html:
-    v = verdict(result, options.fail_on_warn)
-    tone = {"Passed": "good", "Passed with warnings": "warn"}.get(v, "bad")
-    parts: list[Html] = [
-        tag("p", tag("strong", v, class_=f"badge {tone}"), " — ", summary_line(result), ".", id="verdict")
+def report_markdown(record: Mapping[str, Any]) -> str:
+    """The same report as Markdown (cells with `|` and newlines made safe)."""
+
+    def cell(value: object) -> str:
+        return str(value or "").replace("|", "\\|").replace("\n", " ")
+
+    said, _, summary = verdict(record)
+    lines = [
+        f"## Policy report of {record.get('sha')}",
+        "",
+        f"**{said}** — {summary}; recorded by the {record.get('operation') or 'pass'} of {record.get('at')}.",
+        "",
     ]
-    if result.errors:
-        parts.append(tag("h2", "Errors"))
-        parts.append(tag("ul", join(tag("li", e.message) for e in result.errors)))
-        return join(parts)
-    ch = result.changes
-    parts.append(
-        tag(
-            "p",
-            "Engine ",
-            tag("code", result.engine),
-            f"; changes: {ch.create} create, {ch.update} update, {ch.delete} delete; {TOOL_NAME} {options.tool_version}.",
-        )
-    )
-    rules = all_rules(result)
-    if rules:
-        rows: list[list[object]] = []
-        for r in rules:
-            rows.append(
-                [
-                    tag("code", r.id),
-                    r.title,
-                    sum(1 for f in result.denials if f.rule == r.id),
-                    sum(1 for f in result.warnings if f.rule == r.id),
-                    sum(1 for f in result.waived if f.rule == r.id),
-                ]
-            )
-        parts.append(table(["Rule", "Title", "Denied", "Warnings", "Waived"], rows, id="rules"))
+    decisions = record.get("decisions") or []
+    if decisions:
+        lines += ["| Severity | Location | Rule | Object | Message |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {cell(d.get('severity'))} | `{cell(where(d))}` | `{cell(d.get('rule'))}` | `{cell(d.get('ref'))}` | {cell(d.get('msg'))} |"
+            for d in decisions
+        ]
     else:
-        parts.append(tag("p", tag("em", "No rules ran.")))
-    parts.append(tag("h2", "Violations"))
-    active = sorted_findings(f for f in result.findings if f.waived is None)
-    if active:
-        parts.append(
-            table(
-                ["Severity", "Location", "Rule", "Object", "Message"],
-                [
-                    [
-                        tag(
-                            "span",
-                            "✖ deny" if f.severity == "deny" else "⚠ warn",
-                            class_=f"sev {f.severity}",
-                        ),
-                        tag("code", f.where),
-                        tag("code", f.rule),
-                        tag("code", f.ref),
-                        f.msg,
-                    ]
-                    for f in active
-                ],
-                id="violations",
-            )
-        )
-    else:
-        parts.append(tag("p", "No violations."))
-    waived = sorted_findings(result.waived)
-    if waived:
-        parts.append(tag("h2", "Waivers"))
-        parts.append(
-            table(
-                ["Location", "Rule", "Object", "Reason", "Message"],
-                [
-                    [tag("code", f.where), tag("code", f.rule), tag("code", f.ref), f.waived or "", f.msg]
-                    for f in waived
-                ],
-                id="waivers",
-            )
-        )
-    if result.skipped:
-        parts.append(tag("h2", "Skipped files"))
-        parts.append(
-            tag("p", "Neither checked nor applied (", tag("code", "kubectl apply -R"), " would apply them).")
-        )
-        parts.append(table(["File", "Reason"], [[tag("code", s.path), s.reason] for s in result.skipped]))
-    return join(parts)
-
-
-def report_page(report: CommitReport, recorded: Mapping[str, Any] | None = None) -> Html:
-    """The report; `recorded`: the newest history record of the commit, whose findings are shown when the
-    report itself cannot be produced."""
-    options = RenderOptions()
-    back = link(path("targets", report.target, "commits", report.sha), f"commit {short(report.sha)}")
-    intro = tag(
-        "p",
-        "The policy check of ",
-        back,
-        " against ",
-        tag("code", short(report.base)) if report.base else "no base (a first commit)",
-        ", as ",
-        tag("code", "dra-gitops check -o markdown"),
-        " reports it.",
-    )
-    if report.result is None:
-        parts = [intro, note(f"The report of this commit cannot be produced: {report.unavailable}", "bad")]
-        decisions = recorded.get("decisions") if recorded else None
-        if recorded and decisions is not None:
-            parts.append(tag("h2", "What its pass recorded"))
-            parts.append(findings_table(decisions, int(recorded.get("decisionsOmitted") or 0)))
-        body = join(parts)
-    else:
-        markdown = link(
-            path("targets", report.target, "commits", report.sha, "report") + "?format=markdown",
-            "the same report as Markdown",
-        )
-        body = join(
-            [
-                intro,
-                tag("h2", options.title),
-                _result_html(report.result, options),
-                tag("p", "Also as ", markdown, "."),
-            ]
-        )
-    return page(f"Policy report of {short(report.sha)}", body)
+        lines.append("No violations.")
+    return "\n".join(lines) + "\n"

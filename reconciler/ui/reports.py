@@ -1,8 +1,6 @@
-"""The Git edge of the dashboard: a commit's subject and author, and a commit's policy report, read from
-the target's Git cache (the bare clone `run` keeps per target, or one `ui` keeps for itself).
-
-A report is `check --repo <cache> --base <last good before it> --head <sha>`: the same code, so the page
-and `check -o markdown` agree. Reports and commit facts are kept in small bounded caches: a sha never
+"""The Git edge of the dashboard: a commit's subject, author and message, read from the target's Git cache
+(the bare clone `run` keeps per target, or one `ui` keeps for itself). A commit's policy report is what its
+pass recorded (`report.py`), never checked again here. Commit facts are kept in a small bounded cache: a sha never
 changes what it holds.
 """
 
@@ -17,21 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.delivery.check import CheckOptions, check_git, run_check
-from reconciler.delivery.desired import load_git_revisions
 from reconciler.errors import DraGitopsError
-from reconciler.policy.report import render
 from reconciler.source import git as git_source
-from reconciler.ui.report import CommitReport
 
 log = logging.getLogger(__name__)
 
-# Reports and commits kept in memory (the controller's memory matters: a report is a few kB).
-REPORTS_KEPT = 32
+# Commits kept in memory.
 COMMITS_KEPT = 2000
 # A sha missing from the cache fetches the remote at most this often.
 FETCH_EVERY = 30.0
-_GOOD = frozenset({"applied", "unchanged", "drift-corrected"})
 
 
 @dataclass
@@ -56,26 +48,13 @@ class _Bounded(OrderedDict[Any, Any]):
             self.popitem(last=False)
 
 
-def base_of(history: Sequence[Mapping[str, Any]], sha: str) -> str | None:
-    """The last good commit before the newest record of `sha`: the base its pass checked against."""
-    index = next((i for i, r in enumerate(history) if r.get("sha") == sha), None)
-    if index is None:
-        return None
-    for record in history[index + 1 :]:
-        if record.get("outcome") in _GOOD and record.get("sha") and record.get("sha") != sha:
-            return str(record["sha"])
-    return None
-
-
 class GitReports:
-    def __init__(self, caches: Mapping[str, GitCache], check: CheckOptions | None = None) -> None:
+    def __init__(self, caches: Mapping[str, GitCache]) -> None:
         self.caches = dict(caches)
-        self.check = check or CheckOptions()
-        self._reports = _Bounded(REPORTS_KEPT)
         self._commits = _Bounded(COMMITS_KEPT)
         self._fetched: dict[str, float] = {}
         self._open: dict[str, Any] = {}  # target -> its open repository
-        # One reader at a time: a repository object is not thread-safe, and the policy engine is not cheap.
+        # One reader at a time: a repository object is not thread-safe.
         self._lock = threading.RLock()
 
     def _repo(self, target: str, sha: str) -> Any:
@@ -134,42 +113,3 @@ class GitReports:
                 self._commits.put((target, sha), known)
             out[sha] = known
         return out
-
-    def report(self, target: str, sha: str, history: Sequence[Mapping[str, Any]]) -> CommitReport:
-        base = base_of(history, sha)
-        key = (target, sha, base)
-        with self._lock:
-            cached = self._reports.get(key)
-            if cached is not None:
-                return cached
-            report = self._check(target, sha, base)
-            self._reports.put(key, report)
-            return report
-
-    def _check(self, target: str, sha: str, base: str | None) -> CommitReport:
-        cache = self.caches.get(target)
-        if cache is None:
-            return CommitReport(
-                target,
-                sha,
-                base,
-                unavailable="this dashboard has no Git source for the target (give `ui --config` the targets file)",
-            )
-        if self._repo(target, sha) is None or (base and self._repo(target, base) is None):
-            return CommitReport(
-                target,
-                sha,
-                base,
-                unavailable=f"the target's Git cache ({cache.repo}) does not hold the commit",
-            )
-        try:
-            if base:
-                run = check_git(cache.repo, base, sha, cache.subdir, self.check)
-            else:
-                head = load_git_revisions(cache.repo, [sha], cache.subdir, self.check.limits)[0]
-                run = run_check(
-                    head.manifests, None, self.check, revision=head.revision, repo_params=head.params
-                )
-        except DraGitopsError as exc:
-            return CommitReport(target, sha, base, unavailable=f"the check could not run: {exc}")
-        return CommitReport(target, sha, base, result=run.result, markdown=render(run.result, "markdown"))

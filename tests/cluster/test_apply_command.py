@@ -125,7 +125,29 @@ def test_exhaustion_fails_fast_with_a_diagnosis(sim: tuple[SimCluster, Path], tm
     assert numbers["needed"] == 1 and numbers["free"] == 0 and numbers["total"] == 4
 
 
-def test_unknown_field_is_rejected_by_the_dry_run_before_anything_is_written(
+def test_an_invalid_value_is_rejected_by_the_dry_run_before_anything_is_written(
+    sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    cluster, kubeconfig = sim
+    repo = copy_example(tmp_path)
+    template = repo / "30-claims" / "single-gpu-template.yaml"
+    text = template.read_text()
+    assert "allocationMode: ExactCount" in text
+    # The schema has no enum for it: only the API server's validation says no.
+    template.write_text(text.replace("allocationMode: ExactCount", "allocationMode: Sometimes", 1))
+    before = store_snapshot(cluster)
+    result = run("apply", str(repo), "--kubeconfig", str(kubeconfig), "-q", "-o", "json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "dry-run-failed"
+    errors = [r for r in report["dry_run"] if r["error"]]
+    assert [r["ref"] for r in errors] == ["ResourceClaimTemplate/ml-team/single-gpu"]
+    assert "allocationMode" in errors[0]["error"]
+    assert report["stages"] == [] and report["writes"] == 0
+    assert store_snapshot(cluster) == before
+
+
+def test_unknown_field_is_denied_offline_before_anything_is_written(
     sim: tuple[SimCluster, Path], tmp_path: Path
 ) -> None:
     cluster, kubeconfig = sim
@@ -138,11 +160,11 @@ def test_unknown_field_is_rejected_by_the_dry_run_before_anything_is_written(
     result = run("apply", str(repo), "--kubeconfig", str(kubeconfig), "-q", "-o", "json")
     assert result.exit_code == 1
     report = json.loads(result.stdout)
-    assert report["outcome"] == "dry-run-failed"
-    errors = [r for r in report["dry_run"] if r["error"]]
-    assert [r["ref"] for r in errors] == ["ResourceClaimTemplate/ml-team/single-gpu"]
-    assert "foo" in errors[0]["error"]
-    assert report["stages"] == [] and report["writes"] == 0
+    assert report["outcome"] == "denied"
+    [finding] = [f for f in report["findings"] if f["rule"] == "schema"]
+    assert finding["ref"] == "ResourceClaimTemplate/ml-team/single-gpu"
+    assert "spec.spec.devices.foo: unknown field" in finding["msg"]
+    assert report["writes"] == 0
     assert store_snapshot(cluster) == before
 
 

@@ -252,13 +252,15 @@ def test_verbose_check_prints_the_predicted_placement(
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     start = lines.index("capacity (predicted placement):")
-    assert lines[start + 1 : start + 5] == [
+    assert lines[start + 1 : start + 6] == [
+        "  1 of 3 pods stay Pending",
         "  pod ml/trainer-0: fits on sim-node-0",
         "  pod ml/trainer-1: fits on sim-node-0",
         "  pod ml/trainer-2: does-not-fit",
         "    sim-node-0: claim gpu: needs 1, 0 of 2 matching devices free (2 held by pods placed before it)",
     ]
     assert "  claim ml/trainer-0-gpu: fits on sim-node-0 [gpu.example.com/sim-node-0/gpu-0]" in lines
+    assert "  placements explored: 1 exact; 0 pods needed a search" in lines
     assert any(
         line.startswith("  note: pods are placed one at a time in the scheduler's order") for line in lines
     )
@@ -319,6 +321,41 @@ def test_pods_of_a_driver_the_change_installs_are_unknown(
     (pod,) = report["capacity"]["pods"]
     assert pod["outcome"] == "unknown" and "nic.example.com is installed by this change" in pod["unknown"]
     assert [f for f in report["findings"] if f["rule"] == "capacity"] == []
+
+
+UNNAMED_PLUGIN = """apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: nic-plugin, namespace: gpu-system}
+spec:
+  selector: {matchLabels: {app: nic-plugin}}
+  template:
+    metadata: {labels: {app: nic-plugin}}
+    spec:
+      containers: [{name: plugin, image: "nic-plugin:1"}]
+      volumes: [{name: registration, hostPath: {path: /var/lib/kubelet/plugins_registry}}]
+"""
+
+
+def test_pods_of_a_driver_known_only_from_its_device_class_are_unknown(
+    gpu_sim: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    # The plugin carries no driver name (no label, flag or env): only the DeviceClass the change adds says it.
+    _, kubeconfig = gpu_sim
+    change = tmp_path / "change"
+    change.mkdir()
+    other_class = {**CLASS, "metadata": {"name": "nic.example.com"}}
+    other_class["spec"] = {"selectors": [{"cel": {"expression": 'device.driver == "nic.example.com"'}}]}
+    (change / "class.yaml").write_text(yaml.safe_dump(other_class))
+    (change / "trainer.yaml").write_text(
+        (CHANGE % 1).replace("deviceClassName: gpu.example.com", "deviceClassName: nic.example.com")
+    )
+    (change / "driver.yaml").write_text(UNNAMED_PLUGIN)
+    code, report = check(kubeconfig, change)
+    (pod,) = report["capacity"]["pods"]
+    assert pod["outcome"] == "unknown" and "nic.example.com is installed by this change" in pod["unknown"], (
+        pod
+    )
+    assert "add nodes" not in pod.get("reason", "")
 
 
 def test_live_priority_classes_order_the_prediction(gpu_sim: tuple[SimCluster, Path], tmp_path: Path) -> None:

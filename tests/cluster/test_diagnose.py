@@ -362,6 +362,7 @@ def test_render_formats() -> None:
         "missing-class",
         "selector-error",
         "prepare-failure",
+        "device-taint",
         "pending",
     }
 

@@ -220,3 +220,27 @@ def test_the_loop_rolls_back_a_commit_whose_main_driver_runs_nowhere(sim: SimClu
             return live if done else None
 
         wait_for(restored, 30, "the main driver back on its last good node affinity")
+
+
+def allow_no_nodes(root: Path) -> None:
+    path = root / MAIN
+    (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    doc["metadata"].setdefault("annotations", {})["dra-gitops.io/allow-no-nodes"] = "true"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_a_main_driver_allowed_no_nodes_passes_with_a_notice_naming_the_selector(
+    sim: SimCluster, tmp_path: Path
+) -> None:
+    root = drivers_only(tmp_path, select_gpu_nodes)
+    allow_no_nodes(root)
+    manifests = load_paths([root]).manifests
+    with ClusterClient.for_url(sim.url) as client:
+        result = apply_plan(client, compute_plan([], manifests), applyset_id=None, stage_timeout=60)
+    assert result.ok, result.error
+    warnings = [w for stage in result.stages for w in stage.warnings]
+    notice = [w for w in warnings if w.startswith(f"{MAIN_REF}: driver {MAIN_REF} runs on no node")]
+    assert notice and "its nodeSelector example.com/gpu=true matches no node" in notice[0]
+    assert notice[0].endswith(
+        'passes: annotation dra-gitops.io/allow-no-nodes: "true" (a node pool may scale to zero)'
+    )

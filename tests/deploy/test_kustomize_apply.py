@@ -73,12 +73,31 @@ def test_opa_overlay_adds_the_sidecar(served: Served) -> None:
         kubectl(served.kubeconfig, "-n", NAMESPACE, "get", "deployment", "dra-gitops", "-o", "json").stdout
     )
     spec = deployment["spec"]["template"]["spec"]
-    (opa,) = spec["initContainers"]
+    build, opa = spec["initContainers"]
+    # The bundle is built first, from the reconciler's own image: the same policies by construction.
+    assert build["image"] == spec["containers"][0]["image"]
+    assert build["args"][:2] == ["policy", "bundle"] and "--output=/bundle/dra-gitops.tar.gz" in build["args"]
     assert opa["name"] == "opa" and opa["restartPolicy"] == "Always"
     assert opa["image"].startswith("openpolicyagent/opa:") and not opa["image"].endswith(":latest")
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
     assert env["DRA_GITOPS_OPA_URL"] == "http://127.0.0.1:8181"
     assert "--addr=127.0.0.1:8181" in opa["args"]
+    assert opa["args"][opa["args"].index("--bundle") + 1] == "/bundle/dra-gitops.tar.gz"
+    assert opa["readinessProbe"]["httpGet"]["path"] == "/health?bundles"
+
+
+def test_signed_opa_overlay_verifies_a_bundle_from_a_configmap(served: Served) -> None:
+    apply(served, "-k", str(DEPLOY / "base"))
+    apply(served, "-k", str(DEPLOY / "overlays" / "opa-signed"))
+    deployment = json.loads(
+        kubectl(served.kubeconfig, "-n", NAMESPACE, "get", "deployment", "dra-gitops", "-o", "json").stdout
+    )
+    spec = deployment["spec"]["template"]["spec"]
+    (opa,) = spec["initContainers"]
+    assert "--verification-key=/keys/public.pem" in opa["args"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["opa-bundle"]["configMap"]["name"] == "dra-gitops-opa-bundle"
+    assert "emptyDir" not in volumes["opa-bundle"]
 
 
 def test_server_side_apply_of_everything(served: Served) -> None:

@@ -2,8 +2,11 @@
 
 Each file in capacity_cases/ holds a list of cases; each case has nodes, slices, classes, claims
 (shared or pre-allocated), templates, pods (in creation order) and, per pod, `expect`
-(fits / does-not-fit / unknown) with optional `node`, `devices` ({pod claim: [device names]}) and
-`reason` (substrings of the explanation). The placement model (reconciler.dra.placement) answers.
+(fits / does-not-fit / at-risk / unknown: over every placement the scheduler's ties allow) with
+optional `node` (the only node the scheduler may take), `ties` (the nodes that score equal best),
+`devices` ({pod claim: [device names]}), `reason` (substrings of the explanation), `fits_in` (the
+share of placements, "1/3") and `deciders` (the earlier pods whose node decides it). The placement
+model (reconciler.dra.placement) and the exploration of ties (reconciler.dra.ties) answer.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from capacity_scenario import (
 )
 
 from reconciler.dra.allocator import Inventory
-from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo, PodResult
+from reconciler.dra.placement import NodeInfo, Placement, PodClaim, PodInfo
+from reconciler.dra.ties import PodVerdict, explore
 
 CASES_DIR = Path(__file__).parent / "capacity_cases"
 
@@ -41,7 +45,7 @@ def load_cases() -> list[tuple[str, dict[str, Any]]]:
 CASES = load_cases()
 
 
-def run_case(case: dict[str, Any]) -> dict[str, PodResult]:
+def run_case(case: dict[str, Any]) -> dict[str, PodVerdict]:
     slices = [resource_slice(s, i) for i, s in enumerate(case.get("slices") or [])]
     claims = {}
     for c in case.get("claims") or []:
@@ -79,9 +83,14 @@ def run_case(case: dict[str, Any]) -> dict[str, PodResult]:
                 name = pc["resourceClaimName"]
                 pod_claims.append(PodClaim(pc["name"], ("default", name), claims.get(name)))
         priority = int(p.get("priority", 0))
-        pods.append(PodInfo("default", p["name"], spec, pod_claims, priority, seq))
+        labels = {str(k): str(v) for k, v in (p.get("labels") or {}).items()}
+        pods.append(
+            PodInfo(
+                "default", p["name"], spec, pod_claims, priority, seq, labels=labels, spread=p.get("spread")
+            )
+        )
     placement = Placement(inv, nodes, explain=True)
-    return {r.pod.name: r for r in placement.place(pods)}
+    return {v.pod.name: v for v in explore(placement, pods).verdicts}
 
 
 def test_the_suite_is_large_and_covers_every_feature() -> None:
@@ -98,19 +107,24 @@ def test_the_suite_is_large_and_covers_every_feature() -> None:
         "partitionable",
         "consumable",
         "slices",
+        "ties",
     }
 
 
 @pytest.mark.parametrize("case", [c for _, c in CASES], ids=[n for n, _ in CASES])
 def test_case(case: dict[str, Any]) -> None:
-    results = run_case(case)
+    verdicts = run_case(case)
     for p in case["pods"]:
-        r = results[p["name"]]
+        v = verdicts[p["name"]]
+        r = v.result
         text = r.reason() if r.outcome == "does-not-fit" else (r.unknown or "")
-        where = f"pod {p['name']}: {r.outcome} on {r.node} ({text})"
-        assert r.outcome == p["expect"], where
-        if "node" in p:
-            assert r.node == p["node"], where
+        where = f"pod {p['name']}: {v.verdict} ({v.fits}) on {r.node} ({text})"
+        assert v.verdict == p["expect"], where
+        tied = sorted(n for c in r.ties for n in c)
+        if "node" in p:  # the scheduler's only choice
+            assert tied == [p["node"]], f"{where}: ties {r.ties}"
+        if "ties" in p:  # nodes that score equal best: the scheduler takes any of them
+            assert tied == sorted(p["ties"]), f"{where}: ties {r.ties}"
         for pc_name, wanted in (p.get("devices") or {}).items():
             key = next(pc.key for pc in r.pod.claims if pc.name == pc_name)
             outcome = r.allocations[key]
@@ -118,6 +132,10 @@ def test_case(case: dict[str, Any]) -> None:
             assert got == wanted, where
         for fragment in [p["reason"]] if isinstance(p.get("reason"), str) else p.get("reason") or []:
             assert fragment in text, where
+        if "fits_in" in p:
+            assert str(v.fits) == str(p["fits_in"]), where
+        if "deciders" in p:
+            assert [d.partition("/")[2] for d in v.deciders] == p["deciders"], where
         if "requests" in p:  # result request names, e.g. "gpu/big"
             key = next(pc.key for pc in r.pod.claims if pc.name == p["requests"]["claim"])
             got = [res["request"] for res in r.allocations[key].allocation["devices"]["results"]]

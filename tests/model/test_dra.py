@@ -491,6 +491,10 @@ def test_describe_workload_uses_given_namespace_and_dedups() -> None:
         "canary_for": None,
         "driver_template": None,
         "admin_access": False,
+        "driver_role": None,
+        "driver_config": None,
+        "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -711,7 +715,7 @@ def test_digest_ignores_placement_names_labels_and_key_order() -> None:
     canary["metadata"]["name"] = "canary"
     canary["metadata"]["labels"]["extra"] = "yes"
     canary["metadata"]["annotations"] = {"dra-gitops.io/canary-for": "dra-example-driver-kubeletplugin"}
-    canary["spec"]["template"]["metadata"] = {"labels": {"app": "canary"}, "annotations": {"a": "b"}}
+    canary["spec"]["template"]["metadata"] = {"labels": {"app": "canary"}}
     spec = _template_spec(canary)
     spec["nodeSelector"] = {"canary": "true"}
     spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}
@@ -741,6 +745,14 @@ def test_digest_changes_with_what_runs(change: Any) -> None:
     before = dra.driver_template_digest(driver_ds())
     body = driver_ds()
     change(_template_spec(body))
+    assert dra.driver_template_digest(body) != before
+
+
+def test_digest_changes_with_the_template_annotations() -> None:
+    # A changed template annotation (a config checksum, a restart stamp) restarts every driver pod.
+    before = dra.driver_template_digest(driver_ds())
+    body = driver_ds()
+    body["spec"]["template"].setdefault("metadata", {})["annotations"] = {"checksum/config": "abc"}
     assert dra.driver_template_digest(body) != before
 
 
@@ -1067,6 +1079,10 @@ def test_describe_template_json_keys_match_contract() -> None:
         "canary_for",
         "driver_template",
         "admin_access",
+        "driver_role",
+        "driver_config",
+        "recognized_by",
+        "extended_resources",
     }
     assert doc["role"] == "claim"
     assert doc["device_classes"] == ["big-gpu.example.com", "gpu.example.com"]

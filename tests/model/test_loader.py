@@ -1006,11 +1006,10 @@ def test_repo_config_empty_is_empty_dict(text: str | bytes) -> None:
     assert load_repo_config(text, "dra-gitops.yaml") == {}
 
 
-def test_repo_config_bytes_and_unknown_keys_pass_through() -> None:
-    assert load_repo_config(b"other: 1\nreleased: 2024-01-01\n", "c.yaml") == {
-        "other": 1,
-        "released": "2024-01-01",
-    }
+def test_repo_config_bytes_and_an_unknown_key_is_refused_with_the_closest_known() -> None:
+    assert load_repo_config(b"paths: [a]\n", "c.yaml") == {"paths": ["a"]}
+    with raises_at("c.yaml:2", "unknown key `path`; did you mean `paths`?"):
+        load_repo_config(b"params: {}\npath: [a]\n", "c.yaml")
 
 
 @pytest.mark.parametrize(

@@ -1,26 +1,32 @@
-"""A stand-in for an OPA 1.x server, for the OPA-engine tests when no real server is given.
+"""A stand-in for an OPA 1.x server that loads policy bundles, for the OPA-engine tests.
 
 No OPA server binary can be installed from the registries this project's machines reach, so the tests
-start this on 127.0.0.1 instead (`DRA_GITOPS_OPA_URL` makes them use a real server). It speaks the part
-of OPA's REST API the engine uses, with OPA's semantics for what a run could get wrong:
+start this on 127.0.0.1 instead (`DRA_GITOPS_OPA_URL` makes them use a real server). It does what OPA does
+with what a run could get wrong, as OPA's documentation describes it (management-bundles, rest-api):
 
-* `PUT /v1/policies/{id}`: ids are opaque strings (slashes included); a module that does not parse, or
-  whose rules conflict with another module's in the same package (a rule that is a function in one and
-  not in the other, single-value against multi-value, two `default`s, a rule where a package is), is
-  refused with 400 and `rego_parse_error` / `rego_type_error`, and the store is left as it was;
-* `DELETE /v1/policies/{id}` removes the module and its rules (404 when there is no such id);
-* `GET /v1/policies` and `GET /v1/policies/{id}` give `id` and `raw`;
-* `POST /v1/data/{path}` evaluates `data.<path>` over every stored module, so the rules of several
-  modules of one package merge; undefined is `{}`, an evaluation error is 500.
+* a bundle is activated whole or not at all (`activate`, what OPA's bundle plugin does with a download
+  or `opa run -b FILE` at start): with a verification key, `.signatures.json` must hold a JWT whose file
+  list is exactly the bundle's files with their SHA-256; every module's package and every data file must
+  lie under a root of `.manifest`; every module must parse and the modules must compile together
+  (`compile_modules`); a refused bundle leaves the active one serving;
+* `data.system.bundles[name].manifest` holds the active bundle's manifest (`GET /v1/data/system/bundles`);
+* `GET /v1/status` reports each bundle's `active_revision`, as OPA's status plugin does;
+* `POST /v1/data/{path}` evaluates `data.<path>` over the active bundle's modules and data in one
+  snapshot (every call runs on one worker thread, so an activation never interleaves with a query);
+  undefined is `{}`, an evaluation error is 500 `internal_error`;
+* `PUT /v1/policies/{id}` of a module under a bundle root is refused (OPA protects a bundle's roots).
 
-Evaluation is regorus's, so Rego semantics are the embedded engine's; the real-server run
+Compilation (`opa_compiler.py`) refuses what OPA's compiler refuses and regorus accepts at load time, for
+the constructs these policies use. Rego semantics are otherwise regorus's; the real-server run
 (`DRA_GITOPS_OPA_URL`) is the authority on OPA itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
-import re
+import tarfile
 import threading
 import urllib.error
 import urllib.request
@@ -30,172 +36,166 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-_LOCATION = re.compile(r"-->\s*(?P<file>[^\n]+?):(?P<row>\d+):(?P<col>\d+)")
+from opa_compiler import RegoRejected, compile_modules, message_of, parse
+
+from reconciler.policy.rego_ast import ref_parts
 
 
-def _message(exc: Exception) -> str:
-    """regorus's own message (`error: ...`), without its source excerpt or a Rust backtrace."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return next(
-        (line.removeprefix("error:").strip() for line in lines if line.startswith("error:")), lines[-1]
-    )
+def read_tar_gz(data: bytes) -> dict[str, bytes]:
+    """{name without the leading `/`: content} of a bundle tarball."""
+    files: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            extracted = tar.extractfile(member) if member.isfile() else None
+            if extracted is not None:
+                files[member.name.lstrip("/")] = extracted.read()
+    return files
 
 
-class RegoRejected(Exception):
-    def __init__(self, code: str, message: str, module_id: str, row: int = 0, col: int = 0) -> None:
-        super().__init__(message)
-        self.error = {
-            "code": code,
-            "message": message,
-            "location": {"file": module_id, "row": row, "col": col},
-        }
+class BundleRejected(Exception):
+    pass
 
 
-def _ref_path(node: dict[str, Any]) -> tuple[list[str], bool]:
-    """A rule head's reference as names, and whether it ends in a variable key (a multi-value object)."""
-    if "Var" in node:
-        return [node["Var"]["value"]], False
-    if "RefDot" in node:
-        names, dynamic = _ref_path(node["RefDot"]["refr"])
-        return names + [node["RefDot"]["field"][1]], dynamic
-    if "RefBrack" in node:
-        names, _ = _ref_path(node["RefBrack"]["refr"])
-        index = node["RefBrack"]["index"]
-        if "String" in index:
-            return names + [index["String"]["value"]], False
-        return names, True
-    return ["?"], False
+def _canonical(content: bytes) -> bytes:
+    return json.dumps(json.loads(content), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _rule_kinds(module_id: str, text: str) -> tuple[str, list[tuple[str, str, int]]]:
-    """The module's package and (rule path, kind, line) of every rule; raises RegoRejected if it does not parse."""
-    import regorus
+def verify_signature(files: dict[str, bytes], key: bytes | str, algorithm: str) -> None:
+    """OPA's check of `.signatures.json` (management-bundles, "Signature verification")."""
+    import jwt
 
-    engine = regorus.Engine()
-    engine.set_rego_v0(False)
+    if ".signatures.json" not in files:
+        raise BundleRejected("bundle missing .signatures.json file")
+    tokens = json.loads(files[".signatures.json"]).get("signatures") or []
+    if len(tokens) != 1:
+        raise BundleRejected(".signatures.json: expected exactly one signature")
     try:
-        engine.add_policy(module_id, text)
-    except RuntimeError as exc:
-        match = _LOCATION.search(str(exc))
-        row, col = (int(match["row"]), int(match["col"])) if match else (0, 0)
-        raise RegoRejected("rego_parse_error", _message(exc), module_id, row, col) from None
-    (module,) = json.loads(engine.get_ast_as_json())
-    package_names, _ = _ref_path(module["ast"]["package"]["refr"])
-    package = ".".join(package_names)
-    rules = []
-    for rule in module["ast"]["rules"]:
-        if "Default" in rule:
-            names, _ = _ref_path(rule["Default"]["refr"])
-            kind, line = "default", rule["Default"]["span"]["line"]
-        else:
-            ((head_kind, head),) = rule["Spec"]["head"].items()
-            names, dynamic = _ref_path(head["refr"])
-            line = head["span"]["line"]
-            if head_kind == "Func":
-                kind = f"function/{len(head['args'])}"
-            elif head_kind == "Set" or dynamic:
-                kind = "multi-value"
-            else:
-                kind = "single-value"
-        rules.append((".".join([package, *names]), kind, line))
-    return package, rules
+        payload = jwt.decode(tokens[0], key, algorithms=[algorithm])
+    except jwt.PyJWTError as exc:
+        raise BundleRejected(f"failed to verify the signature: {exc}") from exc
+    listed = {entry["name"].lstrip("/"): entry["hash"] for entry in payload.get("files") or []}
+    for name, content in files.items():
+        if name == ".signatures.json":
+            continue
+        if name not in listed:
+            raise BundleRejected(f"file {name} not included in bundle signature")
+        digest = hashlib.sha256(_canonical(content) if name.endswith((".json", ".manifest")) else content)
+        if digest.hexdigest() != listed.pop(name):
+            raise BundleRejected(f"{name}: digest mismatch")
+    if listed:
+        raise BundleRejected(f"file(s) {sorted(listed)} specified in bundle signature but not found")
 
 
-def check_conflicts(modules: dict[str, str], new_id: str) -> None:
-    """Refuse `new_id` when its rules conflict with another stored module's, as OPA's compiler does."""
-    kinds: dict[str, set[str]] = {}
-    defaults: dict[str, int] = {}
-    other_packages: set[str] = set()
-    new_package, new_rules = "", []
-    for module_id, text in modules.items():
-        package, rules = _rule_kinds(module_id, text)
-        if module_id == new_id:
-            new_package, new_rules = package, rules
-        else:
-            other_packages.add(package)
-        for path, kind, _ in rules:
-            if kind == "default":
-                defaults[path] = defaults.get(path, 0) + 1
-                kind = "single-value"
-            kinds.setdefault(path, set()).add(kind)
-    for path, kind, line in new_rules:
-        if len(kinds[path]) > 1:
-            raise RegoRejected("rego_type_error", f"conflicting rules data.{path} found", new_id, line, 1)
-        if kind == "default" and defaults[path] > 1:
-            raise RegoRejected(
-                "rego_type_error", f"multiple default rules data.{path} found", new_id, line, 1
-            )
-        if any(p == path or p.startswith(path + ".") for p in other_packages):
-            raise RegoRejected(
-                "rego_type_error", f"rule data.{path} conflicts with a package", new_id, line, 1
-            )
-    if any(new_package == r or new_package.startswith(r + ".") for r in kinds):
-        raise RegoRejected("rego_type_error", f"package data.{new_package} conflicts with a rule", new_id)
+def _under(path: list[str], roots: list[str]) -> bool:
+    joined = "/".join(path)
+    return any(not r or joined == r or joined.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
+    for part in path[:-1]:
+        data = data.setdefault(part, {})
+    if path:
+        data[path[-1]] = value
+    else:
+        data.update(value)
 
 
 class OpaStandIn:
-    """The policy store and evaluator. Connections are served concurrently, as OPA does (a client keeps its
-    connection open between requests), but every call here runs on one worker thread: regorus engines must
-    be used and dropped on the thread that made them."""
+    """The active bundle and the evaluator; every call runs on one worker thread (regorus engines must be
+    used and dropped on the thread that made them), so an activation is atomic to queries."""
 
-    def __init__(self) -> None:
+    def __init__(self, verification_key: bytes | str | None = None, algorithm: str = "RS256") -> None:
+        self.verification_key = verification_key
+        self.algorithm = algorithm
         self.modules: dict[str, str] = {}
+        self.data: dict[str, Any] = {}
+        self.bundles: dict[str, dict[str, Any]] = {}
         self.compiled: Any = None
+        self.queries = 0  # evaluations (POST or GET /v1/data)
+        self.requests = 0  # every HTTP request, of any kind
+
+    def activate(self, name: str, tarball: bytes) -> None:
+        files = read_tar_gz(tarball)
+        if self.verification_key is not None:
+            verify_signature(files, self.verification_key, self.algorithm)
+        manifest = json.loads(files.get(".manifest", b"{}"))
+        roots = manifest.get("roots") or [""]
+        modules, data = {}, {}
+        for path, content in files.items():
+            if path.endswith(".rego"):
+                module_id = f"{name}/{path}"
+                package = ref_parts(parse(module_id, content.decode())["package"]["refr"])[0]
+                if not _under(package, roots):
+                    raise BundleRejected(
+                        f"manifest roots {roots} do not permit 'package {'.'.join(package)}' in module "
+                        f"file '{path}'"
+                    )
+                modules[module_id] = content.decode()
+            elif path.endswith("data.json"):
+                where = [p for p in path.split("/")[:-1] if p]
+                if not _under(where, roots):
+                    raise BundleRejected(
+                        f"manifest roots {roots} do not permit data at path '/{'/'.join(where)}'"
+                    )
+                _set_path(data, where, json.loads(content))
+        try:
+            compile_modules(modules)
+        except RegoRejected as exc:
+            raise BundleRejected(str(exc)) from exc
+        self.modules, self.data, self.compiled = modules, data, None
+        self.bundles = {name: {"manifest": manifest}}
+
+    def status(self) -> tuple[int, dict[str, Any]]:
+        bundles = {
+            name: {"name": name, "active_revision": info["manifest"].get("revision", "")}
+            for name, info in self.bundles.items()
+        }
+        return 200, {"result": {"bundles": bundles}}
 
     def put_policy(self, module_id: str, text: str) -> tuple[int, dict[str, Any]]:
-        candidate = {**self.modules, module_id: text}
+        roots = [r for info in self.bundles.values() for r in info["manifest"].get("roots") or [""]]
         try:
-            check_conflicts(candidate, module_id)
+            package = ref_parts(parse(module_id, text)["package"]["refr"])[0]
         except RegoRejected as exc:
+            return 400, {"code": "invalid_parameter", "message": "error(s) occurred", "errors": [exc.error]}
+        if self.bundles and _under(package, roots):
             return 400, {
                 "code": "invalid_parameter",
-                "message": "error(s) occurred while compiling module(s)",
-                "errors": [exc.error],
+                "message": f"path data/{'/'.join(package)} is owned by bundle",
             }
-        self.modules = candidate
-        self.compiled = None
-        return 200, {}
-
-    def get_policies(self, module_id: str) -> tuple[int, dict[str, Any]]:
-        """The list (`module_id` empty) or one module."""
-        if not module_id:
-            return 200, {"result": [{"id": k, "raw": v} for k, v in self.modules.items()]}
-        if module_id not in self.modules:
-            return 404, _not_found(module_id)
-        return 200, {"result": {"id": module_id, "raw": self.modules[module_id]}}
-
-    def delete_policy(self, module_id: str) -> tuple[int, dict[str, Any]]:
-        if module_id not in self.modules:
-            return 404, _not_found(module_id)
-        del self.modules[module_id]
-        self.compiled = None
-        return 200, {}
+        return 400, {"code": "invalid_parameter", "message": "the stand-in holds bundle modules only"}
 
     def query(self, path: str, input_doc: Any) -> tuple[int, dict[str, Any]]:
         import regorus
 
+        self.queries += 1
+        parts = [part for part in path.strip("/").split("/") if part]
+        if parts[:2] == ["system", "bundles"]:
+            value: Any = self.bundles
+            for part in parts[2:]:
+                value = value.get(part) if isinstance(value, dict) else None
+            return 200, ({"result": value} if value is not None else {})
         if self.compiled is None:
             self.compiled = regorus.Engine()
             self.compiled.set_rego_v0(False)
             for module_id, text in self.modules.items():
                 self.compiled.add_policy(module_id, text)
+            self.compiled.add_data_json(json.dumps(self.data))
         engine = self.compiled.clone()
         if input_doc is not None:
             engine.set_input_json(json.dumps(input_doc))
-        query = "data" + "".join(f".{part}" for part in path.strip("/").split("/") if part)
+        query = "data" + "".join(f"[{json.dumps(part)}]" for part in parts)
         try:
             answer = json.loads(engine.eval_query_as_json(query))
         except RuntimeError as exc:
-            return 500, {"code": "internal_error", "message": _message(exc)}
+            return 500, {"code": "internal_error", "message": message_of(exc)}
         results = answer.get("result") or []
         return 200, ({"result": results[0]["expressions"][0]["value"]} if results else {})
 
 
-def _not_found(module_id: str) -> dict[str, Any]:
-    return {"code": "resource_not_found", "message": f'storage_not_found_error: policy id "{module_id}"'}
-
-
 def _handler(state: OpaStandIn, worker: ThreadPoolExecutor) -> type[BaseHTTPRequestHandler]:
+    lock = threading.Lock()
+
     def on_worker(call: Callable[..., tuple[int, dict[str, Any]]], *args: Any) -> tuple[int, dict[str, Any]]:
         return worker.submit(call, *args).result()
 
@@ -218,22 +218,24 @@ def _handler(state: OpaStandIn, worker: ThreadPoolExecutor) -> type[BaseHTTPRequ
             self.wfile.write(data)
 
         def _route(self) -> tuple[str, str]:
+            with lock:
+                state.requests += 1
             path = self.path.split("?")[0]
-            for prefix in ("/v1/policies", "/v1/data", "/health"):
+            for prefix in ("/v1/policies", "/v1/data", "/v1/status", "/health"):
                 if path == prefix or path.startswith(prefix + "/"):
-                    return prefix, path.removeprefix(prefix).removeprefix("/")
+                    return prefix, urllib.request.url2pathname(path.removeprefix(prefix).removeprefix("/"))
             return "", path
 
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
             route, rest = self._route()
             if route == "/health":
                 self._send(200, {})
-            elif route == "/v1/policies":
-                self._send(*on_worker(state.get_policies, rest))
+            elif route == "/v1/status":
+                self._send(*on_worker(state.status))
             elif route == "/v1/data":
                 self._send(*on_worker(state.query, rest, None))
             else:
-                self._send(404, {"code": "resource_not_found"})
+                self._send(404, {"code": "resource_not_found", "message": "not found"})
 
         def do_PUT(self) -> None:  # noqa: N802
             route, rest = self._route()
@@ -241,7 +243,7 @@ def _handler(state: OpaStandIn, worker: ThreadPoolExecutor) -> type[BaseHTTPRequ
             if route == "/v1/policies" and rest:
                 self._send(*on_worker(state.put_policy, rest, body.decode()))
             else:
-                self._send(404, {"code": "resource_not_found"})
+                self._send(404, {"code": "resource_not_found", "message": "not found"})
 
         def do_POST(self) -> None:  # noqa: N802
             route, rest = self._route()
@@ -249,29 +251,57 @@ def _handler(state: OpaStandIn, worker: ThreadPoolExecutor) -> type[BaseHTTPRequ
             if route == "/v1/data":
                 self._send(*on_worker(state.query, rest, json.loads(body or b"{}").get("input")))
             else:
-                self._send(404, {"code": "resource_not_found"})
-
-        def do_DELETE(self) -> None:  # noqa: N802
-            route, rest = self._route()
-            if route == "/v1/policies" and rest:
-                self._send(*on_worker(state.delete_policy, rest))
-            else:
-                self._send(404, {"code": "resource_not_found"})
+                self._send(404, {"code": "resource_not_found", "message": "not found"})
 
     return Handler
 
 
+class StandInServer:
+    """A served stand-in: its URL, and `activate` to load a bundle as OPA's bundle plugin would."""
+
+    def __init__(self, url: str, state: OpaStandIn, worker: ThreadPoolExecutor) -> None:
+        self.url = url
+        self.state = state
+        self._worker = worker
+
+    def activate(self, tarball: bytes, name: str = "dra-gitops") -> None:
+        """Activate a bundle; raises BundleRejected (the active bundle keeps serving)."""
+        self._worker.submit(self.state.activate, name, tarball).result()
+
+    def unload(self) -> None:
+        """No bundle at all, as a server started without one."""
+
+        def clear() -> None:
+            self.state.bundles, self.state.modules, self.state.data, self.state.compiled = {}, {}, {}, None
+
+        self._worker.submit(clear).result()
+
+    @property
+    def queries(self) -> int:
+        return self.state.queries
+
+    @property
+    def requests(self) -> int:
+        return self.state.requests
+
+
 @contextmanager
-def serve_opa_standin() -> Iterator[str]:
-    """Serve a stand-in on 127.0.0.1 for the duration of the block; yields its URL."""
-    state = OpaStandIn()
+def serve_opa_standin(
+    bundle: bytes | None = None, verification_key: bytes | str | None = None, algorithm: str = "RS256"
+) -> Iterator[StandInServer]:
+    """Serve a stand-in on 127.0.0.1 for the duration of the block (with `bundle` active, as
+    `opa run --server -b bundle.tar.gz` starts)."""
+    state = OpaStandIn(verification_key, algorithm)
     worker = ThreadPoolExecutor(max_workers=1)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, worker))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
+    handle = StandInServer(f"http://127.0.0.1:{server.server_address[1]}", state, worker)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        if bundle is not None:
+            handle.activate(bundle)
+        yield handle
     finally:
         server.shutdown()
         thread.join()
@@ -290,10 +320,3 @@ def call(url: str, method: str, path: str, body: str | None = None) -> tuple[int
             return response.status, json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"{}")
-
-
-def stored_modules(url: str, prefix: str = "") -> dict[str, str]:
-    """{id: raw} of the modules on the server whose id starts with `prefix`."""
-    status, answer = call(url, "GET", "/v1/policies")
-    assert status == 200, answer
-    return {p["id"]: p["raw"] for p in answer.get("result", []) if p["id"].startswith(prefix)}

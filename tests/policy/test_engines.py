@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.delivery.check import CheckOptions, run_check
-from reconciler.errors import EnvironmentProblem, PolicyError
+from reconciler.errors import EnvironmentProblem, PolicyError, UserError
 from reconciler.model.loader import load_paths
-from reconciler.policy.engine import EmbeddedEngine, load_policy_set
+from reconciler.policy.engine import load_policy_set
 from reconciler.policy.inputdoc import ClusterFacts
 from reconciler.policy.opa import OpaServerEngine, run_policy_tests_on_opa
 
@@ -71,19 +71,21 @@ def test_policy_tests_pass_on_the_opa_server(opa_url: str) -> None:
     assert report.passed >= 100
 
 
-def test_opa_rejects_a_broken_user_policy(opa_url: str, tmp_path: Path) -> None:
+def test_a_broken_user_policy_is_refused_at_its_line_before_any_engine(tmp_path: Path) -> None:
     (tmp_path / "broken.rego").write_text("package dra.broken\n\ndeny contains v if {\n  v := = 1\n}\n")
-    policy_set = load_policy_set([tmp_path], include_bundled=False)
-    with pytest.raises(PolicyError) as embedded_error:
-        EmbeddedEngine(policy_set)
-    assert str(embedded_error.value).startswith(f"{policy_set.modules[0].path}:4:")
-    with pytest.raises(PolicyError) as opa_error:
-        OpaServerEngine(opa_url, policy_set)
-    assert str(opa_error.value).startswith(f"{policy_set.modules[0].path}:4:"), opa_error.value
+    with pytest.raises(PolicyError) as error:
+        load_policy_set([tmp_path], include_bundled=False)
+    assert str(error.value).startswith(f"{tmp_path / 'broken.rego'}:4:"), error.value
 
 
 def test_unreachable_opa_server_is_an_environment_problem() -> None:
     policy_set = load_policy_set([], include_bundled=True)
+    engine = OpaServerEngine("http://127.0.0.1:9", policy_set)
     with pytest.raises(EnvironmentProblem) as error:
-        OpaServerEngine("http://127.0.0.1:9", policy_set)
-    assert "127.0.0.1:9" in str(error.value)
+        engine.evaluate({"objects": []})
+    assert "127.0.0.1:9" in str(error.value) and "unreachable" in str(error.value)
+
+
+def test_an_opa_url_that_is_no_http_url_is_refused_outside_the_cli_too() -> None:
+    with pytest.raises(UserError, match="http://host:port"):
+        OpaServerEngine("ftp://x:1", load_policy_set([]))

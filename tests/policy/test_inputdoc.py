@@ -17,6 +17,7 @@ from reconciler.policy.inputdoc import ClusterFacts, Revision, build_index, buil
 
 TOP_KEYS = {
     "capacity",
+    "class_changes",
     "revision",
     "base",
     "objects",
@@ -29,7 +30,7 @@ TOP_KEYS = {
     "params",
 }
 REVISION_KEYS = {"sha", "parent", "message", "author", "signed"}
-CHANGE_KEYS = {"op", "ref", "stage", "old", "new", "driver_change"}
+CHANGE_KEYS = {"op", "ref", "stage", "old", "new", "driver_change", "driver_workloads"}
 CLUSTER_KEYS = {"version", "served", "deprecated", "kinds", "unavailable", "objects", "index"}
 INDEX_KEYS = {
     "device_classes",
@@ -40,6 +41,7 @@ INDEX_KEYS = {
     "drivers",
     "canaries",
     "crds",
+    "extended_resources",
 }
 CRD_KEYS = {"ref", "versions"}
 DRIVER_KEYS = {"workloads", "canaries", "classes", "slices", "devices"}
@@ -63,6 +65,10 @@ DRA_KEYS = {
     "canary_for",
     "driver_template",
     "admin_access",
+    "driver_role",
+    "driver_config",
+    "recognized_by",
+    "extended_resources",
 }
 ROLES = {
     "namespace",
@@ -315,6 +321,7 @@ def test_top_level_shape(doc: dict[str, Any]) -> None:
     assert doc["base"] == {"sha": "beef"}
     assert doc["cluster"] is None
     assert doc["capacity"] is None  # computed only with cluster data
+    assert doc["class_changes"] == []
     assert doc["params"] == {"capacity_deny": True}
     for change in doc["changes"]:
         assert set(change) == CHANGE_KEYS
@@ -353,6 +360,7 @@ def test_default_revision_and_no_base() -> None:
         "drivers": {},
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -419,6 +427,10 @@ def test_dra_of_namespace(doc: dict[str, Any]) -> None:
         "canary_for": None,
         "driver_template": None,
         "admin_access": False,
+        "driver_role": None,
+        "driver_config": None,
+        "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -473,6 +485,10 @@ def test_dra_of_claim_template(doc: dict[str, Any]) -> None:
         "canary_for": None,
         "driver_template": None,
         "admin_access": True,
+        "driver_role": None,
+        "driver_config": None,
+        "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -511,6 +527,10 @@ def test_dra_of_pod_workload(doc: dict[str, Any]) -> None:
         "canary_for": None,
         "driver_template": None,
         "admin_access": False,
+        "driver_role": None,
+        "driver_config": None,
+        "recognized_by": None,
+        "extended_resources": [],
     }
 
 
@@ -531,6 +551,8 @@ def test_dra_of_driver_and_canary(doc: dict[str, Any]) -> None:
         "drv",
     )
     assert (canary["path"], canary["line"]) == ("drivers/canary.yaml", 1)
+    assert (main["driver_role"], canary["driver_role"]) == ("kubelet-plugin", "kubelet-plugin")
+    assert isinstance(main["recognized_by"], str) and main["recognized_by"]
     for info in (main, canary):
         assert isinstance(info["driver_template"], str) and len(info["driver_template"]) == 64
     # The canary runs drv:2, the main drv:1: different templates.
@@ -661,6 +683,7 @@ def test_index_from_head(doc: dict[str, Any]) -> None:
         },
         "canaries": {"DaemonSet/drivers/drv": ["DaemonSet/drivers/drv-canary"]},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -684,6 +707,7 @@ def test_base_index_from_base(doc: dict[str, Any]) -> None:
         },
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -767,6 +791,7 @@ def test_index_ignores_non_dra_objects() -> None:
         "drivers": {},
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
 
 
@@ -814,6 +839,7 @@ def test_cluster_facts(head: list[Manifest], base: list[Manifest]) -> None:
         },
         "canaries": {},
         "crds": {},
+        "extended_resources": {},
     }
     # The desired-state index is not mixed with the live one.
     assert doc["index"]["drivers"]["gpu.example.com"]["slices"] == 0
@@ -839,6 +865,7 @@ def test_cluster_facts_defaults() -> None:
             "drivers": {},
             "canaries": {},
             "crds": {},
+            "extended_resources": {},
         },
     }
 

@@ -15,6 +15,7 @@ POLICIES = Path(__file__).resolve().parents[2] / "policies"
 RULE_DIRS = sorted(p for p in POLICIES.iterdir() if p.is_dir())
 EXPECTED_RULES = {
     "capacity",
+    "class-change",
     "admin-access",
     "claim-refs",
     "class-before-template",

@@ -180,7 +180,17 @@ def test_text_empty(empty: CheckResult) -> None:
 
 def test_json_round_trip_and_ordering(result: CheckResult) -> None:
     doc = json.loads(render(result, "json"))
-    assert list(doc) == ["summary", "errors", "findings", "waivers", "skipped", "not_inspected", "rules"]
+    assert list(doc) == [
+        "summary",
+        "errors",
+        "findings",
+        "waivers",
+        "skipped",
+        "not_inspected",
+        "not_validated",
+        "settings_changes",
+        "rules",
+    ]
     assert (doc["summary"]["skipped"], doc["skipped"]) == (0, [])
     assert (doc["summary"]["errors"], doc["errors"]) == (0, [])
     s = doc["summary"]

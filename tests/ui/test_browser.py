@@ -156,10 +156,13 @@ def test_every_page_loads_shows_the_state_and_runs_nothing(
         elif name == "history":
             ids = [
                 int(e.get_attribute("data-record"))
-                for e in browser.find_elements(By.CSS_SELECTOR, "article.entry")
+                for e in browser.find_elements(By.CSS_SELECTOR, "#history tbody tr")
             ]
             assert ids == [r["id"] for r in status["history"]]
-            assert HOSTILE_MESSAGE in text
+            # The hostile subject: cut in the table, whole on hover, and text either way.
+            titles = [e.get_attribute("title") for e in browser.find_elements(By.CSS_SELECTOR, "bdi.cut")]
+            assert HOSTILE_MESSAGE in titles
+            assert browser.find_elements(By.CSS_SELECTOR, "tr.live-entry")
         elif name == "commit":
             assert HOSTILE_MESSAGE in text and world.shas["denied"] in text
         elif name == "report":
@@ -193,8 +196,9 @@ def test_links_lead_where_they_say(browser: Any, base_url: str, world: World) ->
     browser.get(base_url + "/")
     browser.find_element(By.LINK_TEXT, TARGET).click()
     wait_for(lambda: browser.current_url.endswith(f"/targets/{TARGET}/history"), 60, "the history")
-    report = browser.find_element(By.CSS_SELECTOR, f'article[id="{world.shas["denied"]}"] a[href$="/report"]')
-    report.click()
+    browser.find_element(By.CSS_SELECTOR, f'#history a[title="{world.shas["denied"]}"]').click()
+    wait_for(lambda: f"/commits/{world.shas['denied']}" in browser.current_url, 60, "the commit")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "Policy report").click()
     wait_for(lambda: browser.current_url.endswith("/report"), 60, "the report")
     assert "driver-canary" in main_text(browser)
     browser.find_element(By.PARTIAL_LINK_TEXT, "commit ").click()
@@ -216,9 +220,9 @@ def test_links_lead_where_they_say(browser: Any, base_url: str, world: World) ->
     wait_for(lambda: f"node={node}" in browser.current_url, 60, "the filtered map")
     rows = {r.get_attribute("data-node") for r in browser.find_elements(By.CSS_SELECTOR, ".node-row")}
     assert rows == {node}
-    # A sha anchor on the history page is the newest record of that commit.
-    browser.get(f"{base_url}/targets/{TARGET}/history#{world.shas['bad']}")
-    assert browser.execute_script("return document.querySelector(':target').dataset.record") is not None
+    # A record's anchor on the history page (each unique, a rollback sharing its apply's id or not).
+    browser.get(f"{base_url}/targets/{TARGET}/history#record-1")
+    assert browser.execute_script("return document.querySelector(':target').dataset.record") == "1"
 
 
 def test_keyboard_reaches_the_skip_link_first(browser: Any, base_url: str) -> None:
@@ -239,7 +243,7 @@ def test_pages_read_the_same_without_javascript(
         text = main_text(plain_browser)
         assert text.strip(), name
         assert plain_browser.find_element(By.ID, "live").text == ""  # the script did not run
-        if name in ("history", "commit"):
+        if name == "commit":
             assert HOSTILE_MESSAGE in text
         if name == "devices":
             assert HOSTILE_ANNOTATION in text
@@ -285,7 +289,7 @@ def test_live_updates_arrive_when_the_state_changes(browser: Any, base_url: str,
         interval=0.5,
     )
     nothing_ran(browser)
-    assert HOSTILE_MESSAGE in main_text(browser)
+    assert browser.find_elements(By.CSS_SELECTOR, "#history tbody tr[data-record]")
 
 
 def test_two_clusters_targets_page_and_a_map_per_cluster(
@@ -328,17 +332,107 @@ def test_two_clusters_targets_page_and_a_map_per_cluster(
             select.find_element(By.CSS_SELECTOR, 'option[value="staging"]').click()
             browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
             wait_for(lambda: "cluster=staging" in browser.current_url, 60, "staging's map")
-    # The histories: staging's rollback rehearsals, production's approval.
-    browser.get(base + "/targets/staging/history")
+    # The commits' pages: staging's rollback rehearsals, production's approval.
+    browser.get(base + f"/targets/staging/commits/{two}")
     assert "Rollback rehearsal: ✓ passed" in main_text(browser)
-    browser.save_screenshot(str(shots / "history-staging-rehearsal.png"))
-    browser.get(base + "/targets/production/history")
+    browser.save_screenshot(str(shots / "commit-staging-rehearsal.png"))
+    browser.get(base + f"/targets/production/commits/{envs.shas['one']}")
     approval = next(r["approval"] for r in envs.status("production")["history"] if r.get("approval"))
     assert f"by {approval['by']} at {approval['at']}" in browser.find_element(By.ID, "main").text
     nothing_ran(browser)
-    browser.save_screenshot(str(shots / "history-production-approval.png"))
+    browser.save_screenshot(str(shots / "commit-production-approval.png"))
     # Without JavaScript, the same Targets page reads the same.
     plain_browser.get(base + "/")
     nothing_ran(plain_browser)
     assert f"dra-gitops approve --target production {two[:12]}" in main_text(plain_browser)
     plain_browser.save_screenshot(str(shots / "targets-two-clusters-no-js.png"))
+
+
+# ---- hostile strings, the login form (no world: plain data) ------------------------------------------------
+
+
+class _Plain:
+    """The pages' data as plain values: a failed commit with a 3,000-character subject and a U+202E in
+    the file name of its failure."""
+
+    def __init__(self) -> None:
+        from reconciler.ui.targets import TargetView
+
+        good, bad = "a" * 40, "b" * 40
+        history = [
+            {"id": 2, "sha": bad, "operation": "apply", "outcome": "apply-failed", "at": "2026-01-01T00:00:00Z",
+             "message": "apply failed: manifests/\u202elmay.exe is not valid"},
+            {"id": 1, "sha": good, "operation": "apply", "outcome": "applied", "at": "2026-01-01T00:00:00Z"},
+        ]  # fmt: skip
+        status = {
+            "lastGood": good,
+            "lastAttempted": {"sha": bad, "outcome": "apply-failed"},
+            "history": history,
+        }
+        self.view = TargetView("prod", "dra-gitops", status, {bad: {"subject": "S" * 3000, "author": "x"}})
+
+    def targets(self) -> list[Any]:
+        return [self.view]
+
+    def target(self, name: str, shas: Any = ()) -> Any:
+        return self.view if name == "prod" else None
+
+    def version(self) -> str:
+        return "1"
+
+    def devices(self, cluster: str = "") -> Any:
+        return None
+
+
+VISIBLE_OUTCOME = """return Array.from(document.querySelectorAll('[data-outcome="apply-failed"]'))
+  .map(e => { const r = e.getBoundingClientRect(); const box = e.closest('.scroll') || document.body;
+              return r.width > 0 && r.left >= box.getBoundingClientRect().left - 1
+                     && r.top < 5000; });"""
+
+
+@pytest.fixture(scope="module")
+def plain_url() -> Iterator[str]:
+    from reconciler.ui.app import Access, Dashboard
+
+    token = "t" * 40
+    server = DashboardServer(Dashboard(_Plain(), access=Access(token=token)), "127.0.0.1", 0)
+    port = server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_login_form_then_hostile_strings_stay_in_their_place(
+    plain_browser: Any, plain_url: str, shots: Path
+) -> None:
+    """Without JavaScript: the 401 page is a login form; the token given there becomes a session and
+    never appears in a URL. Then a 3,000-character subject is cut (the outcome stays on screen) and a
+    U+202E in a file name is shown as a mark, not obeyed."""
+    for phone in (False, True):
+        driver = plain_browser if not phone else _browser(javascript=False, width=390, height=844, phone=True)
+        try:
+            driver.delete_all_cookies()
+            driver.get(plain_url + "/targets/prod/history")
+            driver.find_element(By.NAME, "token").send_keys("t" * 40 + Keys.ENTER)
+            wait_for(
+                lambda d=driver: d.current_url.endswith("/targets/prod/history"), 60, "the page after login"
+            )
+            assert "t" * 40 not in driver.current_url
+            cookie = driver.get_cookie("dra_gitops_session")
+            assert cookie is not None and cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+            for path in ("/", "/targets/prod/history", f"/targets/prod/commits/{'b' * 40}"):
+                driver.get(plain_url + path)
+                nothing_ran(driver)
+                assert all(driver.execute_script(VISIBLE_OUTCOME)), path
+                text = main_text(driver)
+                assert "\u202e" not in text and "⟨U+202E⟩lmay.exe" in text, path
+                assert "S" * 200 not in text or path.startswith("/targets/prod/commits"), path
+                driver.save_screenshot(
+                    str(shots / f"hostile{path.replace('/', '-')}{'-phone' if phone else ''}.png")
+                )
+            if phone:
+                assert driver.execute_script(OUTSIDE) == []
+        finally:
+            if phone:
+                driver.quit()

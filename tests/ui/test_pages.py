@@ -1,5 +1,7 @@
-"""The pure page renderers: escaping of hostile strings everywhere, device states, totals and filters,
-the targets page's promotion column, the report page's parts (no cluster, no Git, no server)."""
+"""The page renderers (Jinja2 templates, no cluster, no Git, no server): escaping of hostile strings
+everywhere, bidi isolation and truncation, device states, totals, filters, holders, pending claims and the
+compact view, the targets page's sync status and commands, the history's table, filter, paging and live
+marker, the commit page's failure first, and the report as its pass recorded it."""
 
 from __future__ import annotations
 
@@ -7,15 +9,21 @@ import re
 from typing import Any
 
 import pytest
+from markupsafe import escape
 
-from reconciler.policy.result import CheckResult, Finding, RuleInfo
 from reconciler.ui.devicemap import device_map_page
-from reconciler.ui.devices import DeviceFilter, build_device_cells, totals_by_driver
-from reconciler.ui.history import commit_page, history_page
-from reconciler.ui.html import Html, esc, path, tag
-from reconciler.ui.report import CommitReport, report_page
-from reconciler.ui.reports import base_of
-from reconciler.ui.targets import TargetView, targets_page
+from reconciler.ui.devices import (
+    DeviceFilter,
+    build_device_cells,
+    link_holders,
+    pending_claims,
+    totals_by_driver,
+)
+from reconciler.ui.history import commit_page, history_page, matching
+from reconciler.ui.html import path
+from reconciler.ui.render import text, visible
+from reconciler.ui.report import report_markdown, report_page
+from reconciler.ui.targets import TargetView, sync_row, targets_page
 
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -124,29 +132,54 @@ def test_every_value_is_escaped_on_every_page(hostile: str) -> None:
     rendered = [
         targets_page([view]),
         history_page(view),
-        commit_page(view, "b" * 40),
+        commit_page(view, history[:1]),
+        commit_page(view, history[1:]),
         device_map_page(cells, DeviceFilter(namespace=hostile)),
         device_map_page(cells, DeviceFilter()),
         device_map_page(cells, DeviceFilter(driver=hostile), [], [(hostile, hostile), ("b", "B")], hostile),
         device_map_page([], DeviceFilter(), [], [(hostile, hostile), ("b", "B")], "b", error=hostile),
         targets_page([TargetView(hostile, hostile, {}, error=hostile, cluster=(hostile, hostile))]),
-        report_page(CommitReport(hostile, "b" * 40, unavailable=hostile)),
+        report_page(view, history[0]),
     ]
     for page in rendered:
         no_markup_from(page, hostile)
-    assert esc(hostile) in rendered[1]  # shown, as text
-    assert esc(hostile) in rendered[4]
+    assert str(escape(hostile)) in rendered[2]  # shown, as text
+    assert str(escape(hostile)) in rendered[5]
 
 
-def test_esc_tag_and_path() -> None:
-    assert esc("<a href='x'>&") == "&lt;a href=&#x27;x&#x27;&gt;&amp;"
-    assert esc(Html("<b>ok</b>")) == "<b>ok</b>"
-    assert esc(None) == ""
-    assert (
-        tag("a", "<x>", href='"/y"', class_="c", hidden=True, title=None)
-        == '<a href="&quot;/y&quot;" class="c" hidden>&lt;x&gt;</a>'
-    )
+def test_text_isolates_direction_shows_bidi_controls_and_cuts() -> None:
+    reversing = "evil\u202egnp.exe"
+    assert str(text(reversing)) == '<bdi dir="auto">evil⟨U+202E⟩gnp.exe</bdi>'
+    assert "\u202e" not in visible(reversing + "\u2066\u200f")
+    long = "s" * 3000
+    cut = str(text(long, 80))
+    assert '">' + "s" * 79 + "…</bdi>" in cut and 'title="' + long + '"' in cut
+    assert str(text("<b>")) == '<bdi dir="auto">&lt;b&gt;</bdi>'
     assert path("targets", "a/b?c", "history") == "/targets/a%2Fb%3Fc/history"
+
+
+def test_hostile_subjects_and_file_names_stay_in_their_place() -> None:
+    """A 3,000-character subject is cut (the outcome stays on screen); a U+202E in a file name cannot
+    reverse the failure message around it."""
+    subject = "x" * 3000
+    message = "apply of manifests/\u202egpu.yaml failed"
+    history = [record(id=1, sha="b" * 40, outcome="apply-failed", message=message)]
+    view = TargetView(
+        "t",
+        "ns",
+        {"lastAttempted": {"sha": "b" * 40, "outcome": "apply-failed"}, "history": history},
+        {"b" * 40: {"subject": subject}},
+    )
+    for page in (targets_page([view]), history_page(view), commit_page(view, history)):
+        assert "\u202e" not in page and "⟨U+202E⟩" in page
+        assert "x" * 100 + "…" not in page or 'class="cut"' in page
+        assert 'data-outcome="apply-failed"' in page
+    row = re.search(r'<tr id="record-1".*?</tr>', history_page(view), re.S)
+    assert (
+        row is not None
+        and 'class="cut"' in row.group(0)
+        and len(re.sub(r'title="[^"]*"', "", row.group(0))) < 1500
+    )
 
 
 def _slice(driver: str, node: str, devices: list[str], pool: str | None = None) -> dict[str, Any]:
@@ -231,6 +264,85 @@ def test_device_states_holders_and_totals() -> None:
     assert "broken:NoSchedule" in page
 
 
+def _pod(
+    ns: str, name: str, claim: str, owner: tuple[str, str] | None = None, why: str = ""
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"namespace": ns, "name": name}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1]}]
+    status: dict[str, Any] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}]}
+    if why:
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "message": why}]
+    return {"metadata": meta, "spec": {"resourceClaims": [{"name": "gpu"}]}, "status": status}
+
+
+def test_device_holders_and_pending_claims() -> None:
+    """device → claim → pod → workload → target; a claim without a device, with the pod that waits."""
+    slices = [_slice("gpu.example.com", "a", ["gpu-0"])]
+    set_ids = {"applyset-x-v1": "prod"}
+    claims = [
+        _claim(
+            "ml",
+            "train",
+            "gpu.example.com",
+            "a",
+            "gpu-0",
+            labels={"applyset.kubernetes.io/part-of": "applyset-x-v1"},
+        ),
+        {
+            "metadata": {
+                "namespace": "ml",
+                "name": "more",
+                "labels": {"applyset.kubernetes.io/part-of": "applyset-x-v1"},
+            },
+            "status": {},
+        },
+    ]
+    pods = [
+        _pod("ml", "train-pod", "train", ("ReplicaSet", "trainer-5d9f")),
+        _pod(
+            "ml",
+            "waiter",
+            "more",
+            ("Job", "burst"),
+            why="0/2 nodes are available: cannot allocate all claims",
+        ),
+    ]
+    cells = build_device_cells(slices, claims, [_node("a")], set_ids=set_ids)
+    link_holders(cells, pods, set_ids)
+    (held,) = cells
+    assert (held.workloads, held.target) == (["Deployment/trainer"], "prod")
+    (waiting,) = pending_claims(claims, pods, set_ids)
+    assert (waiting.claim, waiting.waiting, waiting.target) == (
+        "ml/more",
+        [("waiter", "0/2 nodes are available: cannot allocate all claims")],
+        "prod",
+    )
+    page = device_map_page(cells, DeviceFilter(), pending=[waiting], live={"prod": "a" * 40})
+    assert 'data-claim="ml/more"' in page and "cannot allocate all claims" in page
+    assert "Deployment/trainer" in page and 'href="/targets/prod/history"' in page
+    assert f'href="/targets/prod/commits/{"a" * 40}"' in page
+
+
+def test_compact_view_for_large_clusters() -> None:
+    slices = [_slice("gpu.example.com", f"n{i:03d}", [f"gpu-{j}" for j in range(8)]) for i in range(50)]
+    cells = build_device_cells(
+        slices,
+        [_claim("ml", "train", "gpu.example.com", "n000", "gpu-0")],
+        [_node(f"n{i:03d}") for i in range(50)],
+    )
+    page = device_map_page(cells, DeviceFilter())  # 400 devices: compact by default
+    assert page.count('<li class="c ') == 400 and 'class="tile ' not in page.replace(
+        'class="tile free"', ""
+    ).replace('class="tile allocated"', "").replace('class="tile tainted"', "").replace(
+        'class="tile node-not-ready"', ""
+    )
+    assert page.count('class="node-row compact"') == 50
+    assert 'title="gpu-0: allocated, claim ml/train, pods train-pod"' in page
+    cards = device_map_page(cells, DeviceFilter(), view="cards")
+    assert cards.count("data-device=") == 400
+
+
 def test_device_filters_keep_the_totals_whole() -> None:
     slices = [_slice("gpu.example.com", "a", ["gpu-0", "gpu-1"]), _slice("gpu.example.com", "b", ["gpu-0"])]
     claims = [
@@ -305,6 +417,87 @@ def test_targets_page_promotion_column_only_when_the_status_carries_it() -> None
     assert "No targets" in targets_page([])
 
 
+def test_sync_status_reason_and_commands() -> None:
+    good, bad = "a" * 40, "b" * 40
+    synced = TargetView(
+        "prod", "dra-gitops", {"lastGood": good, "lastAttempted": {"sha": good, "outcome": "applied"}}
+    )
+    degraded = TargetView(
+        "prod",
+        "team",
+        {
+            "lastGood": good,
+            "lastAttempted": {"sha": bad, "outcome": "verify-failed", "rolledBack": True},
+            "history": [record(sha=bad, outcome="verify-failed", message="claim ml/train: no device\nmore")],
+        },
+    )
+    suspended = TargetView("prod", "dra-gitops", {**synced.status, "suspended": {"at": "t", "by": "ann"}})
+    progressing = TargetView(
+        "prod",
+        "dra-gitops",
+        {**synced.status, "inProgress": {"operation": "apply", "sha": bad, "stage": "20-classes"}},
+    )
+    waiting = TargetView("prod", "dra-gitops", {**synced.status, "approval": {"sha": bad, "since": "t"}})
+    out = TargetView(
+        "prod", "dra-gitops", {"lastGood": good, "lastAttempted": {"sha": bad, "outcome": "held"}}
+    )
+    rows = [sync_row(v) for v in (synced, degraded, suspended, progressing, waiting, out)]
+    assert [r.sync for r in rows] == [
+        "Synced",
+        "Degraded",
+        "Suspended",
+        "Progressing",
+        "Awaiting approval",
+        "OutOfSync",
+    ]
+    assert rows[1].reason == "claim ml/train: no device"
+    assert rows[1].commands[0] == "dra-gitops retry --target prod --state-namespace team"
+    assert "dra-gitops resume --target prod" in rows[2].commands
+    assert "dra-gitops abort --target prod" in rows[3].commands
+    assert f"dra-gitops approve --target prod {bad[:12]}" in rows[4].commands
+    page = targets_page([degraded])
+    assert 'data-sync="Degraded"' in page and "claim ml/train: no device" in page and "more" not in page
+    assert '<code class="command">dra-gitops retry --target prod --state-namespace team</code>' in page
+    assert "<button" not in page and "<form" not in page  # never a button that writes
+
+
+def test_history_is_a_compact_table_filtered_paged_with_the_live_entry_marked() -> None:
+    good, bad = "a" * 40, "b" * 40
+    history = [
+        record(
+            id=i,
+            sha=bad if i % 2 else good,
+            outcome="verify-failed" if i % 2 else "applied",
+            timings={"apply": 1.0, "verify": 0.5},
+        )
+        for i in range(60, 0, -1)
+    ]
+    view = TargetView("t", "ns", {"lastGood": good, "history": history})
+    page = history_page(view)
+    ids = re.findall(r'<tr id="record-(\d+)"', page)
+    assert ids == [str(i) for i in range(60, 35, -1)] and len(set(ids)) == len(ids)
+    assert page.count("● live") == 1 and '<tr id="record-60" data-record="60" class="live-entry"' in page
+    assert "1.5s" in page and "page 1 of 3" in page and 'href="/targets/t/history?page=2"' in page
+    failed = history_page(view, "failed", 2)
+    assert re.findall(r'<tr id="record-(\d+)"', failed) == [str(i) for i in range(9, 0, -2)]
+    assert "● live" not in failed and '<option value="failed" selected>' in failed
+    assert (
+        re.findall(r'<tr id="record-(\d+)"', history_page(view, "applied", 9))[-1] == "2"
+    )  # past the end: the last page
+
+
+def test_commit_pages_only_for_commits_of_the_history() -> None:
+    records = [record(id=2, sha="ab12" + "0" * 36), record(id=1, sha="ab13" + "0" * 36)]
+    assert matching(records, "ab12") == records[:1]
+    assert matching(records, "ab1") == [] and matching(records, "ab1") == []  # too short, or ambiguous
+    assert (
+        matching(records, "ab") == []
+        and matching(records, "main~0") == []
+        and matching(records, "f" * 40) == []
+    )
+    assert matching(records, "AB12") == records[:1]
+
+
 def test_history_shows_rehearsal_steps_approval_and_the_upstreams_word() -> None:
     steps = [
         {"step": "rollback", "sha": "a" * 40, "outcome": "applied", "at": "t1", "seconds": 2.25,
@@ -322,8 +515,13 @@ def test_history_shows_rehearsal_steps_approval_and_the_upstreams_word() -> None
             id=3, sha="c" * 40, outcome="awaiting-approval", operation="promote", message="awaiting approval"
         ),
     ]
+    view = TargetView("t", "ns", {"history": history})
     text = " ".join(
-        re.sub(r"<[^>]+>", " ", history_page(TargetView("t", "ns", {"history": history}))).split()
+        re.sub(
+            r"<[^>]+>",
+            " ",
+            commit_page(view, history[:1]) + commit_page(view, history[1:2]) + commit_page(view, history[2:]),
+        ).split()
     )
     assert "Rollback rehearsal: ✗ failed" in text
     assert f"rollback {'a' * 12} ✓ applied t1 2.2s 1 claim(s) allocated verified" in text
@@ -332,67 +530,62 @@ def test_history_shows_rehearsal_steps_approval_and_the_upstreams_word() -> None
     assert "Failure and diagnosis" not in text  # waiting for a person is no failure
 
 
-def test_history_anchors_the_newest_record_of_each_sha() -> None:
-    sha = "f" * 40
-    view = TargetView(
-        "t",
-        "ns",
-        {
-            "history": [
-                record(id=3, sha=sha, operation="rollback"),
-                record(id=2, sha=sha),
-                record(id=1, sha="e" * 40),
-            ]
+def test_commit_page_puts_the_failure_and_its_diagnosis_first() -> None:
+    failed = record(
+        id=4,
+        sha="b" * 40,
+        outcome="verify-failed",
+        message="claim ml/train not allocated",
+        rolledBackTo="a" * 40,
+        rollback="applied",
+        diagnoses=[
+            {
+                "mode": "exhaustion",
+                "ref": "ResourceClaim/ml/train",
+                "summary": "no free device",
+                "evidence": ["4 of 4 allocated"],
+                "recovery": ["free a device"],
+            }
+        ],
+        devices=[
+            {"claim": "ml/train", "pod": "train-pod", "devices": [], "node": None},
+            {"claim": "ml/ok", "pod": "p", "devices": ["gpu-0"], "node": "a"},
+        ],
+        diff={
+            "summary": "1 to update",
+            "update": 1,
+            "objects": [{"ref": "Deployment/ml/train", "op": "update", "fields": ["spec.replicas: 1 → 4"]}],
         },
-    )
-    page = history_page(view)
-    assert page.count(f'id="{sha}"') == 1
-    assert page.index(f'id="{sha}"') < page.index('data-record="2"')
-    assert 'id="record-1"' in page and 'id="record-3"' in page
-    assert "no record of this commit" in commit_page(view, "0" * 40)
-    assert commit_page(view, sha[:7]).count("data-record=") == 2
-
-
-def test_base_of_is_the_last_good_commit_before() -> None:
-    history = [
-        record(sha="d" * 40, outcome="verify-failed"),
-        record(sha="c" * 40, outcome="applied", operation="rollback"),
-        record(sha="b" * 40, outcome="denied"),
-        record(sha="c" * 40, outcome="applied"),
-        record(sha="a" * 40, outcome="applied"),
-    ]
-    assert base_of(history, "d" * 40) == "c" * 40
-    assert base_of(history, "b" * 40) == "c" * 40
-    assert base_of(history, "c" * 40) == "a" * 40
-    assert base_of(history, "a" * 40) is None
-    assert base_of(history, "9" * 40) is None
-
-
-def test_report_page_has_the_markdown_reports_parts() -> None:
-    rules = {"driver-canary": RuleInfo("driver-canary", "Canary first", "", "deny", "x.rego")}
-    findings = [
-        Finding("driver-canary", "deny", "<b>changed</b>", "DaemonSet/ns/d", "10-driver/d.yaml", 4),
-        Finding("capacity", "warn", "tight", "Deployment/ns/t", "40-workloads/t.yaml", 1, waived="known"),
-    ]
-    result = CheckResult(findings, rules, objects_checked=12, files_checked=9)
-    page = report_page(CommitReport("t", "a" * 40, "b" * 40, result=result, markdown="x"))
-    assert "Denied" in page and "12 objects, 9 files: 1 denied, 0 warnings, 1 waived" in page
-    assert 'id="rules"' in page and 'id="violations"' in page and 'id="waivers"' in page
-    assert "&lt;b&gt;changed&lt;/b&gt;" in page and "10-driver/d.yaml:4" in page
-    assert "?format=markdown" in page
-    missing = report_page(CommitReport("t", "a" * 40, unavailable="no Git cache"))
-    assert "cannot be produced: no Git cache" in missing and "What its pass recorded" not in missing
-    recorded = record(
         decisions=[
             {
-                "rule": "driver-canary",
-                "severity": "deny",
-                "ref": "DaemonSet/ns/d",
-                "msg": "m",
-                "path": "d.yaml",
-                "line": 4,
+                "rule": "capacity",
+                "severity": "warn",
+                "ref": "Deployment/ml/train",
+                "msg": "asks 4 GPUs, 2 free",
+                "path": "w.yaml",
+                "line": 1,
             }
-        ]
+        ],
     )
-    fallback = report_page(CommitReport("t", "a" * 40, unavailable="no Git cache"), recorded)
-    assert "What its pass recorded" in fallback and "d.yaml:4" in fallback
+    page = commit_page(TargetView("t", "ns", {"history": [failed]}), [failed])
+    order = [
+        page.index(s)
+        for s in (
+            "Failure and diagnosis",
+            "exhaustion",
+            "4 of 4 allocated",
+            "free a device",
+            "Changed objects",
+            "Verification chain",
+            "Policy findings",
+        )
+    ]
+    assert order == sorted(order)
+    assert (
+        "spec.replicas: 1 → 4" in page
+        and '<li class="failing">' in page
+        and page.count('class="failing"') == 1
+    )
+    report = report_page(TargetView("t", "ns", {}), failed)
+    assert "Passed with warnings" in report and "asks 4 GPUs, 2 free" in report and "capacity" in report
+    assert "| warn | `w.yaml:1` | `capacity` |" in report_markdown(failed)

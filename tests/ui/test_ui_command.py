@@ -18,6 +18,8 @@ from ui_support import HOSTILE_MESSAGE, World
 
 from reconciler.cli import cli
 
+TOKEN = "t0ken-" + "u" * 32
+
 
 def fetch(url: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
     host_port = url.removeprefix("http://").rstrip("/")
@@ -36,7 +38,7 @@ def ui_process(world: World, tmp_path: Path) -> Iterator[tuple[str, subprocess.P
     config = tmp_path / "targets.yaml"
     config.write_text(f"targets:\n  - name: {TARGET}\n    repo: {world.remote.url}\n    branch: main\n")
     token = tmp_path / "token"
-    token.write_text("t0ken\n")
+    token.write_text(TOKEN + "\n")
     command = [
         sys.executable, "-m", "reconciler", "ui", "--kubeconfig", str(world.kubeconfig), "--config", str(config),
         "--cache-dir", str(tmp_path / "cache"), "--listen", "127.0.0.1:0", "--token-file", str(token),
@@ -60,7 +62,7 @@ def test_ui_serves_the_state_commits_and_reports(
     world: World, ui_process: tuple[str, subprocess.Popen[str]]
 ) -> None:
     url, process = ui_process
-    auth = {"Authorization": "Bearer t0ken"}
+    auth = {"Authorization": f"Bearer {TOKEN}"}
     assert fetch(url, "/")[0] == 401
     code, page = fetch(url, "/", auth)
     assert code == 200 and world.shas["bad"][:12] in page
@@ -90,6 +92,14 @@ def test_ui_refuses_an_empty_token_file_naming_it(world: World, tmp_path: Path) 
     assert f"{empty}:1: the dashboard token file is empty" in done.output
 
 
+def test_ui_refuses_to_serve_the_network_open_unless_told(world: World, tmp_path: Path) -> None:
+    base = ["ui", "--kubeconfig", str(world.kubeconfig), "--listen", "0.0.0.0:0"]
+    done = CliRunner().invoke(cli, base)
+    assert done.exit_code == 1
+    assert "--listen: the dashboard would be open to anyone who reaches 0.0.0.0" in done.output
+    assert "--ui-insecure-open" in done.output
+
+
 def test_ui_listens_on_this_machine_only_by_default() -> None:
     done = CliRunner().invoke(cli, ["ui", "--help"])
     assert done.exit_code == 0 and "127.0.0.1:8090" in done.output
@@ -98,6 +108,7 @@ def test_ui_listens_on_this_machine_only_by_default() -> None:
 def test_the_dra_reader_role_is_enough(world: World) -> None:
     """Every page's reads, made with a dra-reader token (the sim's RBAC deciding), are allowed."""
     import yaml
+    from werkzeug.test import Client
 
     from reconciler.cluster.client import ClusterClient, Forbidden
     from reconciler.ui.app import Dashboard
@@ -117,7 +128,7 @@ def test_the_dra_reader_role_is_enough(world: World) -> None:
     with ClusterClient.for_url(world.cluster.url, token=answer["status"]["token"]) as reader:
         with pytest.raises(Forbidden):  # the token is really held to the role: no Secrets
             reader.list_kind("", "Secret", "dra-gitops")
-        dashboard = Dashboard(ClusterData(reader, state_namespace="dra-gitops"))
+        browser = Client(Dashboard(ClusterData(reader, state_namespace="dra-gitops")))
         for path in (
             "/",
             f"/targets/{TARGET}/history",
@@ -125,6 +136,6 @@ def test_the_dra_reader_role_is_enough(world: World) -> None:
             "/devices",
             "/api/version",
         ):
-            got = dashboard("GET", path, {})
-            assert got.status == 200, (path, got.body[:300])
-        assert world.shas["bad"][:12] in dashboard("GET", "/", {}).body.decode()
+            got = browser.get(path)
+            assert got.status_code == 200, (path, got.data[:300])
+        assert world.shas["bad"][:12] in browser.get("/").get_data(as_text=True)

@@ -1,5 +1,6 @@
 """The failure modes of one claim in scope, checked in order: missing-class, selector-error
-(`selector.py`), node-failure, prepare-failure, exhaustion (only when the free count is known),
+(`selector.py`), node-failure, prepare-failure, device-taint (free devices it cannot use for an
+untolerated taint, from the slice or a DeviceTaintRule), exhaustion (only when the free count is known),
 else pending (nothing conclusive yet, an unknown free count with its reason; nothing when it is
 healthy). Pure.
 """
@@ -52,6 +53,7 @@ class ClaimModes(ClassifierBase):
             return
         found = self.node_failure(view)
         found = self.prepare_failure(view) or found
+        found = self.device_taint(view) or found
         found = self.exhaustion(view) or found
         if not found:
             self.pending(view)
@@ -226,7 +228,56 @@ class ClaimModes(ClassifierBase):
         )
         return True
 
-    # 4. exhaustion
+    # 4. device-taint: enough devices are free, but taints its request does not tolerate keep it off them
+    def device_taint(self, view: ClaimView) -> bool:
+        s = view.subject
+        if view.alloc.get("allocated") or view.source is None:
+            return False
+        counts = class_counts(self.inv, claim_spec(view.source))
+        blocked = {
+            c: n
+            for c, n in counts.items()
+            if n.get("tainted") and _is_int(n["free"]) and n["free"] >= n["needed"] > n["free"] - n["tainted"]
+        }
+        if not blocked:
+            return False
+        taints = sorted({t for n in blocked.values() for t in n["taints"]})
+        per = "; ".join(
+            f"class {c}: needs {n['needed']}, {n['free']} free of {n['total']}, {n['tainted']} of them tainted"
+            for c, n in blocked.items()
+        )
+        rules = sorted({t.split(":", 1)[0] for t in taints if t.startswith("DeviceTaintRule/")})
+        recovery = (
+            [
+                f"when the maintenance is over, delete or narrow {', '.join(rules)} "
+                f"(kubectl delete devicetaintrule {' '.join(r.split('/', 1)[1] for r in rules)})"
+            ]
+            if rules
+            else []
+        )
+        if any(t.startswith("ResourceSlice/") for t in taints):
+            recovery.append(
+                "the driver taints these devices in its ResourceSlices: check the driver's health on their nodes"
+            )
+        recovery.append(
+            "or, if the workload may use tainted devices, add a matching toleration to the claim's request"
+        )
+        self.add(
+            Diagnosis(
+                "device-taint",
+                s.ref,
+                f"{s.ref} cannot be allocated: the devices free for it carry taints its request does not "
+                f"tolerate ({per}): {', '.join(taints)}",
+                evidence=[*view.evidence, *view.event_lines, *[f"untolerated taint {t}" for t in taints]],
+                recovery=recovery,
+                numbers={
+                    "classes": {c: {k: v for k, v in n.items() if k != "unknown"} for c, n in blocked.items()}
+                },
+            )
+        )
+        return True
+
+    # 5. exhaustion
     def exhaustion(self, view: ClaimView) -> bool:
         s = view.subject
         if view.alloc.get("allocated") or view.source is None:

@@ -140,6 +140,7 @@ def collect_snapshot(
         templates=client.list_kind(DRA_GROUP, "ResourceClaimTemplate"),
         classes=client.list_kind(DRA_GROUP, "DeviceClass") + client.list_kind(DRA_GROUP, "ResourceClass"),
         slices=client.list_kind(DRA_GROUP, "ResourceSlice"),
+        taint_rules=client.list_kind(DRA_GROUP, "DeviceTaintRule"),
         nodes=client.list_kind("", "Node"),
         events=events,
         driver_workloads=workloads,

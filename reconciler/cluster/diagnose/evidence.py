@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.cluster.objects import meta, namespace_of, nsname
 from reconciler.dra.allocator import Inventory, normalise_requests
+from reconciler.dra.nodematch import untolerated_taint
 from reconciler.model import dra
 from reconciler.model.readers import as_dict, as_list
 
@@ -122,9 +123,15 @@ def class_counts(inv: Inventory, spec: Mapping[str, Any]) -> dict[str, dict[str,
         else:
             raw = body.get("count")
             needed = raw if isinstance(raw, int) and raw > 0 else 1
-        entry = out.setdefault(cls, {"needed": 0, "free": 0, "total": 0, "unknown": False, "_keys": set()})
+        entry = out.setdefault(
+            cls, {"needed": 0, "free": 0, "total": 0, "unknown": False, "_keys": set(), "_tainted": {}}
+        )
         entry["needed"] += needed
         entry["_keys"] |= {d.key for d in matched}
+        for device in matched:
+            taint = untolerated_taint(device.taints, body.get("tolerations"))
+            if taint is not None:
+                entry["_tainted"][device.key] = device.taint_label(taint)
         entry["unknown"] = entry["unknown"] or unknown
         if unknown and "unknown_reason" not in entry:
             entry["unknown_reason"] = inv.unknown_reason(cls, _selectors(body), inv.devices)
@@ -132,8 +139,15 @@ def class_counts(inv: Inventory, spec: Mapping[str, Any]) -> dict[str, dict[str,
             entry["failing"] = entry.get("failing", 0) + len(found.errors)
     for entry in out.values():
         keys = entry.pop("_keys")
+        blocked = entry.pop("_tainted")
         entry["total"] = len(keys)
-        entry["free"] = len([k for k in keys if k not in inv.used])
+        free = [k for k in keys if k not in inv.used]
+        entry["free"] = len(free)
+        tainted = [k for k in free if k in blocked]
+        if tainted:
+            # Free, but no toleration of the request tolerates a NoSchedule/NoExecute taint they carry.
+            entry["tainted"] = len(tainted)
+            entry["taints"] = sorted({blocked[k] for k in tainted})
         if entry["unknown"]:
             entry["free"] = f"{entry['free']} or more (unknown)" if entry["free"] else "unknown"
             entry["total"] = f"{entry['total']} or more (unknown)" if entry["total"] else "unknown"

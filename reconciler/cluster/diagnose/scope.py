@@ -56,7 +56,7 @@ class ClassifierBase:
         self.templates = {(namespace_of(t), name_of(t)): t for t in snap.templates}
         self.nodes = {name_of(n): n for n in snap.nodes}
         self.slice_drivers = {dra.slice_driver(s) for s in snap.slices}
-        self.inv = Inventory(snap.slices, self.device_classes, snap.claims)
+        self.inv = Inventory(snap.slices, self.device_classes, snap.claims, snap.taint_rules)
         self.driver_pods = driver_pods_of(snap.driver_workloads, snap.driver_pods, snap.driver_rollout)
         self.out: list[Diagnosis] = []
         self._seen: set[tuple[str, str]] = set()

@@ -18,6 +18,7 @@ MODES = (
     "driver-not-installed",
     "node-failure",
     "prepare-failure",
+    "device-taint",
     "exhaustion",
     "pending",
 )
@@ -47,6 +48,7 @@ class Snapshot:
     templates: list[dict[str, Any]] = field(default_factory=list)
     classes: list[dict[str, Any]] = field(default_factory=list)
     slices: list[dict[str, Any]] = field(default_factory=list)
+    taint_rules: list[dict[str, Any]] = field(default_factory=list)  # DeviceTaintRules
     nodes: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     driver_workloads: list[dict[str, Any]] = field(default_factory=list)

@@ -81,6 +81,13 @@ def idle_canary_reason(
         return None
     meta = as_dict(workload.get("metadata"))
     who = f"canary DaemonSet/{meta.get('namespace')}/{meta.get('name')} (canary for {main})"
+    down = _unready(selector, nodes)
+    if down:
+        be = "is" if len(down) == 1 else "are"
+        return (
+            f"{who} runs on no node: {', '.join(down)} {be} not Ready (0 pods desired), so it verifies "
+            f"nothing; bring {', '.join(down)} back (kubectl describe node {down[0]})"
+        )
     unfit = no_node(as_dict(_template(workload).get("spec")), nodes) if nodes is not None else None
     if unfit is not None:
         where = unfit.why
@@ -96,6 +103,25 @@ def idle_canary_reason(
         f"{who} runs on no node: {where} (0 pods desired), so it verifies nothing; "
         f"label a canary node: {label_hint(selector)}"
     )
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    conditions = as_dict(node.get("status")).get("conditions")
+    return any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (conditions if isinstance(conditions, list) else [])
+    )
+
+
+def _unready(selector: Mapping[str, str], nodes: Iterable[Mapping[str, Any]] | None) -> list[str]:
+    """The canary nodes the selector matches when none of them is Ready ([] otherwise)."""
+    if nodes is None or not selector:
+        return []
+    nodes = list(nodes)
+    matching = [n for n in nodes if n.get("kind", "Node") == "Node" and nodes_matching(selector, [n])]
+    if not matching or any(_ready(n) for n in matching):
+        return []
+    return sorted(str(as_dict(n.get("metadata")).get("name") or "") for n in matching)
 
 
 def idle_main_driver_reason(workload: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> str | None:

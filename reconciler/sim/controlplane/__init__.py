@@ -255,6 +255,7 @@ def install(
     crash_images: Iterable[str] = (),
     time_scale: float = 1.0,
     node_monitor_grace_period: float = 40.0,
+    scheduler_seed: int | None = None,
 ) -> ControlPlane:
     """Create Nodes ``sim-node-0..`` and start the chosen components on ``cluster``.
 
@@ -264,6 +265,8 @@ def install(
     kubelet runs as crash-looping. ``time_scale`` multiplies the kubelet's restart back-off (10 s
     doubling to 300 s); ``node_monitor_grace_period`` is how long a node may go without a heartbeat
     before it turns Ready=Unknown (the kubelet heartbeats every quarter of it, at most every 10 s).
+    ``scheduler_seed`` seeds the scheduler's random choice among nodes that score equal best (None:
+    unpredictable, as a real scheduler's).
     """
     store = getattr(cluster, "store", cluster)
     wanted = list(components)
@@ -281,7 +284,7 @@ def install(
     if "controller-manager" in wanted:
         built["controller-manager"] = ControllerManager(node_monitor_grace_period)
     if "scheduler" in wanted:
-        built["scheduler"] = Scheduler()
+        built["scheduler"] = Scheduler(scheduler_seed)
     if "driver" in wanted:
         driver = Driver(configs)
         built["driver"] = driver

@@ -10,6 +10,10 @@ selector failing at run time on any node is a scheduling error, not unschedulabl
 ``SchedulerError``, message ``running "DynamicResources" filter plugin: <error>``, and the
 FailedScheduling event again on every retry (back-off 1 s doubling to 10 s, as kube-scheduler's).
 
+Among the nodes that score equal best the scheduler takes one at random (``seed``: reproducibly): the
+real one takes whichever its score heap yields first, which depends on where its cycle started and on
+the order parallel filtering finished, unpredictable from outside.
+
 The resource-claim controller part of kube-controller-manager lives here too: reservedFor entries of
 pods that are gone or finished are dropped, and a claim left with no consumer is deallocated and loses
 its ``resource.kubernetes.io/delete-protection`` finalizer.
@@ -17,6 +21,7 @@ its ``resource.kubernetes.io/delete-protection`` finalizer.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from fractions import Fraction
@@ -25,6 +30,7 @@ from typing import Any
 from reconciler.dra.allocator import Inventory
 from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import CLAIM_IN_USE, NodeInfo, Placement, PodClaim, PodInfo, pod_priority
+from reconciler.dra.scoring import default_spread
 from reconciler.sim.controlplane.base import Component
 from reconciler.sim.controlplane.objects import (
     CLAIM_FINALIZER,
@@ -97,9 +103,10 @@ class Scheduler(Component):
         }
     )
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int | None = None) -> None:
         super().__init__()
         self._retries: dict[str, tuple[float, float]] = {}  # pod uid -> (next retry, its back-off)
+        self.rng = random.Random(seed)  # breaks ties between nodes that score equal best
 
     def reconcile(self) -> None:
         pods = self.store.list("", "pods")
@@ -138,16 +145,52 @@ class Scheduler(Component):
         load = Counter(
             str((p.get("spec") or {}).get("nodeName")) for p in pods if (p.get("spec") or {}).get("nodeName")
         )
-        placement = Placement(inv, nodes, load, node_requests=_node_requests(pods))
+        bound = [p for p in pods if (p.get("spec") or {}).get("nodeName") and not pod_done(p)]
+        placement = Placement(
+            inv,
+            nodes,
+            load,
+            node_requests=_node_requests(pods),
+            bound_pods=[p for p in bound if not is_terminating(p)],
+            choose=self.rng.choice,
+        )
+        # nodes told apart only by what the pending pods and their claims may read are interchangeable
+        placement.classes.focus([*(p.get("spec") or {} for p in pending), *claims])
+        owners = self._owner_selectors()
         for pod in pending:
             try:
-                self.schedule(pod, placement, claim_index)
+                self.schedule(pod, placement, claim_index, owners)
             except Exception:  # noqa: BLE001
                 self.errors += 1
 
     # ------------------------------------------------------------------ one pod
 
-    def schedule(self, pod: Obj, placement: Placement, claim_index: dict[tuple[str, str], Obj]) -> None:
+    def _owner_selectors(self) -> dict[tuple[str, str, str], dict[str, Any]]:
+        """The selectors of the controllers whose pods are spread by default: (ns, kind, name) -> selector;
+        and the Services' selectors: (ns, "Service", "") -> {"selectors": [...]}."""
+        out: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for svc in self.store.list_ref("", "services")[0]:
+            selector = (svc.get("spec") or {}).get("selector")
+            if selector:
+                entry = out.setdefault((md(svc)["namespace"], "Service", ""), {"selectors": []})
+                entry["selectors"].append(selector)
+        for group, plural, kind in (
+            ("apps", "replicasets", "ReplicaSet"),
+            ("apps", "statefulsets", "StatefulSet"),
+        ):
+            for obj in self.store.list_ref(group, plural)[0]:
+                selector = (obj.get("spec") or {}).get("selector") or {}
+                if selector.get("matchLabels") or selector.get("matchExpressions"):
+                    out[(md(obj)["namespace"], kind, md(obj)["name"])] = selector
+        return out
+
+    def schedule(
+        self,
+        pod: Obj,
+        placement: Placement,
+        claim_index: dict[tuple[str, str], Obj],
+        owners: dict[tuple[str, str, str], dict[str, Any]] | None = None,
+    ) -> None:
         ns, pname, puid = md(pod)["namespace"], md(pod)["name"], md(pod).get("uid")
         # PreEnqueue: every claim must exist, not be deleting, and (generated) be owned by the pod
         pod_claims: list[PodClaim] = []
@@ -161,7 +204,7 @@ class Scheduler(Component):
                 return
             pod_claims.append(PodClaim(pcname, (ns, cname), claim))
         num_nodes = len(placement.nodes)
-        result = placement.attempt(PodInfo(ns, pname, pod.get("spec") or {}, pod_claims, uid=puid))
+        result = placement.attempt(_pod_info(pod, pod_claims, owners or {}))
         if result.scheduler_error is not None:
             self.failed(pod, result.scheduler_error)
             return
@@ -301,6 +344,26 @@ class Scheduler(Component):
                         obj["metadata"].pop("finalizers", None)
 
                 self.try_mutate(RESOURCE, "resourceclaims", ns, name, drop)
+
+
+def _pod_info(
+    pod: Obj, claims: list[PodClaim], owners: dict[tuple[str, str, str], dict[str, Any]]
+) -> PodInfo:
+    """The pod as the placement model sees it; spread by default when a ReplicaSet or StatefulSet owns it."""
+    owner = controller_of(pod) or {}
+    ns = md(pod)["namespace"]
+    labels = {str(k): str(v) for k, v in (md(pod).get("labels") or {}).items()}
+    services = owners.get((ns, "Service", ""), {}).get("selectors") or []
+    owned = owners.get((ns, str(owner.get("kind")), str(owner.get("name"))))
+    return PodInfo(
+        ns,
+        md(pod)["name"],
+        pod.get("spec") or {},
+        claims,
+        uid=md(pod).get("uid"),
+        labels=labels,
+        spread=default_spread(labels, services, owned),
+    )
 
 
 def _node_requests(pods: list[Obj]) -> dict[str, dict[str, Fraction]]:
