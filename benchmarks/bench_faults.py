@@ -11,6 +11,13 @@ a pass waits on a frozen API server before it says what went unanswered.
     --request-timeout 2s and 5s. Target: within three request timeouts plus 1 s, however long the
     server stays frozen: a read that goes unanswered is sent once more (2T), and a write in flight when the
     server froze, given up on without a retry, can come before it (T).
+(c) a paused leader (issue 29): the Lease holder is stopped with SIGSTOP at the state write that marks
+    stage 2 of an apply; a standby takes over and finishes it; then SIGCONT. The time from SIGCONT until
+    the thawed pass logs that it stopped, and the writes it sent meanwhile (the sim's audit log, the paused
+    replica being a ServiceAccount of its own). Target: < 1 s, 0 writes.
+(d) abort during verification (issue 29): a commit whose verification would wait out a 60 s grace; the
+    time from `abort` (the request written) until the last good commit is back and verified, nothing in
+    progress. Target: < grace of the rollback (1 s here: a rollback verifies the good revision) + 2 s.
 `--strict` exits 1 when a target is missed.
 """
 
@@ -31,10 +38,20 @@ sys.path.insert(0, str(ROOT / "tests" / "faults"))
 sys.path.insert(0, str(ROOT))
 
 from controller_support import Running, example_remote, free_port  # noqa: E402
-from faults_support import TARGET, ServedSim, write_markers  # noqa: E402
+from faults_support import (  # noqa: E402
+    TARGET,
+    Rig,
+    ServedSim,
+    StagePauser,
+    lease_holder,
+    service_account_kubeconfig,
+    write_markers,
+)
 from helpers import wait_for  # noqa: E402
 
 from reconciler.cluster import applyset  # noqa: E402
+from reconciler.loop.store.operations import TargetRef, abort  # noqa: E402
+from reconciler.sim.audit import AuditLog  # noqa: E402
 
 os.environ.setdefault("RUST_BACKTRACE", "0")
 
@@ -110,16 +127,104 @@ def frozen(root: Path, timeout: float) -> float:
         served.stop()
 
 
+def stale_pass(root: Path) -> tuple[float, int]:
+    """Seconds from SIGCONT of a leader paused past its Lease until its pass stopped; writes it sent."""
+    rig = Rig(root)
+    try:
+        audit = AuditLog()
+        rig.sim.api.audit = audit
+        paused = service_account_kubeconfig(rig, "replica-a")
+        first = rig.commit("a")
+        run = rig.start("cache-a", "--identity", "replica-a", "--kubeconfig", str(paused))
+        rig.settled(first)
+        rig.start("cache-b", "--identity", "replica-b")
+        pauser = StagePauser(rig, "2 classes", run.proc.pid)
+        try:
+            newer = rig.commit("b")
+            assert pauser.fired.wait(90), "never reached stage 2"
+        finally:
+            pauser.close()
+        wait_for(lambda: lease_holder(rig) == "replica-b", 60, "the standby holds the Lease", 0.05)
+        rig.settled(newer)
+        seen, logged = len(audit.events), len(run.log.read_text())
+        thawed = time.monotonic()
+        os.kill(run.proc.pid, signal.SIGCONT)
+        wait_for(
+            lambda: "pass interrupted" in run.log.read_text()[logged:], 30, "the stale pass stopped", 0.01
+        )
+        took = time.monotonic() - thawed
+        user = "system:serviceaccount:kube-system:replica-a"
+        writes = [
+            e
+            for e in audit.events[seen:]
+            if e.user == user
+            and e.request.verb in ("create", "update", "patch", "delete")
+            and e.request.resource != "leases"
+            and not e.dry_run
+        ]
+        return took, len(writes)
+    finally:
+        rig.close()
+
+
+def abort_rollback(root: Path) -> float:
+    """Seconds from the abort of a verification that would wait 60 s until the last good is back."""
+    rig = Rig(root)
+    try:
+        good = rig.commit("a")
+        run = rig.start("cache-a", "--grace", "60s", "--verify-timeout", "120s")
+        rig.settled(good)
+        bad = rig.commit("bad", trainers=4)
+        wait_for(
+            lambda: (m := rig.state().in_progress) is not None and m.sha == bad and m.stage == "4 workloads",
+            90,
+            "verifying",
+            0.02,
+        )
+        wait_for(lambda: "verify: " in run.log.read_text(), 30, "verification started", 0.02)
+        with rig.client() as client:
+            asked = time.monotonic()
+            abort(client, TargetRef(TARGET), "bench")
+        rig.settled(good, 60)
+        return time.monotonic() - asked
+    finally:
+        rig.close()
+
+
+def _report_pauses(pauses: list[tuple[float, int]]) -> list[str]:
+    worst = max(seconds for seconds, _ in pauses)
+    writes = sum(count for _, count in pauses)
+    ok = worst < 1 and not writes
+    print(
+        f"(c) paused leader, SIGCONT after the takeover: the stale pass stopped after median "
+        f"{statistics.median(s for s, _ in pauses):.2f} s, worst {worst:.2f} s, {writes} writes "
+        f"over {len(pauses)} pauses (target < 1 s, 0 writes)" + ("" if ok else "  MISSED")
+    )
+    return [] if ok else ["paused leader"]
+
+
+def _report_aborts(aborts: list[float]) -> list[str]:
+    worst = max(aborts)
+    print(
+        f"(d) abort during verification (60 s grace): rolled back after median "
+        f"{statistics.median(aborts):.2f} s, worst {worst:.2f} s (target < 1 s rollback grace + 2 s)"
+        + ("" if worst < 3 else "  MISSED")
+    )
+    return [] if worst < 3 else ["abort"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="takeovers with a 3 s Lease, frozen passes each")
     parser.add_argument("--runs-long", type=int, default=2, help="takeovers with the default 15 s Lease")
+    parser.add_argument("--only", choices=("a", "b", "c", "d"), action="append", help="run these parts")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     missed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-faults-") as tmp:
         base = Path(tmp)
-        for lease, runs in ((15.0, args.runs_long), (3.0, args.runs)):
+        parts = set(args.only or "abcd")
+        for lease, runs in ((15.0, args.runs_long), (3.0, args.runs)) if "a" in parts else ():
             times = [takeover(base / f"takeover-{lease:g}-{i}", lease) for i in range(runs)]
             target = lease + lease / 7
             worst = max(times)
@@ -130,7 +235,7 @@ def main() -> int:
             )
             if worst > target:
                 missed.append(f"takeover {lease:g} s")
-        for timeout in (2.0, 5.0):
+        for timeout in (2.0, 5.0) if "b" in parts else ():
             times = [frozen(base / f"frozen-{timeout:g}-{i}", timeout) for i in range(args.runs)]
             worst = max(times)
             target = 3 * timeout + 1
@@ -141,6 +246,10 @@ def main() -> int:
             )
             if worst > target:
                 missed.append(f"frozen {timeout:g} s")
+        if "c" in parts:
+            missed += _report_pauses([stale_pass(base / f"stale-{i}") for i in range(args.runs)])
+        if "d" in parts:
+            missed += _report_aborts([abort_rollback(base / f"abort-{i}") for i in range(args.runs)])
     if missed and args.strict:
         print(f"missed: {', '.join(missed)}", file=sys.stderr)
         return 1

@@ -41,9 +41,9 @@ from helpers import GitRemote  # noqa: E402
 from reconciler.cluster.client import ClusterClient  # noqa: E402
 from reconciler.delivery.check import CheckOptions  # noqa: E402
 from reconciler.delivery.pipeline import DeliverOptions  # noqa: E402
-from reconciler.loop.reconcile import Reconciler  # noqa: E402
-from reconciler.loop.reconcile_types import ReconcileOptions  # noqa: E402
-from reconciler.loop.revisions import GitRevisions  # noqa: E402
+from reconciler.loop.passes.reconcile import Reconciler  # noqa: E402
+from reconciler.loop.passes.reconcile_types import ReconcileOptions  # noqa: E402
+from reconciler.loop.passes.revisions import GitRevisions  # noqa: E402
 from reconciler.source.remote import GitSource  # noqa: E402
 
 EXAMPLE = ROOT / "manifests-example"

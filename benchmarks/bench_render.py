@@ -42,10 +42,10 @@ from lookalikes import chart_config, chart_named_after_itself, write  # noqa: E4
 from reconciler.cluster.client import ClusterClient  # noqa: E402
 from reconciler.delivery.check import CheckOptions, check_paths  # noqa: E402
 from reconciler.delivery.pipeline import DeliverOptions  # noqa: E402
-from reconciler.loop.keep import KeptRevision  # noqa: E402
-from reconciler.loop.reconcile import Reconciler  # noqa: E402
-from reconciler.loop.reconcile_types import ReconcileOptions  # noqa: E402
-from reconciler.loop.revisions import GitRevisions  # noqa: E402
+from reconciler.loop.passes.keep import KeptRevision  # noqa: E402
+from reconciler.loop.passes.reconcile import Reconciler  # noqa: E402
+from reconciler.loop.passes.reconcile_types import ReconcileOptions  # noqa: E402
+from reconciler.loop.passes.revisions import GitRevisions  # noqa: E402
 from reconciler.sim.controlplane import install  # noqa: E402
 from reconciler.sim.server import SimCluster  # noqa: E402
 from reconciler.source.remote import GitSource  # noqa: E402

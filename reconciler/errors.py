@@ -9,7 +9,7 @@ Each class carries the exit code of its branch in ``exit_code``; the CLI exits w
   ``TemporaryError`` is worth retrying with backoff.
 * The other direct subclasses of ``DraGitopsError`` (exit 1) are the rest of the work refused or stopped:
   the API server refusing a request (``cluster/client/errors.py``), a state written by someone else
-  (``loop/state.py``), a pass stopped between stages (``loop/reconcile_types.py``), the search giving up
+  (``loop/store/state.py``), a pass stopped between stages (``loop/passes/reconcile_types.py``), the search giving up
   (``dra/search.py``), the simulated cluster's answers (``sim/``).
 
 A rollback that fails is an outcome of the pass, not an exception: its exit code 5 comes from the outcome

@@ -1,7 +1,7 @@
 """How a delivery or a reconcile pass ends, and the exit code of each: one vocabulary for every layer.
 
-`delivery/` ends a delivery with one of the first five; the loop (`loop/reconcile.py`) ends a pass with
-any of them. A `str` enum: JSON output, metrics labels and the state ConfigMap (`loop/state.py`) carry
+`delivery/` ends a delivery with one of the first five; the loop (`loop/passes/reconcile.py`) ends a pass with
+any of them. A `str` enum: JSON output, metrics labels and the state ConfigMap (`loop/store/state.py`) carry
 the plain strings (`"applied"`, `"rolled-back"`, ...). The exit codes are the README's: 0 success, 1
 denied or failed, 4 environment, 5 the cluster needs a human.
 """
@@ -33,7 +33,7 @@ class Outcome(StrEnum):
     ABORTED = "aborted"  # `dra-gitops abort`: stopped at a stage boundary and rolled back
     DRIFTED = "drifted"  # drift found and left alone (`selfHeal: false`)
     INVALID = "invalid"  # the revision could not be read: a manifest that does not parse, a file too big
-    # Promotion gates (`loop/promotion.py`): the eligible commit waits; the last good one stays.
+    # Promotion gates (`loop/promotion/decide.py`): the eligible commit waits; the last good one stays.
     AWAITING_APPROVAL = "awaiting-approval"  # `approval: manual`: until `dra-gitops approve`
     SOAKING = "soaking"  # `soak`: until the upstream has held it long enough
     APPROVED = "approved"  # `dra-gitops approve` (a history record)

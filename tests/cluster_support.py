@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 

@@ -21,7 +21,7 @@ import yaml
 from helpers import GitRemote
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.sim.server import SimCluster
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import cli
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
 from reconciler.outcome import EXIT_CODES, Outcome, requested_rollback_exit_code
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,10 +19,10 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions, check_paths
 from reconciler.delivery.desired import load_git_revisions
 from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
-from reconciler.loop.state import StateStore
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import ReconcileOptions
+from reconciler.loop.passes.revisions import GitRevisions
+from reconciler.loop.store.state import StateStore
 from reconciler.model.loader import DEFAULT_LIMITS
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

@@ -82,7 +82,7 @@ def _exception_classes() -> dict[str, type[BaseException]]:
 def test_every_exception_class_of_the_package_derives_from_the_hierarchy() -> None:
     classes = _exception_classes()
     assert len(classes) > 20  # the walk did reach the package's modules
-    assert {"reconciler.sim.storebase.Gone", "reconciler.loop.state.StateConflict"} <= set(classes)
+    assert {"reconciler.sim.storebase.Gone", "reconciler.loop.store.state.StateConflict"} <= set(classes)
     outside = sorted(name for name, cls in classes.items() if not issubclass(cls, DraGitopsError))
     assert outside == sorted(CONTROL_FLOW)
 

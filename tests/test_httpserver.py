@@ -17,6 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.errors import UserError
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.config.targets import Secret, target_from_flags
 from reconciler.loop.httpserver import (
     ControllerServer,
     HookTarget,
@@ -25,8 +27,6 @@ from reconciler.loop.httpserver import (
     read_secret,
 )
 from reconciler.loop.metrics import Metrics
-from reconciler.loop.targetfile import load_targets
-from reconciler.loop.targets import Secret, target_from_flags
 
 GITHUB_SECRET = b"gh-secret-value"
 GITLAB_TOKEN = b"gl-token-value"

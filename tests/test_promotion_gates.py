@@ -1,5 +1,5 @@
-"""The promotion gates of a `--config` target (`loop/gates.py`), and the pure decision over what an
-upstream verified (`loop/promotion.py`): eligibility, soak, approval, rehearsal, and the reasons why not."""
+"""The promotion gates of a `--config` target (`loop/config/gates.py`), and the pure decision over what an
+upstream verified (`loop/promotion/decide.py`): eligibility, soak, approval, rehearsal, and the reasons why not."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.errors import UserError
-from reconciler.loop.gates import Gates
-from reconciler.loop.promotion import decide, format_time, note_verified, withdraw
-from reconciler.loop.records import Approval, VerifiedCommit
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.gates import Gates
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.promotion.decide import decide, format_time, note_verified, withdraw
+from reconciler.loop.store.records import Approval, VerifiedCommit
 
 CHAIN = """\
 targets:

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.errors import UserError
-from reconciler.loop.clusters import check_clusters, connect_target, select_target
-from reconciler.loop.targetfile import load_targets
-from reconciler.loop.targets import ClusterRef, Target
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.config.targets import ClusterRef, Target
+from reconciler.loop.run.clusters import check_clusters, connect_target, select_target
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "two-clusters" / "targets.yaml"

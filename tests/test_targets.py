@@ -8,9 +8,9 @@ import textwrap
 import pytest
 
 from reconciler.errors import UserError
-from reconciler.loop.durations import jittered, parse_duration
-from reconciler.loop.targetfile import load_targets
-from reconciler.loop.targets import (
+from reconciler.loop.config.durations import jittered, parse_duration
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.config.targets import (
     Secret,
     Target,
     WebhookAuth,

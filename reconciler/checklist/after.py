@@ -22,7 +22,7 @@ from reconciler.checklist.common import (
     status_of,
 )
 from reconciler.checklist.facts import ChecklistFacts, ClaimFact, EventFact
-from reconciler.loop.records import HistoryRecord
+from reconciler.loop.store.records import HistoryRecord
 from reconciler.outcome import Outcome
 
 # ---- during ------------------------------------------------------------------------------------------

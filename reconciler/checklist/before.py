@@ -20,7 +20,7 @@ from reconciler.checklist.common import (
     status_of,
 )
 from reconciler.checklist.facts import ChecklistFacts, DriverFact, StateFact
-from reconciler.loop.records import HistoryRecord
+from reconciler.loop.store.records import HistoryRecord
 from reconciler.outcome import Outcome
 
 

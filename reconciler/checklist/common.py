@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.checklist.facts import ChecklistFacts, StateFact
-from reconciler.loop.records import AttemptRecord, HistoryRecord
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord
 from reconciler.model.readers import parse_time
 from reconciler.outcome import Outcome
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class EventFact:
 
 @dataclass(frozen=True)
 class StateFact:
-    """The target's state ConfigMap (`reconciler/loop/state.py`), as read."""
+    """The target's state ConfigMap (`reconciler/loop/store/state.py`), as read."""
 
     ref: str  # ConfigMap/ns/dra-gitops-<target>
     found: bool

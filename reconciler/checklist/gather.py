@@ -39,7 +39,7 @@ from reconciler.cluster.readiness import (
 from reconciler.cluster.verify import chain_of
 from reconciler.dra.allocator import Inventory as DeviceInventory
 from reconciler.dra.simulate import simulate
-from reconciler.loop.state import TargetState
+from reconciler.loop.store.state import TargetState
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
 from reconciler.model.readers import as_dict, parse_time

@@ -76,9 +76,9 @@ def ui_command(
     """
     from reconciler.cli.logsetup import configure_logging
     from reconciler.cli.loop import target_cache_dir
-    from reconciler.loop.clusters import TargetClusters, check_clusters
+    from reconciler.loop.config.targetfile import load_targets
     from reconciler.loop.httpserver import parse_listen
-    from reconciler.loop.targetfile import load_targets
+    from reconciler.loop.run.clusters import TargetClusters, check_clusters
     from reconciler.ui.build import build_dashboard
     from reconciler.ui.places import READ_TIMEOUT
     from reconciler.ui.server import DashboardServer

@@ -95,8 +95,8 @@ def git_target_options(func: F) -> F:
 
 
 def targets_of(kwargs: dict[str, Any], extra: dict[str, Any] | None = None) -> list[Any]:
-    from reconciler.loop.targetfile import load_targets
-    from reconciler.loop.targets import target_from_flags
+    from reconciler.loop.config.targetfile import load_targets
+    from reconciler.loop.config.targets import target_from_flags
 
     config_file: Path | None = kwargs.get("config_file")
     if config_file is not None:
@@ -219,9 +219,10 @@ def run_command(**kwargs: Any) -> int:
     rollback failed and the cluster needs a human).
     """
     from reconciler.cli.logsetup import configure_logging
-    from reconciler.loop.clusters import check_clusters
-    from reconciler.loop.controller import Controller, ControllerOptions
     from reconciler.loop.httpserver import parse_listen
+    from reconciler.loop.run.clusters import check_clusters
+    from reconciler.loop.run.controller import Controller
+    from reconciler.loop.run.settings import ControllerOptions
     from reconciler.outcome import stopped_exit_code
     from reconciler.ui.build import controller_dashboard
 
@@ -324,18 +325,18 @@ def status_command(
 
     Exit 0 when the last attempt applied, 1 when it failed (or was rolled back), 5 when a rollback failed.
     """
-    from reconciler.loop.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, load_known
     from reconciler.outcome import worst_exit_code
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
-        state = StateStore(target.state, target.name, target.namespace).load()
+        state = load_known(target.state, TargetRef(target.name, target.namespace))
         target_name = target.name
     if output == "json":
         data = state.to_json()
         data["history"] = data["history"][: max(0, history_count)] if history_count >= 0 else data["history"]
         click.echo(json.dumps(data, indent=2))
     else:
-        from reconciler.loop.statusview import render_status
+        from reconciler.loop.store.statusview import render_status
 
         click.echo(render_status(target_name, state, history_count), nl=False)
     outcome = state.last_attempted.pass_outcome() if state.last_attempted else None
@@ -361,16 +362,13 @@ def retry_command(
 ) -> int:
     """Let the reconciler try a failed (or held) commit again, at once: the controller holding the
     target's Lease is asked for a pass."""
-    from reconciler.errors import UserError
-    from reconciler.loop.operations import TargetRef, request_pass
-    from reconciler.loop.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, load_known, request_pass, retry_choice
+    from reconciler.loop.store.state import StateStore
 
     chosen: list[str] = []
 
     def mark(state: Any) -> None:
-        wanted = sha or state.hold or (state.last_attempted.sha if state.last_attempted else None)
-        if not wanted:
-            raise UserError("nothing was attempted yet: nothing to retry", where=store.ref)
+        wanted = retry_choice(state, sha, store.ref)
         state.retry = wanted
         if state.hold == wanted:
             state.hold = None
@@ -378,6 +376,7 @@ def retry_command(
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         target_name = target.name
+        load_known(target.state, TargetRef(target.name, target.namespace))
         store = StateStore(target.state, target.name, target.namespace)
         store.update(mark)
         # At once, not at the next poll: the controller holding the Lease (in its cluster) is asked for a pass.

@@ -1,13 +1,14 @@
 """Operator verbs on a running deployment: `get`, `suspend`, `resume`, `reconcile`, `history`, `abort`, `diff`,
 `approve`.
 
-Parse, call, print, return an exit code; the work is in `loop/operations.py` (what they write) and
-`loop/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
+Parse, call, print, return an exit code; the work is in `loop/store/operations.py` (what they write) and
+`loop/store/statusview.py` (what they print). They need the `dra-operator` role only (deploy/operator).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +60,13 @@ def get_command(
 
     Exit 0 when every last attempt applied, else the worst of their exit codes (as `status`).
     """
-    from reconciler.loop.operations import cluster_targets
-    from reconciler.loop.state import StateStore
-    from reconciler.loop.statusview import render_targets, target_row
+    from reconciler.loop.store.operations import cluster_targets
+    from reconciler.loop.store.state import StateStore
+    from reconciler.loop.store.statusview import render_targets, target_row
     from reconciler.outcome import worst_exit_code
 
     if config_file is not None:
-        # Each target's state in its own cluster (`loop/clusters.py`).
+        # Each target's state in its own cluster (`loop/run/clusters.py`).
         names = [t.name for t in config_targets(config_file)]
         states = []
         for name in names:
@@ -106,7 +107,7 @@ def suspend_command(
     A pass running now finishes; later ones do nothing. Exit 1 when the target is suspended already.
     """
     from reconciler.cluster.whoami import requester
-    from reconciler.loop.operations import TargetRef, suspend
+    from reconciler.loop.store.operations import TargetRef, suspend
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         by = requester(target.state)
@@ -132,7 +133,7 @@ def resume_command(
 ) -> int:
     """Follow Git again after `suspend`; the controller is asked for a pass at once."""
     from reconciler.cluster.whoami import requester
-    from reconciler.loop.operations import TargetRef, resume
+    from reconciler.loop.store.operations import TargetRef, resume
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         by = requester(target.state)
@@ -172,18 +173,23 @@ def reconcile_command(
     records nothing: after --timeout, exit 0 saying so). Exit 4 when no controller holds the Lease.
     """
     from reconciler.cluster.whoami import requester
-    from reconciler.errors import EnvironmentProblem
-    from reconciler.loop.operations import TargetRef, request_pass, wait_for_pass
-    from reconciler.loop.state import StateStore
+    from reconciler.errors import EnvironmentProblem, UserError
+    from reconciler.loop.store.operations import TargetRef, load_known, request_pass, wait_for_pass
     from reconciler.outcome import worst_exit_code
 
-    del with_source  # every pass fetches first (`loop/reconcile.py`)
+    del with_source  # every pass fetches first (`loop/passes/reconcile.py`)
     progress = progress_printer(quiet)
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as connection:
         client = connection.state
         target = TargetRef(connection.name, connection.namespace)
         target_name = target.name
-        before = StateStore(client, target.name, target.namespace).load()
+        before = load_known(client, target)
+        if before.suspended is not None:
+            raise UserError(
+                f"suspended since {before.suspended.at} by {before.suspended.by}: no pass applies or "
+                "corrects anything; `dra-gitops resume` first",
+                where=f"ConfigMap/{target.namespace}/dra-gitops-{target.name}",
+            )
         if not request_pass(connection.lease, target, f"reconcile requested by {requester(client)}"):
             raise EnvironmentProblem(
                 "no controller holds the target's Lease: nothing to ask for a pass",
@@ -208,7 +214,13 @@ def reconcile_command(
 @config_option
 @kube_options
 @output_option(("text", "json"))
-@click.option("--limit", type=int, default=20, show_default=True, help="Records to show, newest first.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Records to show, newest first.",
+)
 @verbosity_options
 @handle_errors
 def history_command(
@@ -226,11 +238,11 @@ def history_command(
 
     The id (or the sha) is what `rollback` takes.
     """
-    from reconciler.loop.state import StateStore
-    from reconciler.loop.statusview import render_history
+    from reconciler.loop.store.operations import TargetRef, load_known
+    from reconciler.loop.store.statusview import render_history
 
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
-        state = StateStore(target.state, target.name, target.namespace).load()
+        state = load_known(target.state, TargetRef(target.name, target.namespace))
     records = state.history[: max(0, limit)]
     if output == "json":
         data: list[Any] = [r.to_json() for r in records]
@@ -259,14 +271,15 @@ def abort_command(
     verbose: int,
     quiet: bool,
 ) -> int:
-    """Stop the running apply at its next stage boundary and roll back what it wrote (recorded with who).
+    """Stop the running apply at its next stage boundary (at once while it verifies) and roll back what it
+    wrote (recorded with who).
 
     The aborted commit is held, as a failed one is, until a newer commit or `retry`. Exit 1 when no apply
     is in progress; with --wait, 0 once rolled back, 5 when the rollback failed.
     """
     from reconciler.cluster.whoami import requester
-    from reconciler.loop.operations import TargetRef, abort, wait_for_pass
-    from reconciler.loop.state import StateStore
+    from reconciler.loop.store.operations import TargetRef, abort, load_known, wait_for_pass
+    from reconciler.loop.store.state import StateStore
     from reconciler.outcome import Outcome, exit_code_of
 
     progress = progress_printer(quiet)
@@ -274,12 +287,20 @@ def abort_command(
         client = connection.state
         target = TargetRef(connection.name, connection.namespace)
         target_name = target.name
-        before = StateStore(client, target.name, target.namespace).load()
+        before = load_known(client, target)
         sha = abort(client, target, requester(client))
-        progress(f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary")
+        progress(
+            f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary (at once while it verifies)"
+        )
         if not wait:
             return 0
         after = wait_for_pass(client, target, before, timeout)
+        store = StateStore(client, target.name, target.namespace)
+        deadline = time.monotonic() + timeout
+        # Until the rollback is done: the first record may be the aborted apply's, its rollback running.
+        while after is not None and after.in_progress is not None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            after = store.load()
     attempted = after.last_attempted if after is not None else None
     if attempted is None or attempted.sha != sha:
         progress(f"{target_name}: nothing recorded within {timeout:g}s")
@@ -302,17 +323,20 @@ def diff_command(**kwargs: Any) -> int:
 
     A server-side dry-run of that revision against the target's ApplySet: nothing is written, but the API
     server authorises a dry-run as the write it would be (the deployer's rights, not the operator role's).
-    Exit 0 when the cluster already matches, 3 when it differs, 1 when the server rejects an object, 4 when
-    the cluster or the Git remote cannot be reached.
+    Exit 0 when the cluster already matches, 3 when it differs, 1 when the server rejects an object, the
+    target is unknown or the revision is not in the repository, 4 when the cluster or the Git remote
+    cannot be reached.
     """
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run, render_plan
     from reconciler.delivery.pipeline import stale_manifests
-    from reconciler.loop.clusters import connect_target as connect_to
-    from reconciler.loop.clusters import select_target
-    from reconciler.loop.keep import KeptRevision
-    from reconciler.loop.revisions import GitRevisions
-    from reconciler.loop.worker import git_source_for
+    from reconciler.errors import EnvironmentProblem, UserError
+    from reconciler.loop.passes.keep import KeptRevision
+    from reconciler.loop.passes.revisions import GitRevisions
+    from reconciler.loop.run.clusters import connect_target as connect_to
+    from reconciler.loop.run.clusters import select_target
+    from reconciler.loop.run.worker import git_source_for
+    from reconciler.loop.store.operations import TargetRef, load_known
     from reconciler.model.plan import compute_plan
 
     targets = targets_of(kwargs)
@@ -325,9 +349,18 @@ def diff_command(**kwargs: Any) -> int:
             git_source_for(target, target_cache_dir(kwargs["cache_dir"])),
             kept=KeptRevision(client, target.name, target.state_namespace),
         )
+        load_known(client, TargetRef(target.name, target.state_namespace))  # no ApplySet: nothing to compare
         try:
             head = revisions.head().sha
-            desired = revisions.desired(kwargs["revision"] or head)
+            try:
+                desired = revisions.desired(kwargs["revision"] or head)
+            except EnvironmentProblem as exc:
+                if not kwargs["revision"]:
+                    raise
+                # The remote answered (the head was fetched): the revision asked for is not in it.
+                raise UserError(
+                    f"no revision {kwargs['revision']!r} in the repository: {exc.detail}", where=target.repo
+                ) from exc
         finally:
             revisions.close()
         manifests = desired.manifests.manifests
@@ -370,9 +403,9 @@ def approve_command(
     """
     from reconciler.cluster.whoami import requester
     from reconciler.errors import UserError
-    from reconciler.loop.approval import approve
-    from reconciler.loop.clusters import select_target
-    from reconciler.loop.operations import TargetRef
+    from reconciler.loop.promotion.approval import approve_then_wake
+    from reconciler.loop.run.clusters import select_target
+    from reconciler.loop.store.operations import TargetRef
 
     targets = config_targets(config_file)
     if targets is not None:
@@ -384,9 +417,15 @@ def approve_command(
             )
     with connect_target(config_file, target_name, state_namespace, kubeconfig, kube_context) as target:
         by = requester(target.state)
-        approval = approve(
-            target.state, TargetRef(target.name, target.namespace), sha, by, lease_client=target.lease
+        approval, not_woken = approve_then_wake(
+            target.state, TargetRef(target.name, target.namespace), sha, by, lambda: target.lease
         )
-    progress_printer(quiet)(f"{target_name}: {approval.sha} approved by {by}; a pass was asked for")
+    if not_woken is None:
+        progress_printer(quiet)(f"{target_name}: {approval.sha} approved by {by}; a pass was asked for")
+    else:
+        progress_printer(quiet)(
+            f"{target_name}: {approval.sha} approved by {by}; the controller takes it at its next poll "
+            f"(it could not be woken: {not_woken})"
+        )
     click.echo(f"{target_name}: {approval.sha} approved by {by} at {approval.approved_at}")
     return 0

@@ -36,14 +36,14 @@ def use_color(choice: str, stream: Any) -> bool:
 
 class Duration(click.ParamType):
     """A time as a user writes it, read into seconds: `30s`, `1m30s`, `500ms`, `2h` or plain seconds
-    (`loop/durations.py` reads a targets file's the same way). Every command's time option takes one."""
+    (`loop/config/durations.py` reads a targets file's the same way). Every command's time option takes one."""
 
     name = "duration"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, float):
             return value
-        from reconciler.loop.durations import parse_duration
+        from reconciler.loop.config.durations import parse_duration
 
         try:
             return parse_duration(value, where=param.opts[0] if param is not None else "duration")
@@ -292,7 +292,7 @@ def config_targets(config_file: Path | None) -> Any:
     """The targets of a `run --config` file (None without one)."""
     if config_file is None:
         return None
-    from reconciler.loop.targetfile import load_targets
+    from reconciler.loop.config.targetfile import load_targets
 
     return load_targets(config_file.read_text(), str(config_file))
 
@@ -305,10 +305,10 @@ def connect_target(
     context: str | None,
     **limits: Any,
 ) -> Any:
-    """A verb's connection to one target (`loop/clusters.py`'s `TargetConnection`, a context manager):
+    """A verb's connection to one target (`loop/run/clusters.py`'s `TargetConnection`, a context manager):
     `.state` its cluster (with --config: the target's own), `.lease` the controller's, `.name`,
     `.namespace` (with --config: the target's state namespace)."""
-    from reconciler.loop import clusters
+    from reconciler.loop.run import clusters
 
     targets = config_targets(config_file)
     where = str(config_file) if config_file is not None else "--config"

@@ -1,7 +1,7 @@
 """`rollback` and `sync --revision`: deliver a chosen revision of a target now, through every check.
 
-Parse, call, print, return an exit code; the work is in `loop/requested.py` (the delivery) and
-`loop/handoff.py` (through the controller, or from here under the target's Lease).
+Parse, call, print, return an exit code; the work is in `loop/passes/requested.py` (the delivery) and
+`loop/passes/handoff.py` (through the controller, or from here under the target's Lease).
 """
 
 from __future__ import annotations
@@ -63,15 +63,21 @@ def revision_options(func: F) -> F:
     return func
 
 
-def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -> int:
+def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any], yes_bad: bool = False) -> int:
     from reconciler.cluster.whoami import requester
     from reconciler.delivery.pipeline import DeliverOptions
-    from reconciler.loop.clusters import connect_target, select_target
-    from reconciler.loop.handoff import Ask, controller_holds, deliver_here, hand_to_controller, outcome_of
-    from reconciler.loop.keep import KeptRevision
-    from reconciler.loop.revisions import GitRevisions
-    from reconciler.loop.targets import RESOURCE_PREFIX
-    from reconciler.loop.worker import git_source_for
+    from reconciler.loop.config.targets import RESOURCE_PREFIX
+    from reconciler.loop.passes.handoff import (
+        Ask,
+        controller_holds,
+        deliver_here,
+        hand_to_controller,
+        outcome_of,
+    )
+    from reconciler.loop.passes.keep import KeptRevision
+    from reconciler.loop.passes.revisions import GitRevisions
+    from reconciler.loop.run.clusters import connect_target, select_target
+    from reconciler.loop.run.worker import git_source_for
     from reconciler.outcome import requested_rollback_exit_code
 
     targets = targets_of(kwargs) if kwargs.get("repo") or kwargs.get("config_file") else []
@@ -86,7 +92,7 @@ def _run(verb: str, revision: str | None, force: bool, kwargs: dict[str, Any]) -
         targets or None, name, namespace, kwargs["kubeconfig"], kwargs["kube_context"]
     ) as connection:
         client, leases = connection.state, connection.lease
-        ask = Ask(verb, revision, force, requester(client), name, namespace, RESOURCE_PREFIX + name)
+        ask = Ask(verb, revision, force, requester(client), name, namespace, RESOURCE_PREFIX + name, yes_bad)
         via = kwargs["via"]
         if via == "auto":
             via = "controller" if controller_holds(leases, ask) or not targets else "local"
@@ -142,15 +148,23 @@ def _print(output: str, target: str, outcome: str, sha: str | None, records: lis
     help="Go to a revision the history does not show applied and verified, or past a policy denial; "
     "recorded with who asked and what it overrode.",
 )
+@click.option(
+    "--yes-bad",
+    is_flag=True,
+    help="With --force: go even to a commit whose last record is a failure (a known-bad commit).",
+)
 @revision_options
 @handle_errors
-def rollback_command(revision: str | None, to_sha: str | None, force: bool, **kwargs: Any) -> int:
+def rollback_command(
+    revision: str | None, to_sha: str | None, force: bool, yes_bad: bool, **kwargs: Any
+) -> int:
     """Put a target back on a revision of its history now, through every check, and hold there.
 
     REVISION is a history id (the number `status` shows) or a sha (a prefix of one in the history);
     without it, the good revision before the last good one. Only a revision the history shows applied
     and verified is accepted, and the policies judge it against the last good revision as for any
-    delivery; `--force` goes past either, and the record says so. The reconciler does not move forward to
+    delivery; `--force` goes past either, and the record says so (onto a commit whose last record is a
+    failure, only with `--yes-bad` too). The reconciler does not move forward to
     the current head again until a newer commit arrives or `dra-gitops retry` is run (the way an Argo CD
     rollback pauses auto-sync). Exit 0 rolled back and verified, 1 refused, denied or failed (the last
     good revision put back), 5 when putting it back failed (the cluster needs a human), 4 cluster or Git
@@ -158,7 +172,9 @@ def rollback_command(revision: str | None, to_sha: str | None, force: bool, **kw
     """
     if revision and to_sha and revision != to_sha:
         raise click.UsageError("give the revision once: REVISION or --to")
-    return _run("rollback", revision or to_sha, force, kwargs)
+    if yes_bad and not force:
+        raise click.UsageError("--yes-bad goes with --force")
+    return _run("rollback", revision or to_sha, force, kwargs, yes_bad)
 
 
 @click.command("sync")

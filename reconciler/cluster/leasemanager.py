@@ -62,12 +62,17 @@ class LeaseManager:
         clock: Callable[[], float] = time.monotonic,
         replicas_namespace: str | None = None,
         may_release: Callable[[str], bool] | None = None,
+        guard: Callable[[], str | None] | None = None,
     ) -> None:
         """`leases` maps each target name to the (namespace, name) of its Lease; `on_requested` is called
         on the holder when another replica asked for a pass of the target; `on_namespace_missing` with
         the namespaces found gone, and True when it recreated them (their Leases are tried again at once).
         `replicas_namespace`: shard the targets over the live replicas, whose heartbeat Leases live there;
-        `may_release(target)` says whether a surplus target may be given up now (not in a pass)."""
+        `may_release(target)` says whether a surplus target may be given up now (not in a pass).
+        `guard()`, asked before each round, names why nothing may be written now (another cluster answers
+        at the address): that round writes no Lease, so the Leases held run out and every pass stops."""
+        self.guard = guard
+        self.guarded: str | None = None  # the guard's reason in the last round (readiness says it)
         self.identity = identity or default_identity()
         self.duration = duration
         self.retry_period = retry_period
@@ -125,6 +130,15 @@ class LeaseManager:
         self._thread.start()
 
     def run_round(self) -> None:
+        why = self.guard() if self.guard is not None else None
+        if why:
+            if why != self.guarded:
+                log.error("no Lease written: %s", why)
+            self.guarded = why
+            for target in self.locks:
+                self._notice(target)  # the Leases held run out on their own clock
+            return
+        self.guarded = None
         if self.membership is None or not self._sharded_round(self.membership):
             self._plain_round()
 
@@ -308,6 +322,8 @@ class LeaseManager:
 
     def lease_errors(self) -> dict[str, str]:
         """Targets whose Lease the last round could not read or write, with why."""
+        if self.guarded is not None:
+            return dict.fromkeys(self.locks, self.guarded)
         return {target: lock.error for target, lock in self.locks.items() if lock.error is not None}
 
     def _loop(self) -> None:

@@ -304,6 +304,7 @@ def _run_check(
             base.manifests,
             defaults=policy_set.params,
             reviewed=options.reviewed,
+            newly_skipped=_left_out_by_settings(head, base),
         )
         findings = gate.judged + gate.findings
     # What the API server would reject comes first: no policy verdict matters for an object it refuses.
@@ -415,6 +416,13 @@ def check_git(
         drivers=head_state.drivers,
         settings=_settings(base_state, head_state),
     )
+
+
+def _left_out_by_settings(head: LoadResult, base: LoadResult) -> list[str]:
+    """Manifest files the head's `paths` or `exclude` leave out that the base's checked."""
+    by_settings = ("outside the `paths` of", "matches the `exclude` of")
+    left_out = {f.path for f in head.skipped if f.reason.startswith(by_settings)}
+    return sorted(left_out - {f.path for f in base.skipped})
 
 
 def _settings(base: DesiredState, head: DesiredState) -> tuple[GateSettings, GateSettings] | None:

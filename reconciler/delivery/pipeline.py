@@ -25,6 +25,7 @@ from reconciler.cluster.apply import (
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.facts import collect_facts
 from reconciler.cluster.verify import verify_workloads
+from reconciler.cluster.verify.wait import STOPPED
 from reconciler.delivery.check import CheckOptions, CheckRun, run_check
 from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.recreate import recreate_refused
@@ -43,7 +44,7 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True)
 class DeliverOptions:
     """How one revision is delivered. The reconcile loop holds one for all its deliveries
-    (`loop/reconcile_types.py`'s `ReconcileOptions.delivery`) and sets the last four per delivery."""
+    (`loop/passes/reconcile_types.py`'s `ReconcileOptions.delivery`) and sets the last four per delivery."""
 
     target: str = applyset.DEFAULT_TARGET
     namespace: str = applyset.DEFAULT_NAMESPACE
@@ -72,6 +73,8 @@ class DeliverHooks:
     after_stage: Callable[[str], None] | None = None
     # Asked between stages: a reason to stop (shutting down), or None to go on.
     cancelled: Callable[[], str | None] | None = None
+    # Asked at every poll of verification (an `abort` ends it at once), when given.
+    during_verify: Callable[[], str | None] | None = None
 
 
 def cluster_capabilities_of(client: ClusterClient) -> Capabilities:
@@ -313,7 +316,11 @@ def _write(
     if not delivery.applied.ok or (delivery.pruned is not None and not delivery.pruned.ok):
         delivery.outcome = Outcome.APPLY_FAILED
         return
-    if options.verify and not _verify(client, delivery, workloads_of(head), options, progress):
+    if options.verify and not _verify(
+        client, delivery, workloads_of(head), options, progress, hooks.during_verify
+    ):
+        if delivery.verified is not None and delivery.verified.terminal == STOPPED:
+            delivery.cancelled = delivery.verified.message.removeprefix("verification stopped: ")
         return
     if not options.prune_first and not deletes.empty:
         # Only a verified revision prunes: a failed one leaves the old objects for the rollback.
@@ -430,12 +437,19 @@ def _verify(
     workloads: list[dict[str, Any]],
     options: DeliverOptions,
     progress: Progress,
+    stop: Callable[[], str | None] | None = None,
 ) -> bool:
     """Verify the workloads into `delivery` (evidence, timing, outcome); whether every chain held."""
     started = time.perf_counter()
     progress(f"verify: {len(workloads)} workload(s)")
     delivery.verified = verify_workloads(
-        client, workloads, timeout=options.verify_timeout, grace=options.grace, poll=0.25, progress=progress
+        client,
+        workloads,
+        timeout=options.verify_timeout,
+        grace=options.grace,
+        poll=0.25,
+        progress=progress,
+        stop=stop,
     )
     delivery.timings["verify"] = time.perf_counter() - started
     if not delivery.verified.ok:

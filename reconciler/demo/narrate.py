@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.demo.story import Step
-from reconciler.loop.records import HistoryRecord
+from reconciler.loop.store.records import HistoryRecord
 from reconciler.outcome import Outcome
 
 DRIVER_NAMESPACE = "gpu-system"
@@ -113,8 +113,8 @@ def _driver_pod_lines(client: Any) -> list[str]:
 
 def history_table(client: Any, target: str) -> str:
     """`dra-gitops status`'s text for the target: last good, last attempt and the history of passes."""
-    from reconciler.loop.state import StateStore
-    from reconciler.loop.statusview import render_status
+    from reconciler.loop.store.state import StateStore
+    from reconciler.loop.store.statusview import render_status
 
     state = StateStore(client, target).load()
     return render_status(target, state, history_count=20).rstrip("\n")

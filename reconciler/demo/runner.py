@@ -138,8 +138,9 @@ class DemoWorld:
     def start_controller(self) -> int:
         from reconciler.cluster.client import ClusterClient
         from reconciler.delivery.check import CheckOptions
-        from reconciler.loop.controller import Controller, ControllerOptions
-        from reconciler.loop.targets import Secret, Target, WebhookAuth
+        from reconciler.loop.config.targets import Secret, Target, WebhookAuth
+        from reconciler.loop.run.controller import Controller
+        from reconciler.loop.run.settings import ControllerOptions
         from reconciler.ui.build import build_dashboard
 
         assert self.repo is not None

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from reconciler.errors import UserError
-from reconciler.loop.targets import Secret, Target
+from reconciler.loop.config.targets import Secret, Target
 
 Trigger = Callable[[set[str] | None, str], None]
 PROVIDERS = ("github", "gitlab", "generic")

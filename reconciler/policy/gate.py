@@ -76,28 +76,37 @@ class SettingChange:
 
 
 def setting_changes(
-    base: GateSettings, head: GateSettings, defaults: Mapping[str, Any]
+    base: GateSettings,
+    head: GateSettings,
+    defaults: Mapping[str, Any],
+    newly_skipped: Sequence[str] = (),
 ) -> list[SettingChange]:
-    """Every setting the head changes from the base; `loosens` says whether it makes the gate laxer."""
+    """Every setting the head changes from the base; `loosens` says whether it makes the gate laxer.
+
+    `paths` and `exclude` loosen it only when they leave out manifest files the base's settings checked
+    (`newly_skipped`): what they drop from the desired state is judged as deleted anyway."""
     out: list[SettingChange] = []
     for name in sorted(set(base.params) | set(head.params)):
         old, new = base.params.get(name, defaults.get(name)), head.params.get(name, defaults.get(name))
         if old != new:
             loosens = PARAM_LOOSENS.get(name, lambda _o, _n: True)(old, new)
             out.append(SettingChange(f"params.{name}", _show(old), _show(new), loosens))
+    hidden = bool(newly_skipped)
     added = [p for p in head.exclude if p not in base.exclude]
     if added or len(head.exclude) != len(base.exclude):
-        out.append(
-            SettingChange("exclude", _show(list(base.exclude)), _show(list(head.exclude)), bool(added))
-        )
+        old_exclude, new_exclude = _show(list(base.exclude)), _show(list(head.exclude))
+        out.append(SettingChange("exclude", old_exclude, new_exclude, bool(added) and hidden))
     if set(head.paths) != set(base.paths):
-        # Narrower paths leave objects out (deleted, and judged so); any change shifts what is judged.
-        out.append(SettingChange("paths", _show(list(base.paths)), _show(list(head.paths)), True))
+        out.append(SettingChange("paths", _show(list(base.paths)), _show(list(head.paths)), hidden))
     for release in sorted(set(base.canary_for) | set(head.canary_for)):
         old, new = base.canary_for.get(release, ""), head.canary_for.get(release, "")
         if old != new:
             out.append(SettingChange(f"charts[{release}].canaryFor", _show(old), _show(new), True))
     return out
+
+
+def _listed(paths: Sequence[str]) -> str:
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
 def _show(value: Any) -> str:
@@ -144,10 +153,11 @@ def judge_gate(
     *,
     defaults: Mapping[str, Any],
     reviewed: bool,
+    newly_skipped: Sequence[str] = (),
 ) -> GateVerdict:
     """The gate's view of a change: its setting changes, the findings they bring, and the policies'
     findings with the waivers the change itself adds set aside (they count from the next commit)."""
-    changes = setting_changes(base, head, defaults)
+    changes = setting_changes(base, head, defaults, newly_skipped)
     waivers = new_waivers(head_manifests, base_manifests)
     deny = reviewed and bool({**defaults, **base.params}.get("gate_settings_deny", True))
     severity: Severity = "deny" if deny else "warn"
@@ -156,9 +166,10 @@ def judge_gate(
         Finding(
             GATE_RULE.id,
             severity,
-            f"{change.setting}: {change.old} → {change.new} loosens the gate; this change is judged by the "
-            f"base's setting ({change.old}): land the setting in a commit of its own first, it takes effect "
-            "from the next commit",
+            f"{change.setting}: {change.old} → {change.new} loosens the gate"
+            + (f" (leaves out {_listed(newly_skipped)})" if change.setting in ("paths", "exclude") else "")
+            + f"; this change is judged by the base's setting ({change.old}): land the setting in a commit "
+            "of its own first, it takes effect from the next commit",
             where,
             where,
             1 if where else 0,

@@ -133,7 +133,7 @@ class ApiServer(Discovery, Writes, Deletes, Watch):
         with self.authz.acting_as(user, attrs) as scope:
             resp = self._serve(req, attrs)
         if self.audit is not None:
-            self.audit.record(attrs, resp.status, scope.checks)
+            self.audit.record(attrs, resp.status, scope.checks, req.query_pairs)
         return resp
 
     def _serve(self, req: Request, attrs: rbac.Attributes) -> Response:

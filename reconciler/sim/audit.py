@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from reconciler.sim.rbac import Attributes, Decision
 
@@ -25,6 +26,12 @@ class AuditEvent:
     code: int
     checks: tuple[Decision, ...]
     at: str
+    query: tuple[tuple[str, str], ...] = ()  # the request's parameters (requestURI carries them)
+
+    @property
+    def dry_run(self) -> bool:
+        """A write sent with `dryRun`: authorised and admitted, nothing persisted."""
+        return any(key == "dryRun" for key, _ in self.query)
 
     @property
     def user(self) -> str:
@@ -43,7 +50,7 @@ class AuditEvent:
             "apiVersion": "audit.k8s.io/v1",
             "level": "Metadata",
             "stage": "ResponseComplete",
-            "requestURI": r.path,
+            "requestURI": r.path + ("?" + urlencode(self.query) if self.query else ""),
             "verb": r.verb,
             "user": {"username": r.user.name, "groups": list(r.user.groups)},
             "responseStatus": {"metadata": {}, "code": self.code},
@@ -76,9 +83,15 @@ class AuditLog:
         self._lock = threading.Lock()
         self._events: list[AuditEvent] = []
 
-    def record(self, request: Attributes, code: int, checks: list[Decision]) -> None:
+    def record(
+        self,
+        request: Attributes,
+        code: int,
+        checks: list[Decision],
+        query: list[tuple[str, str]] | None = None,
+    ) -> None:
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        event = AuditEvent(request, code, tuple(checks), at)
+        event = AuditEvent(request, code, tuple(checks), at, tuple(query or ()))
         with self._lock:
             self._events.append(event)
             if self.path is not None:

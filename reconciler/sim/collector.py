@@ -9,6 +9,7 @@ and Orphan (dependents lose the owner reference).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 import orjson
@@ -82,6 +83,10 @@ class Collector(History):
         self._commit(rtype, key, new, "MODIFIED")
         return new
 
+    # Seconds the namespace controller takes before it deletes a Terminating namespace's content (a real
+    # one takes seconds: discovery, then a delete per kind); 0: at once, within the DELETE.
+    namespace_content_delay: float = 0.0
+
     def _delete_namespace(self, rtype: ResourceType, key: Key, old: Obj, dry_run: bool) -> Obj:
         if dry_run:
             return old
@@ -92,6 +97,25 @@ class Collector(History):
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new.setdefault("status", {})["phase"] = "Terminating"
             self._commit(rtype, key, new, "MODIFIED")
+            if self.namespace_content_delay > 0:
+                timer = threading.Timer(self.namespace_content_delay, self._namespace_controller, (name,))
+                timer.daemon = True
+                timer.start()
+                return new
+        elif self.namespace_content_delay > 0:
+            return old  # the namespace controller is on it
+        return self._delete_namespace_content(name, old)
+
+    def _namespace_controller(self, name: str) -> None:
+        """The namespace controller's turn at a Terminating namespace: its content deleted, then it."""
+        with self._locked():
+            nsobj = self._objects[("", NOT_FOUND_NS)].get(("", name))
+            if nsobj is not None and nsobj["metadata"].get("deletionTimestamp"):
+                self._delete_namespace_content(name, nsobj)
+        self._drain()
+
+    def _delete_namespace_content(self, name: str, old: Obj) -> Obj:
+        key = ("", name)
         for (group, plural), objs in list(self._objects.items()):
             t = self._types.get((group, plural))
             if t is None or not t.namespaced:
@@ -109,11 +133,24 @@ class Collector(History):
         nsobj = self._objects[("", NOT_FOUND_NS)].get(("", name))
         if nsobj is None or not nsobj["metadata"].get("deletionTimestamp"):
             return None
+        if not self._namespace_empty(name):
+            return None
+        if nsobj["metadata"].get("finalizers"):
+            # The namespace controller is done (spec.finalizers emptied, as its /finalize does); the
+            # namespace's own finalizers keep it Terminating until whoever set them removes them.
+            if (nsobj.get("spec") or {}).get("finalizers"):
+                new = clone(nsobj)
+                new["spec"].pop("finalizers", None)
+                self._commit(nst, ("", name), new, "MODIFIED")
+            return None
+        return self._remove(nst, ("", name), nsobj)
+
+    def _namespace_empty(self, name: str) -> bool:
         for (group, plural), objs in self._objects.items():
             t = self._types.get((group, plural))
             if t is not None and t.namespaced and any(k[0] == name for k in objs):
-                return None
-        return self._remove(nst, ("", name), nsobj)
+                return False
+        return True
 
     def _remove(self, rtype: ResourceType, key: Key, obj: Obj) -> Obj:
         """Drop the object for good, then collect its dependents (background GC)."""

@@ -183,8 +183,12 @@ class SimCluster:
         store: Store | None = None,
         audit: bool | Path = False,
         data_dir: Path | None = None,
+        namespace_content_delay: float = 0.0,
     ) -> None:
         self.store = store if store is not None else Store()
+        # How long a deleted Namespace stays Terminating with its content before the namespace controller
+        # deletes it (seconds on a real cluster; 0: within the DELETE).
+        self.store.namespace_content_delay = namespace_content_delay
         self.api = ApiServer(self.store, ApiOptions(tuple(served_versions), token, kube_version))
         self._journal = None if data_dir is None else self._restore(Path(data_dir))
         if audit:

@@ -364,8 +364,11 @@ class Store(Collector):
             and not omd.get("deletionGracePeriodSeconds")
         ):
             # the last finalizer is gone: the pending deletion completes now (a graceful one waits for
-            # its grace-0 DELETE)
+            # its grace-0 DELETE; a namespace for its content to be gone)
             if dry_run:
+                return new
+            if rtype.group == "" and rtype.plural == "namespaces" and not self._namespace_empty(key[1]):
+                self._commit(rtype, key, new, "MODIFIED")
                 return new
             self._remove(rtype, key, new)
             return new

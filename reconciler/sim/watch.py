@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from reconciler.sim.apibase import (
     WATCH_DEFAULT_TIMEOUT,
@@ -23,12 +24,28 @@ from reconciler.sim.apibase import (
     status_body,
 )
 from reconciler.sim.resources import Served
-from reconciler.sim.selectors import SelectorError, compile_selectors
+from reconciler.sim.selectors import Matcher, SelectorError, compile_selectors
 from reconciler.sim.storebase import Change, Obj, StoreError
 
 
+@dataclass(frozen=True)
+class WatchAsk:
+    """A watch's parameters, validated as kube-apiserver does."""
+
+    label: str | None
+    fieldsel: str | None
+    match: Matcher | None
+    timeout: float
+    rv: str
+    send_initial: str | None
+
+    @property
+    def watch_list(self) -> bool:
+        return self.send_initial == "true"
+
+
 class Watch(ApiBase):
-    def watch(self, req: Request, served: Served, route: Route) -> Response:
+    def _watch_ask(self, req: Request, served: Served) -> WatchAsk:
         label, fieldsel = self._selectors(req, served)
         try:
             match = compile_selectors(label, fieldsel)
@@ -48,7 +65,10 @@ class Watch(ApiBase):
         if invalid:
             listed = invalid[0] if len(invalid) == 1 else f"[{', '.join(invalid)}]"
             raise ApiError(422, f'ListOptions.meta.k8s.io "" is invalid: {listed}', reason="Invalid")
-        watch_list = send_initial == "true"
+        return WatchAsk(label, fieldsel, match, timeout, rv_param, send_initial)
+
+    def watch(self, req: Request, served: Served, route: Route) -> Response:
+        ask = self._watch_ask(req, served)
         t = served.rtype
         ns = route.namespace
         q: queue.Queue[Change | None] = queue.Queue()
@@ -60,21 +80,21 @@ class Watch(ApiBase):
             md = change[3]["metadata"]
             if ns and md.get("namespace") != ns:
                 return
-            if match is not None and not match(change[3]):
+            if ask.match is not None and not ask.match(change[3]):
                 return
             q.put(change)
 
         initial: list[Obj] = []
         since: int | None
         with self.store.transaction():
-            if watch_list or (send_initial is None and rv_param in ("", "0")):
-                initial, list_rv = self.store.list_ref(t.group, t.plural, ns or None, label, fieldsel)
+            if ask.watch_list or (ask.send_initial is None and ask.rv in ("", "0")):
+                initial, list_rv = self.store.list_ref(t.group, t.plural, ns or None, ask.label, ask.fieldsel)
                 since = int(list_rv)
-            elif rv_param in ("", "0"):  # sendInitialEvents=false: from now, nothing before
-                _, list_rv = self.store.list_ref(t.group, t.plural, ns or None, label, fieldsel)
+            elif ask.rv in ("", "0"):  # sendInitialEvents=false: from now, nothing before
+                _, list_rv = self.store.list_ref(t.group, t.plural, ns or None, ask.label, ask.fieldsel)
                 since = int(list_rv)
             else:
-                since = int(rv_param)
+                since = int(ask.rv)
             try:
                 unsubscribe = self.store.watch_from(on_change, since)
             except StoreError as e:
@@ -84,17 +104,29 @@ class Watch(ApiBase):
                     write(json_bytes({"type": "ERROR", "object": gone}) + b"\n")
 
                 return Response(200, stream=send_gone)
+        return Response(200, stream=self._streamer(served, ask, initial, since, q, unsubscribe))
+
+    def _streamer(
+        self,
+        served: Served,
+        ask: WatchAsk,
+        initial: list[Obj],
+        since: int | None,
+        q: queue.Queue[Change | None],
+        unsubscribe: Callable[[], None],
+    ) -> Callable[[Callable[[bytes], None]], None]:
+        """The events of a watch: the initial list (and its bookmark), then the changes until the timeout."""
 
         def stream(write: Callable[[bytes], None]) -> None:
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + ask.timeout
             last = since or 0
             try:
                 for o in initial:
                     write(json_bytes({"type": "ADDED", "object": self.render(served, o)}) + b"\n")
-                if watch_list:
+                if ask.watch_list:
                     end = {
                         "apiVersion": served.api_version,
-                        "kind": served.kind or t.kind,
+                        "kind": served.kind or served.rtype.kind,
                         "metadata": {
                             "resourceVersion": str(since),
                             "annotations": {INITIAL_EVENTS_END: "true"},
@@ -116,7 +148,7 @@ class Watch(ApiBase):
             finally:
                 unsubscribe()
 
-        return Response(200, stream=stream)
+        return stream
 
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"

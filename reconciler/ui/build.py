@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.clusters import TargetClusters
-from reconciler.loop.controller import Controller
-from reconciler.loop.targets import Target
-from reconciler.loop.worker import git_source_for
+from reconciler.loop.config.targets import Target
+from reconciler.loop.run.clusters import TargetClusters
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.worker import git_source_for
 from reconciler.ui.app import Dashboard
 from reconciler.ui.auth import Access
 from reconciler.ui.gather import ClusterData

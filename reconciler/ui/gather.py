@@ -1,4 +1,4 @@
-"""The cluster edge of the dashboard: the targets' states (`loop/state.py`, what `status -o json` prints)
+"""The cluster edge of the dashboard: the targets' states (`loop/store/state.py`, what `status -o json` prints)
 and the device data (the objects `inventory` reads, counted by the same code).
 
 Read-only: GET and LIST of ConfigMaps in the state namespaces, Nodes, driver workloads and pods,
@@ -20,8 +20,8 @@ from reconciler.cluster.drivers import list_driver_pods, list_driver_workloads
 from reconciler.cluster.inventory import build_inventory
 from reconciler.cluster.objects import require_dra
 from reconciler.errors import DraGitopsError
-from reconciler.loop.operations import cluster_targets
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.operations import cluster_targets
+from reconciler.loop.store.state import StateStore
 from reconciler.model.dra import DRA_GROUP
 from reconciler.ui.devices import (
     DeviceCell,

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.errors import EnvironmentProblem
-from reconciler.loop.targets import ClusterRef, Target
+from reconciler.loop.config.targets import ClusterRef, Target
 
 # One request of a page to a cluster: given up on after this, tried once more.
 READ_TIMEOUT = 10.0

@@ -12,7 +12,7 @@ from typing import Any
 from reconciler.ui.html import short
 from reconciler.ui.render import render
 
-# Keys of a target's status JSON that promotion writes (`loop/state.py`: `promotion`, `approval` of a
+# Keys of a target's status JSON that promotion writes (`loop/store/state.py`: `promotion`, `approval` of a
 # promoted target, `verified` of one that others promote from).
 PROMOTION_KEYS = ("promotion", "approval", "verified")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.cluster.verify import ClaimEvidence, ExecResult, VerifyResult
 from reconciler.delivery.result import Delivery
-from reconciler.loop.evidence import EXEC_OUTPUT, evidence_record
+from reconciler.loop.store.evidence import EXEC_OUTPUT, evidence_record
 from reconciler.model.plan import Plan
 from reconciler.outcome import Outcome
 

@@ -32,7 +32,7 @@ from reconciler.checklist.items import (
     event_window_start,
 )
 from reconciler.checklist.render import render
-from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.outcome import Outcome
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -64,7 +64,7 @@ def apply_record(sha: str, outcome: str = "applied", **extra: Any) -> dict[str, 
 
 def good_state(**changes: Any) -> StateFact:
     """A state after a good pass; `last_attempted`, `in_progress` and `history` are changed with the JSON the
-    state ConfigMap holds, read into their records as `loop/state.py` reads them."""
+    state ConfigMap holds, read into their records as `loop/store/state.py` reads them."""
     if isinstance(changes.get("last_attempted"), dict):
         changes["last_attempted"] = AttemptRecord.from_json(changes["last_attempted"])
     if isinstance(changes.get("in_progress"), dict):

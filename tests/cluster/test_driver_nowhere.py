@@ -26,9 +26,9 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.inventory import collect_inventory
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import ReconcileOptions
+from reconciler.loop.passes.revisions import GitRevisions
 from reconciler.model.loader import load_paths
 from reconciler.model.plan import compute_plan
 from reconciler.sim.controlplane import install

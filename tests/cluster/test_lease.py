@@ -12,7 +12,7 @@ from helpers import wait_for
 from reconciler.cluster.client import ClusterClient, ResourceInfo
 from reconciler.cluster.lease import LeaseLock, LeaseRecord
 from reconciler.cluster.leasemanager import LeaseManager
-from reconciler.loop.targets import Target
+from reconciler.loop.config.targets import Target
 from reconciler.model.readers import parse_time
 from reconciler.sim.server import SimCluster
 

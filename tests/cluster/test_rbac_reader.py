@@ -49,7 +49,7 @@ def check_cluster_reads(client: ClusterClient) -> None:
 def state_reads(client: ClusterClient) -> None:
     """What `status` and `checklist` read besides the above (the state ConfigMap in dra-gitops)."""
     from reconciler.checklist.gather import gather_facts
-    from reconciler.loop.state import StateStore
+    from reconciler.loop.store.state import StateStore
 
     StateStore(client, "default").load()
     gather_facts(client, "default", "dra-gitops")

@@ -38,7 +38,8 @@ def kube_configuration() -> Iterator[client.Configuration]:
         config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
         yield cfg
     else:
-        with SimCluster() as cluster:
+        # The namespace controller takes its time, as a real one does (tests/contract/test_contract_namespaces.py).
+        with SimCluster(namespace_content_delay=0.5) as cluster:
             yield client.Configuration(host=cluster.url)
 
 

@@ -24,8 +24,8 @@ from deploy_support import (
 )
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.records import Approval, PromotionView
-from reconciler.loop.state import StateStore, TargetState
+from reconciler.loop.store.records import Approval, PromotionView
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.sim.server import SimCluster
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason=NO_KUBECTL)

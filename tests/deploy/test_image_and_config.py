@@ -18,7 +18,7 @@ from deploy_support import KUBECTL, NO_KUBECTL, ROOT, kustomize
 from helpers import GitRemote, wait_for
 
 from reconciler.cli import cli
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
 from reconciler.sim.server import SimCluster
 
 DOCKERFILE = ROOT / "Dockerfile"

@@ -43,7 +43,7 @@ from deploy_support import (
 from helpers import GitRemote, wait_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.sim.audit import AuditEvent
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster

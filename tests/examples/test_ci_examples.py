@@ -34,7 +34,7 @@ from ci_runner import (
 from helpers import GitRemote
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 

@@ -35,10 +35,11 @@ from notify_support import Recorder
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.promotion import parse_time
-from reconciler.loop.state import StateStore, TargetState
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.promotion.decide import parse_time
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 

@@ -24,7 +24,7 @@ from helpers import GitRemote, freeze_process, wait_for
 
 from reconciler.cluster import applyset
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore, TargetState
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.sim.storebase import Change
@@ -258,3 +258,64 @@ class ServedSim:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+
+
+# ---- the paused leader (tests/faults/test_stage_pauses.py, benchmarks/bench_faults.py) --------------
+
+
+def service_account_kubeconfig(rig: Rig, name: str) -> Path:
+    """A kubeconfig of the ServiceAccount `name` (cluster-admin): its requests are told apart in the audit."""
+    with ClusterClient.for_url(rig.sim.url) as client:
+        client.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": name, "namespace": "kube-system"},
+            }
+        )
+        client.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{name}-admin"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "kube-system"}],
+            }
+        )
+        answer = client.request(
+            "POST",
+            f"/api/v1/namespaces/kube-system/serviceaccounts/{name}/token",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        )
+    return rig.sim.write_kubeconfig(rig.root / f"{name}.kubeconfig", token=answer["status"]["token"])
+
+
+class StagePauser:
+    """SIGSTOPs a process from inside the sim when the state's `inProgress` reaches (operation, stage)."""
+
+    def __init__(self, rig: Rig, stage: str, pid: int, operation: str = "apply") -> None:
+        self.fired = threading.Event()
+        self.seen: list[str] = []
+
+        def changed(change: Change) -> None:
+            obj = change[3]
+            if change[2].plural != "configmaps" or obj["metadata"].get("name") != STATE_NAME:
+                return
+            marker = json.loads((obj.get("data") or {}).get("inProgress") or "null")
+            if not marker or marker.get("operation") != operation:
+                return
+            self.seen.append(str(marker.get("stage") or ""))
+            if not self.fired.is_set() and marker.get("stage", "") == stage:
+                os.kill(pid, signal.SIGSTOP)
+                self.fired.set()
+
+        self.close = rig.sim.store.subscribe_raw(changed)
+
+
+def lease_holder(rig: Rig) -> str:
+    lease = rig.sim.store.get_ref("coordination.k8s.io", "leases", "dra-gitops", f"dra-gitops-{TARGET}")
+    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")

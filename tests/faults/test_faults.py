@@ -27,7 +27,7 @@ from faults_support import (
 )
 from helpers import GitRemote, wait_for
 
-from reconciler.loop.state import TargetState
+from reconciler.loop.store.state import TargetState
 
 
 @pytest.fixture

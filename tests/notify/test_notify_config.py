@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.errors import UserError
-from reconciler.loop.targetfile import load_targets
-from reconciler.loop.targets import Target
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.config.targets import Target
 from reconciler.notify.events import DEFAULT_EVENTS, Event
 from reconciler.notify.notifier import Notifier, TargetReports
 from reconciler.sim.server import SimCluster

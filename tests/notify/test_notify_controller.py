@@ -19,9 +19,10 @@ from pass_support import TARGET, edit
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.targetfile import load_targets
-from reconciler.loop.targets import DEFAULT_STATE_NAMESPACE
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.config.targets import DEFAULT_STATE_NAMESPACE
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
 from reconciler.notify.sender import RetryPolicy
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster

@@ -13,7 +13,7 @@ import pytest
 from helpers import wait_for
 from notify_support import Recorder
 
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
 from reconciler.notify.events import DESCRIPTION_LIMIT
 from reconciler.notify.notifier import Notifier, TargetReports
 from reconciler.notify.sender import RetryPolicy

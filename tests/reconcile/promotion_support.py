@@ -14,13 +14,13 @@ from helpers import GitRemote
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.gates import Gates
-from reconciler.loop.keep import KeptRevision
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
-from reconciler.loop.state import StateStore, TargetState
-from reconciler.loop.upstream import state_reader
+from reconciler.loop.config.gates import Gates
+from reconciler.loop.passes.keep import KeptRevision
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import ReconcileOptions
+from reconciler.loop.passes.revisions import GitRevisions
+from reconciler.loop.promotion.upstream import state_reader
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

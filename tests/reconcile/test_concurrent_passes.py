@@ -12,9 +12,10 @@ from helpers import GitRemote, wait_for
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.reconcile_types import PassResult
-from reconciler.loop.targets import Target
+from reconciler.loop.config.targets import Target
+from reconciler.loop.passes.reconcile_types import PassResult
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
 from reconciler.outcome import Outcome
 
 TARGETS = [f"small-{n}" for n in range(5)]

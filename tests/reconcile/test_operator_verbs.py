@@ -14,8 +14,8 @@ from pass_support import TARGET, edit, live_specs, reconciler_for
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.errors import UserError
-from reconciler.loop.operations import TargetRef, abort, suspend
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.operations import TargetRef, abort, suspend
+from reconciler.loop.store.state import StateStore
 from reconciler.outcome import Outcome
 from reconciler.sim.server import SimCluster
 

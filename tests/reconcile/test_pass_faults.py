@@ -16,7 +16,7 @@ from helpers import GitRemote
 from pass_support import TARGET, edit, live_specs, reconciler_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.outcome import Outcome
 
 

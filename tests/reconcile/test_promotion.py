@@ -14,14 +14,14 @@ from promotion_support import Stage, production_source, two_stages
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.errors import UserError
-from reconciler.loop.approval import approve
-from reconciler.loop.gates import Gates
-from reconciler.loop.handoff import Ask, hand_to_controller
-from reconciler.loop.operations import TargetRef
-from reconciler.loop.records import Approval, PromotionView, SourceHealth
-from reconciler.loop.state import StateStore, TargetState
-from reconciler.loop.statusview import render_status
-from reconciler.loop.upstream import ref_reader, state_reader
+from reconciler.loop.config.gates import Gates
+from reconciler.loop.passes.handoff import Ask, hand_to_controller
+from reconciler.loop.promotion.approval import approve
+from reconciler.loop.promotion.upstream import ref_reader, state_reader
+from reconciler.loop.store.operations import TargetRef
+from reconciler.loop.store.records import Approval, PromotionView, SourceHealth
+from reconciler.loop.store.state import StateStore, TargetState
+from reconciler.loop.store.statusview import render_status
 
 PRODUCTION = TargetRef("production")
 

@@ -16,9 +16,10 @@ from helpers import GitRemote, wait_for
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.state import StateStore, TargetState
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.sim.server import SimCluster
 
 

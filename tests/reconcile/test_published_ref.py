@@ -18,10 +18,11 @@ from promotion_support import sim_client
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.errors import EnvironmentProblem
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.gates import Gates
-from reconciler.loop.state import StateStore, TargetState
-from reconciler.loop.targets import Target
+from reconciler.loop.config.gates import Gates
+from reconciler.loop.config.targets import Target
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
+from reconciler.loop.store.state import StateStore, TargetState
 from reconciler.source.remote import GitSource
 
 REF = "refs/dra-gitops/staging/verified"

@@ -13,8 +13,8 @@ from helpers import GitRemote, wait_for
 from pass_support import BROKEN_DRIVER, TARGET, edit, live_specs, reconciler_for
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.records import InProgress
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.records import InProgress
+from reconciler.loop.store.state import StateStore
 
 
 def test_first_commit_applies_and_a_steady_pass_writes_nothing(

@@ -1,4 +1,4 @@
-"""The typed state records (`reconciler/loop/records.py`) and their JSON at the edge (`loop/state.py`):
+"""The typed state records (`reconciler/loop/store/records.py`) and their JSON at the edge (`loop/store/state.py`):
 records built here write the keys the reconciler always wrote, records read write back what was read."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.loop.records import AttemptRecord, HistoryRecord, InProgress
-from reconciler.loop.state import HISTORY_LIMIT, TargetState
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.store.state import HISTORY_LIMIT, TargetState
 from reconciler.outcome import Outcome
 
 GOOD = "a" * 40

@@ -17,10 +17,10 @@ from reconciler.checklist.common import CHECKED
 from reconciler.checklist.gather import gather_facts
 from reconciler.checklist.items import build_checklist
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.approval import approve
-from reconciler.loop.gates import Gates
-from reconciler.loop.operations import TargetRef
-from reconciler.loop.statusview import render_status
+from reconciler.loop.config.gates import Gates
+from reconciler.loop.promotion.approval import approve
+from reconciler.loop.store.operations import TargetRef
+from reconciler.loop.store.statusview import render_status
 
 REF = "refs/dra-gitops/staging/verified"
 

@@ -19,7 +19,7 @@ from pass_support import TARGET, edit, reconciler_for
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.lease import LeaseLock
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.sim.server import SimCluster
 
 DRIVER = "10-driver/kubelet-plugin.yaml"
@@ -74,7 +74,8 @@ def test_a_rollback_to_a_denied_commit_is_refused_and_with_force_recorded(
     refused = verb(sim[1], remote, tmp_path, "rollback", denied)
 
     assert refused.exit_code == 1, refused.output
-    assert f"{denied[:12]} was never applied and verified here (not in the history)" in refused.output
+    assert f"{denied[:12]} was never applied and verified here (its last record, " in refused.output
+    assert "apply denied)" in refused.output
     assert "--force" in refused.output
     assert live_image(client).endswith("v0.3.0")
     after = store.load()

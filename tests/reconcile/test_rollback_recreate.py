@@ -12,10 +12,10 @@ from helpers import GitRemote
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.requested import RequestedDelivery, new_request
-from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import ReconcileOptions
+from reconciler.loop.passes.requested import RequestedDelivery, new_request
+from reconciler.loop.passes.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

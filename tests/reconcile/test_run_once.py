@@ -16,8 +16,9 @@ from helpers import GitRemote, wait_for
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.targets import Target
+from reconciler.loop.config.targets import Target
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 

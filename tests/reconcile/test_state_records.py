@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import TargetState
+from reconciler.loop.store.state import TargetState
 from reconciler.sim.server import SimCluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "state"

@@ -12,10 +12,10 @@ from pass_support import TARGET
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.keep import KeptRevision
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
+from reconciler.loop.passes.keep import KeptRevision
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import ReconcileOptions
+from reconciler.loop.passes.revisions import GitRevisions
 from reconciler.source.remote import GitSource
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

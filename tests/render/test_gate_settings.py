@@ -212,7 +212,12 @@ def test_tightening_is_silent_and_every_kind_of_loosening_is_named() -> None:
         exclude=("x/*", "drivers/*"),
         canary_for={"canary": "other"},
     )
-    changes = {c.setting: c for c in setting_changes(base, looser, defaults)}
+    assert [c.setting for c in setting_changes(base, looser, defaults) if c.loosens] == [
+        "params.admin_namespace_label",
+        "params.canary_warn_unrestricted",
+        "charts[canary].canaryFor",
+    ], "paths and exclude that leave no file out only move what is judged"
+    changes = {c.setting: c for c in setting_changes(base, looser, defaults, ["drivers/plugin.yaml"])}
     assert set(changes) == {
         "params.admin_namespace_label",
         "params.canary_warn_unrestricted",
@@ -222,3 +227,14 @@ def test_tightening_is_silent_and_every_kind_of_loosening_is_named() -> None:
     }
     assert all(c.loosens for c in changes.values())
     assert changes["params.canary_warn_unrestricted"].old == "true"
+
+
+def test_paths_that_leave_a_checked_file_out_are_named(tmp_path: Path) -> None:
+    remote = _seeded(tmp_path)
+    base = remote.commit_and_push("every folder")
+    _edit_config(remote, lambda config: config["paths"].remove("40-workloads"))
+    head = remote.commit_and_push("workloads out of paths")
+    _, report = _check(remote, base, head)
+    [gate] = [f for f in report["findings"] if f["rule"] == "gate-settings"]
+    assert gate["msg"].startswith("paths: ")
+    assert "(leaves out 40-workloads/notebook.yaml, 40-workloads/trainer.yaml)" in gate["msg"]

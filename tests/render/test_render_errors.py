@@ -17,7 +17,7 @@ from render_support import follow
 
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
-from reconciler.loop.state import StateStore
+from reconciler.loop.store.state import StateStore
 from reconciler.outcome import Outcome
 from reconciler.sim.server import SimCluster
 

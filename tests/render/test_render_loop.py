@@ -73,7 +73,7 @@ def test_the_kept_copy_holds_only_the_files_rendering_read_and_renders_alone(
     from pass_support import TARGET
 
     from reconciler.delivery.desired import desired_from_trees
-    from reconciler.loop.keep import KeptRevision
+    from reconciler.loop.passes.keep import KeptRevision
     from reconciler.model.loader import DEFAULT_LIMITS
     from reconciler.source.treecopy import decode_tree
 

@@ -57,7 +57,7 @@ def test_a_body_over_the_request_limit_is_invalid(sim_cluster: SimCluster) -> No
 
 def test_a_state_too_large_for_its_configmap_says_which_part(sim_cluster: SimCluster) -> None:
     """A target of 40,000 objects: its inventory alone is over the 1 MiB a ConfigMap's data may hold."""
-    from reconciler.loop.state import StateStore, TargetState
+    from reconciler.loop.store.state import StateStore, TargetState
 
     state = TargetState(inventory=[f"v1 ConfigMap/team/config-{i:05d}" for i in range(40_000)])
     with ClusterClient.for_url(sim_cluster.url) as cluster:
@@ -73,8 +73,8 @@ def test_the_history_is_bounded_as_it_is_stored() -> None:
     """History records of nested lists: their indented form, the one stored, stays within the bound."""
     import json
 
-    from reconciler.loop.records import HistoryRecord
-    from reconciler.loop.state import HISTORY_BYTES, TargetState
+    from reconciler.loop.store.records import HistoryRecord
+    from reconciler.loop.store.state import HISTORY_BYTES, TargetState
 
     state = TargetState()
     for n in range(20):

@@ -27,8 +27,9 @@ from ui_support import HOSTILE_SCRIPT
 from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
-from reconciler.loop.controller import Controller, ControllerOptions
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.run.controller import Controller
+from reconciler.loop.run.settings import ControllerOptions
 from reconciler.sim.server import SimCluster
 from reconciler.ui.build import controller_dashboard
 

@@ -24,8 +24,8 @@ from envs_support import HOSTILE_SUBJECT, Envs
 from markupsafe import escape
 from ui_support import HOSTILE_SCRIPT
 
-from reconciler.loop.clusters import TargetClusters
-from reconciler.loop.targetfile import load_targets
+from reconciler.loop.config.targetfile import load_targets
+from reconciler.loop.run.clusters import TargetClusters
 from reconciler.ui.build import build_dashboard
 from reconciler.ui.server import DashboardServer
 

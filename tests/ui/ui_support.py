@@ -23,11 +23,11 @@ from reconciler.cli import cli
 from reconciler.cluster.client import ClusterClient
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
-from reconciler.loop.keep import KeptRevision
-from reconciler.loop.reconcile import Reconciler
-from reconciler.loop.reconcile_types import ReconcileOptions
-from reconciler.loop.revisions import GitRevisions
-from reconciler.loop.targets import target_from_flags
+from reconciler.loop.config.targets import target_from_flags
+from reconciler.loop.passes.keep import KeptRevision
+from reconciler.loop.passes.reconcile import Reconciler
+from reconciler.loop.passes.reconcile_types import ReconcileOptions
+from reconciler.loop.passes.revisions import GitRevisions
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource

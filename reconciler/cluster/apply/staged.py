@@ -314,6 +314,14 @@ def apply_plan(
                 for item in group:
                     item.result.outcome = "not-attempted"
                 continue
+            # Asked before each stage's writes too (a pass fenced on its Lease stops here, not after).
+            stop = fail_fast(stage, [item.change for item in group]) if fail_fast is not None else None
+            if stop:
+                for item in group:
+                    item.result.outcome = "not-attempted"
+                stages.append(StageResult(stage=stage, label=label, error=f"stage {label}: {stop}"))
+                failed = True
+                continue
             started = time.monotonic()
             timeout = (stage_timeouts or {}).get(stage, stage_timeout)
             deadline = started + timeout

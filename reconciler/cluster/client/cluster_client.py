@@ -20,7 +20,7 @@ The client is composed of parts, each its own module of this package:
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconciler.cluster.client.discovery import Discovery, GroupInfo, ResourceInfo, ServedKinds
@@ -119,6 +119,22 @@ class ClusterClient:
             burst=self.transport.burst,
             field_manager=self.field_manager,
         )
+
+    def fenced(self, fence: Callable[[str, str], None]) -> ClusterClient:
+        """The same connection and limits, every write first asked of `fence(method, where)`, which raises
+        to refuse it (a pass fenced on its Lease). Closing either closes both."""
+        fenced = ClusterClient(
+            self.api,
+            timeout=self.transport.timeout,
+            retries=self.transport.retries,
+            backoff=self.transport.backoff,
+            qps=self.transport.qps,
+            burst=self.transport.burst,
+            field_manager=self.field_manager,
+        )
+        fenced.transport.write_fence = fence
+        fenced.discovery = self.discovery  # what the API serves is known already: no second discovery
+        return fenced
 
     def close(self) -> None:
         self.api.close()

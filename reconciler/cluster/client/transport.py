@@ -18,7 +18,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconciler.cluster.client.errors import error_for_response
@@ -87,6 +87,9 @@ class ApiTransport:
         self.writes_sent = 0
         # (method, path, query) of every request when set to a list: what RBAC a command needs, tests.
         self.request_log: RequestLog | None = None
+        # Asked right before each write (not a dry-run) is sent; raises to refuse it: a pass's client is
+        # fenced on its target's Lease, so a replica that lost it (paused, partitioned) writes nothing more.
+        self.write_fence: Callable[[str, str], None] | None = None
 
     # ---- transport ----------------------------------------------------------------------------------
 
@@ -134,6 +137,9 @@ class ApiTransport:
         import urllib3
 
         self._limiter.acquire()
+        writes = method in ("POST", "PUT", "PATCH", "DELETE") and not any(k == "dryRun" for k, _ in query)
+        if writes and self.write_fence is not None:
+            self.write_fence(method, where or path)
         headers = {"Accept": "application/json", "Content-Type": content_type}
         # The generated REST layer JSON-encodes dict bodies for JSON content types itself; an apply patch
         # (YAML content type) must arrive as text, and JSON is valid YAML.
@@ -151,7 +157,7 @@ class ApiTransport:
         self.requests_sent += 1
         if self.request_log is not None:
             self.request_log.append((method, path, tuple(query)))
-        if method in ("POST", "PUT", "PATCH", "DELETE") and not any(k == "dryRun" for k, _ in query):
+        if writes:
             self.writes_sent += 1
         seconds = timeout or self.timeout
         try:

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
 
 VERIFY_EXEC_ANNOTATION = "dra-gitops.io/verify-exec"
+# The terminal signal of a verification `stop` ended.
+STOPPED = "stopped"
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod"})
 
 
@@ -50,8 +52,11 @@ def verify_workloads(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     progress: Callable[[str], None] | None = None,
+    stop: Callable[[], str | None] | None = None,
 ) -> VerifyResult:
-    """Wait until the DRA chain of every pod of `workloads` holds; fail fast on terminal signals."""
+    """Wait until the DRA chain of every pod of `workloads` holds; fail fast on terminal signals. `stop`
+    is asked at every poll: a reason ends the wait at once (an `abort`, a shutdown, a lost Lease), the
+    result failed with terminal signal `stopped`."""
     workloads = [
         w for w in workloads if w.get("kind") in WORKLOAD_KINDS and dra.pod_spec_of(dict(w)) is not None
     ]
@@ -70,6 +75,9 @@ def verify_workloads(
             last_picture = picture
         evidence = [e for pods in obs.pods.values() for pod in pods for e in chain_of(pod, obs.claims)]
         terminal = terminal_signal(obs, now, grace, first_seen)
+        why = stop() if stop is not None else None
+        if why:
+            return VerifyResult(False, evidence, [], f"verification stopped: {why}", [], now - start, STOPPED)
         if terminal is not None:
             return _failed(client, obs, evidence, f"verification failed: {terminal}", now - start, terminal)
         waiting = [f"{e.pod}: {e.problem}" for e in evidence if e.problem]

@@ -1,0 +1,1 @@
+"""Targets and their settings: the target file, durations, promotion gates."""

@@ -1,0 +1,1 @@
+"""The pass: follow, apply, verify, roll back; requested deliveries, rehearsals, the kept revision."""

@@ -1,0 +1,258 @@
+"""How a pass puts the cluster back: the rollback after a failed apply, and the recovery of a pass that
+died half-way (its `inProgress` marker found by the next pass), which converges to one revision before
+anything else happens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.delivery.result import Delivery
+from reconciler.errors import DraGitopsError, EnvironmentProblem
+from reconciler.loop.passes.passbase import PassBase, short_sha
+from reconciler.loop.passes.reconcile_types import PassResult
+from reconciler.loop.store.evidence import evidence_record
+from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
+from reconciler.loop.store.state import TargetState, now_iso
+from reconciler.model.objects import ObjRef
+from reconciler.outcome import Outcome
+
+# How a person gets a target out of a failed rollback whose target cannot be read.
+RECOVER_HINT = "push a fix, or deliver a commit that can be read with `dra-gitops sync --revision SHA`"
+
+
+class RollbackSteps(PassBase):
+    """Rollback and recovery, shared by the pass (`Reconciler`) and requested deliveries."""
+
+    def _roll_back(
+        self,
+        state: TargetState,
+        failed_sha: str,
+        failed: Delivery,
+        failed_record: HistoryRecord,
+        violations: dict[tuple[str, str], int],
+    ) -> PassResult:
+        target_sha = state.last_good
+        why = failed_record.message or failed.outcome
+        self.progress(
+            f"{self.options.target}: {short_sha(failed_sha)} {failed.outcome}: rolling back to {short_sha(target_sha)}"
+        )
+        # The failed apply's record (its diagnosis) is saved before the rollback writes anything: a kill
+        # during the rollback must not lose it. The rollback's first state write carries it.
+        failed_record.rolled_back_to = target_sha
+        unreadable = self._unreadable(target_sha)
+        if unreadable is not None:
+            return self._cannot_roll_back(state, failed_sha, failed, failed_record, violations, unreadable)
+        state.record(failed_record)
+        rollback = self._deliver_rollback(state, target_sha, failed_sha, failed)
+        rb_record = evidence_record(rollback, target_sha, "rollback")
+        rb_record.from_sha = failed_sha
+        failed_record.rollback = rollback.outcome
+        state.in_progress = None
+        state.last_attempted = AttemptRecord(
+            sha=failed_sha,
+            outcome=failed.outcome,
+            at=failed_record.at,
+            rolled_back=rollback.outcome == Outcome.APPLIED,
+        )
+        self.fingerprints.clear()
+        if rollback.outcome == Outcome.APPLIED:
+            outcome = Outcome.ROLLED_BACK
+            self.events.emit(
+                "RolledBack",
+                f"{short_sha(failed_sha)} {failed.outcome} ({why}); rolled back to {short_sha(target_sha)} and verified",
+                warning=True,
+            )
+            if self.options.git_revert_branch:
+                failed_record.revert = self._revert(failed_sha)
+        else:
+            outcome = Outcome.ROLLBACK_FAILED
+            self.events.emit(
+                "RollbackFailed",
+                f"{short_sha(failed_sha)} {failed.outcome} ({why}); rollback to {short_sha(target_sha)} "
+                f"failed: {rb_record.message or rollback.outcome}. The cluster needs a human.",
+                warning=True,
+            )
+        result = PassResult(
+            self.options.target,
+            outcome,
+            failed_sha,
+            message=why,
+            records=[failed_record, rb_record],
+            delivery=failed,
+            rollback=rollback,
+            violations=violations,
+        )
+        # Recorded again below, in the order a reader expects: the failed apply above its rollback.
+        state.history[:] = [record for record in state.history if record is not failed_record]
+        return self._finish(state, result)
+
+    def _unreadable(self, target_sha: str | None) -> str | None:
+        """Why the rollback target cannot be read (gone from the remote, no copy kept), or None."""
+        if target_sha is None:
+            return None
+        try:
+            self._desired(target_sha)
+        except EnvironmentProblem as exc:
+            return exc.detail
+        return None
+
+    def _cannot_roll_back(
+        self,
+        state: TargetState,
+        failed_sha: str,
+        failed: Delivery,
+        failed_record: HistoryRecord,
+        violations: dict[tuple[str, str], int],
+        why: str,
+    ) -> PassResult:
+        """The last good revision cannot be read: nothing to roll back to. The failed commit is held (not
+        applied again), the outcome is rollback-failed, and the message says how a person gets out."""
+        target_sha = state.last_good
+        message = (
+            f"{short_sha(failed_sha)} {failed.outcome} ({failed_record.message or failed.outcome}); the rollback "
+            f"to {short_sha(target_sha)} is impossible: {why}. {short_sha(failed_sha)} stays on the cluster, "
+            f"held; the cluster needs a human: {RECOVER_HINT}"
+        )
+        self.progress(f"{self.options.target}: {message}")
+        failed_record.rollback = Outcome.ROLLBACK_FAILED
+        failed_record.message = message
+        state.in_progress = None
+        state.last_attempted = AttemptRecord(
+            sha=failed_sha, outcome=failed.outcome, at=failed_record.at, rolled_back=False
+        )
+        self.fingerprints.clear()
+        self.events.emit("RollbackFailed", message, warning=True)
+        result = PassResult(
+            self.options.target,
+            Outcome.ROLLBACK_FAILED,
+            failed_sha,
+            message=message,
+            records=[failed_record],
+            delivery=failed,
+            violations=violations,
+        )
+        return self._finish(state, result)
+
+    def _deliver_rollback(
+        self, state: TargetState, target_sha: str | None, failed_sha: str | None, failed: Delivery | None
+    ) -> Delivery:
+        """Deliver the last good revision (nothing, on a first pass) from whatever the cluster has now."""
+        desired = self._desired(target_sha)
+        keep: frozenset[ObjRef] = frozenset()
+        if target_sha is None and failed is not None:
+            # The first pass ever: objects that existed before it are not ours to delete.
+            keep = failed.preexisting
+        marker = InProgress(sha=target_sha, operation="rollback", from_sha=failed_sha)
+        return self._deliver(state, desired, marker, self._deliver_options(rollback=True, keep=keep))
+
+    def _revert(self, sha: str) -> dict[str, Any]:
+        branch = self.options.git_revert_branch or ""
+        try:
+            revert_sha = self.source.revert(sha, branch)
+        except DraGitopsError as exc:
+            return {"branch": branch, "error": str(exc)}
+        self.events.emit(
+            "RevertPushed", f"revert of {short_sha(sha)} pushed to {branch} as {short_sha(revert_sha)}"
+        )
+        return {"branch": branch, "sha": revert_sha}
+
+    def _recover(self, state: TargetState) -> PassResult | None:
+        """A pass died half-way (crash, kill -9, lost lease): converge to one revision before anything else."""
+        marker = state.in_progress or InProgress()
+        sha, operation = marker.sha, marker.operation
+        self.progress(
+            f"{self.options.target}: found {operation} of {short_sha(sha)} in progress "
+            f"(stage {marker.stage or 'none'}): converging"
+        )
+        record = HistoryRecord(
+            sha=sha,
+            operation=operation,
+            outcome=Outcome.INTERRUPTED,
+            at=now_iso(),
+            message=f"interrupted after stage {marker.stage}"
+            if marker.stage
+            else "interrupted before any stage finished",
+        )
+        self.events.emit(
+            "Interrupted", f"{operation} of {short_sha(sha)} was interrupted; converging", warning=True
+        )
+        if operation == "rollback":
+            failed_sha = marker.from_sha
+            unreadable = self._unreadable(sha)
+            if unreadable is not None:
+                return self._recovery_impossible(state, sha, failed_sha, record, unreadable)
+            rollback = self._deliver_rollback(state, sha, failed_sha, None)
+            rb_record = evidence_record(rollback, sha, "rollback")
+            rb_record.from_sha = failed_sha
+            state.in_progress = None
+            self._rollback_finished(state, sha, failed_sha, rollback)
+            outcome = Outcome.ROLLED_BACK if rollback.outcome == Outcome.APPLIED else Outcome.ROLLBACK_FAILED
+            result = PassResult(
+                self.options.target, outcome, failed_sha, records=[rb_record, record], rollback=rollback
+            )
+            return self._finish(state, result)
+        # An interrupted apply: clear the marker and let this pass deliver the head again (it is not a
+        # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
+        state.in_progress = None
+        if sha:
+            state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
+        state.record(record)
+        self.store.save_during_pass(state)
+        return None
+
+    def _recovery_impossible(
+        self,
+        state: TargetState,
+        target_sha: str | None,
+        failed_sha: str | None,
+        record: HistoryRecord,
+        why: str,
+    ) -> PassResult:
+        """An interrupted rollback whose target cannot be read any more: held as rollback-failed."""
+        message = (
+            f"the interrupted rollback of {short_sha(failed_sha)} to {short_sha(target_sha)} cannot be "
+            f"finished: {why}; the cluster needs a human: {RECOVER_HINT}"
+        )
+        record.message = f"{record.message}; {message}"
+        state.in_progress = None
+        attempted = state.last_attempted
+        if attempted is not None and failed_sha and attempted.sha == failed_sha:
+            attempted.rolled_back = False
+        elif failed_sha:
+            state.last_attempted = AttemptRecord(
+                sha=failed_sha, outcome=Outcome.ROLLBACK_FAILED, at=record.at, rolled_back=False
+            )
+        self.events.emit("RollbackFailed", message, warning=True)
+        result = PassResult(
+            self.options.target, Outcome.ROLLBACK_FAILED, failed_sha, message=message, records=[record]
+        )
+        return self._finish(state, result)
+
+    def _rollback_finished(
+        self, state: TargetState, target_sha: str | None, failed_sha: str | None, rollback: Delivery
+    ) -> None:
+        """A recovered rollback completes what the dead pass began: the failed apply's record and the last
+        attempt say whether it was rolled back, as an uninterrupted rollback leaves them, with its Event."""
+        done = rollback.outcome == Outcome.APPLIED
+        attempted = state.last_attempted
+        if attempted is not None and failed_sha and attempted.sha == failed_sha:
+            attempted.rolled_back = done
+        for entry in state.history:
+            if entry.sha == failed_sha and entry.operation == "apply":
+                if entry.rolled_back_to == target_sha and entry.rollback is None:
+                    entry.rollback = rollback.outcome
+                break
+        if done:
+            self.events.emit(
+                "RolledBack",
+                f"{short_sha(failed_sha)}: the interrupted rollback to {short_sha(target_sha)} was finished "
+                "and verified",
+                warning=True,
+            )
+        else:
+            self.events.emit(
+                "RollbackFailed",
+                f"{short_sha(failed_sha)}: the interrupted rollback to {short_sha(target_sha)} failed: "
+                f"{rollback.outcome}. The cluster needs a human.",
+                warning=True,
+            )

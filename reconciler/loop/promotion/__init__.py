@@ -1,0 +1,1 @@
+"""Promotion between targets: the decision, approvals, what an upstream verified."""
