@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -475,9 +474,10 @@ def test_diagnose_driver_not_installed_over_http() -> None:
         wait_for(lambda: client.list_kind("", "ServiceAccount", "ml"), what="default ServiceAccount")
         client.apply(template_pod("p", "ml", "one-gpu"))
         wait_for(lambda: client.list_kind("resource.k8s.io", "ResourceClaim", "ml"), what="generated claim")
-        time.sleep(0.3)
-        diags = diagnose(client)
-        modes = by_mode(diags)
+        modes = wait_for(
+            lambda: (found := by_mode(diagnose(client))).get("driver-not-installed") and found,
+            what="the driver diagnosed as not installed",
+        )
         (d,) = modes["driver-not-installed"]
         assert d.ref == "DeviceClass/gpu.example.com"
         assert "not installed" in d.summary

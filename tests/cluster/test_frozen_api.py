@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import freeze_process
+from helpers import freeze_process, wait_for
 
 from reconciler.cluster.client import ClusterClient, NoAnswer
 from reconciler.cluster.lease import LeaseLock
@@ -93,8 +93,10 @@ def test_a_write_that_may_have_happened_is_not_sent_again(server: Frozen) -> Non
         server.thaw()
         # The server carried it out once it could: a retry at the old resourceVersion would have been
         # refused as a Conflict, as if someone else had written.
-        live = client.get(configmaps, "default", "state")
-        assert live is not None and live["data"] == {"n": "2"}
+        # Thawed, the server answers the PUT it had read and a new GET side by side: wait for the PUT.
+        wait_for(
+            lambda: (client.get(configmaps, "default", "state") or {}).get("data") == {"n": "2"}, 30, "n: 2"
+        )
 
 
 def test_a_lease_round_on_a_frozen_server_fails_and_says_why(server: Frozen) -> None:

@@ -191,13 +191,11 @@ def test_every_story_edit_applies_to_the_example(tmp_path: Path) -> None:
 
 
 def test_narrator_spins_on_a_terminal_and_is_plain_otherwise() -> None:
-    import time
-
     out, err = io.StringIO(), io.StringIO()
     narrator = Narrator(out=out, err=err, animate=True)
     narrator.begin("step one")
     narrator.detail("stage 4 workloads: waiting")
-    time.sleep(0.35)
+    wait_for(lambda: "stage 4 workloads: waiting" in err.getvalue(), 10, "the spinner drew the detail")
     narrator.end(True, "applied")
     assert "stage 4 workloads: waiting" in err.getvalue() and "\r\x1b[2K" in err.getvalue()
     assert out.getvalue().startswith("step one\n  ✓ applied (")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+from helpers import wait_for
+
 from reconciler.cluster.client import ClusterClient
 from reconciler.sim.server import SimCluster
 
@@ -20,7 +22,8 @@ CLAIM = {
 def test_reapplying_a_defaulted_claim_a_second_later_keeps_its_resource_version() -> None:
     with SimCluster() as sim, ClusterClient.for_url(sim.url) as client:
         first = client.apply(CLAIM)
-        time.sleep(1.1)  # managedFields times have a resolution of one second
+        second = int(time.time())  # managedFields times have a resolution of one second: the next one
+        wait_for(lambda: int(time.time()) > second, 5, "the next second")
         again = client.apply(CLAIM)
         assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
         assert again["metadata"]["managedFields"] == first["metadata"]["managedFields"]
