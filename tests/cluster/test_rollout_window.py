@@ -142,8 +142,12 @@ def apply_good_revision(cluster: Cluster, controller: Sequence[Callable[[], None
     """Apply canary v2 while `controller` steps run one per poll of the stage wait (then nothing more)."""
     steps = list(controller)
     polls: list[int] = []
+    asked: list[int] = []
 
     def hook(stage: int, changes: Sequence[Change]) -> str | None:
+        if stage not in asked:  # apply_plan asks once before the stage's writes: not a poll of the wait
+            asked.append(stage)
+            return None
         polls.append(stage)
         if steps:
             steps.pop(0)()
