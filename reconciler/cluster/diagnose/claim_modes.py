@@ -228,12 +228,16 @@ class ClaimModes(ClassifierBase):
         )
         return True
 
+    def waiting_counts(self, view: ClaimView) -> dict[str, dict[str, Any]]:
+        """The device counts per class of a claim still waiting for its devices ({} once allocated)."""
+        if view.alloc.get("allocated") or view.source is None:
+            return {}
+        return class_counts(self.inv, claim_spec(view.source))
+
     # 4. device-taint: enough devices are free, but taints its request does not tolerate keep it off them
     def device_taint(self, view: ClaimView) -> bool:
         s = view.subject
-        if view.alloc.get("allocated") or view.source is None:
-            return False
-        counts = class_counts(self.inv, claim_spec(view.source))
+        counts = self.waiting_counts(view)
         blocked = {
             c: n
             for c, n in counts.items()
@@ -280,9 +284,7 @@ class ClaimModes(ClassifierBase):
     # 5. exhaustion
     def exhaustion(self, view: ClaimView) -> bool:
         s = view.subject
-        if view.alloc.get("allocated") or view.source is None:
-            return False
-        counts = class_counts(self.inv, claim_spec(view.source))
+        counts = self.waiting_counts(view)
         # An unknown free count is never exhaustion: it is reported as unknown (pending), with why.
         classes = {
             c: n
