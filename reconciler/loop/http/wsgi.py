@@ -228,7 +228,11 @@ class WsgiServer:
         # Closed from the server's own loop (woken by its trigger), which then ends: its map is empty.
         from waitress import wasyncore
 
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        try:
+            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        except OSError:
+            # The loop has already closed its map, its trigger with it: nothing is left to wake.
+            wasyncore.close_all(server._map)
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
