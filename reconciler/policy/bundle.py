@@ -27,7 +27,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import PolicyError
+from reconciler.errors import PolicyError, UserError
 from reconciler.policy.engine import PolicySet, rule_packages
 from reconciler.policy.rego_ast import rego_ref
 
@@ -129,10 +129,20 @@ def bundle_revision(policy_set: PolicySet) -> str:
     return revision_of(policy_files(policy_set))
 
 
+def _jwt() -> Any:
+    """PyJWT, imported when a bundle is signed or verified: an unsigned bundle needs no cryptography."""
+    try:
+        import jwt
+    except ImportError as exc:
+        raise UserError(
+            "signing or verifying a bundle needs PyJWT with cryptography: pip install 'dra-gitops[sign]'"
+        ) from exc
+    return jwt
+
+
 def sign(bundle: Bundle, key: bytes | str, algorithm: str = "RS256") -> bytes:
     """`.signatures.json`: one JWT over the list of files and their SHA-256, as `opa build` signs."""
-    import jwt  # PyJWT; imported here so building an unsigned bundle needs no cryptography
-
+    jwt = _jwt()
     if algorithm not in SIGNING_ALGORITHMS:
         raise PolicyError(f"signing algorithm {algorithm} is not one of {', '.join(SIGNING_ALGORITHMS)}")
     payload = {
@@ -151,7 +161,7 @@ def sign(bundle: Bundle, key: bytes | str, algorithm: str = "RS256") -> bytes:
 def verify(files: dict[str, bytes], key: bytes | str, algorithm: str = "RS256") -> None:
     """Check `.signatures.json` as OPA does with `--verification-key`: a valid JWT whose file list is
     exactly the bundle's files, each with its hash. Raises PolicyError saying what does not match."""
-    import jwt
+    jwt = _jwt()
 
     if SIGNATURES not in files:
         raise PolicyError("bundle is not signed: it has no .signatures.json")
