@@ -14,7 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -41,13 +41,15 @@ class Schemas:
     release: int  # the minor version of 1.x
     roots: dict[str, str]
     definitions: dict[str, Any]
+    # Per schema node (by id: the definitions live as long as this): what a quick check needs to know.
+    quick: dict[int, tuple[frozenset[type], bool]] = field(default_factory=dict, compare=False, repr=False)
 
     def validate(self, body: dict[str, Any]) -> list[Violation] | None:
         """The body's violations; None when this release has no schema for its apiVersion and kind."""
         root = self.roots.get(f"{body.get('apiVersion')}/{body.get('kind')}")
         if root is None:
             return None
-        walker = _Walker(self.definitions)
+        walker = _Walker(self.definitions, quick=self.quick)
         walker.check({"$ref": root}, body, "")
         return walker.violations
 
@@ -150,8 +152,14 @@ def _join(path: str, name: str) -> str:
 class _Walker:
     """One object's walk: the violations found, at most MAX_VIOLATIONS of them plus a count of the rest."""
 
-    def __init__(self, definitions: dict[str, Any], structural: bool = False) -> None:
+    def __init__(
+        self,
+        definitions: dict[str, Any],
+        structural: bool = False,
+        quick: dict[int, tuple[frozenset[type], bool]] | None = None,
+    ) -> None:
         self.definitions = definitions
+        self.quick = {} if quick is None else quick
         # A CRD's structural schema prunes what it does not declare, so strict validation rejects it; the
         # built-in schemas say so themselves (`additionalProperties: false`).
         self.structural = structural
@@ -181,7 +189,11 @@ class _Walker:
         if "oneOf" in schema or schema.get("x-kubernetes-int-or-string"):
             self._check_alternatives(schema, value, path)
             return
-        if not self._check_type(schema, value, path):
+        quick = self.quick.get(id(schema))
+        if quick is None:
+            quick = self.quick[id(schema)] = _quick(schema)
+        accepted, plain = quick
+        if type(value) not in accepted and not self._check_type(schema, value, path):
             return
         if isinstance(value, dict):
             self._check_object(schema, value, path)
@@ -190,8 +202,9 @@ class _Walker:
             if isinstance(items, dict):
                 for index, item in enumerate(value):
                     self.check(items, item, f"{path}[{index}]")
-            self._check_bounds(schema, len(value), path, "minItems", "maxItems", "items")
-        else:
+            if not plain:
+                self._check_bounds(schema, len(value), path, "minItems", "maxItems", "items")
+        elif not plain:
             self._check_scalar(schema, value, path)
 
     def _check_alternatives(self, schema: dict[str, Any], value: Any, path: str) -> None:
@@ -250,6 +263,28 @@ class _Walker:
             self.report(path, f"Invalid value: must have at least {least} {unit}")
         if isinstance(most, int) and size > most:
             self.report(path, f"Too long: may not have more than {most} {unit}")
+
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+_VALUE_RULES = ("enum", "pattern", "minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems")
+
+
+def _quick(schema: dict[str, Any]) -> tuple[frozenset[type], bool]:
+    """(the Python types a value may have to pass the type check at once, whether the node has no value
+    rules at all): the common case is decided with one set lookup."""
+    declared = _types(schema)
+    if not declared:
+        accepted: frozenset[type] = frozenset({str, int, float, bool, dict, list})
+    else:
+        accepted = frozenset(t for name in declared for t in _PYTHON_TYPES.get(name, ()))
+    return accepted, not any(rule in schema for rule in _VALUE_RULES)
 
 
 def _types(schema: dict[str, Any]) -> list[str]:
