@@ -12,7 +12,8 @@ from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.objects import deprecated_versions, require_dra
 from reconciler.model.dra import DRA_GROUP
 from reconciler.model.generators import TEMPLATE_GENERATORS
-from reconciler.model.objects import Manifest, ref_of
+from reconciler.model.objects import Manifest
+from reconciler.model.scope import live_ref
 from reconciler.policy.inputdoc import ClusterFacts
 
 # (group, kind) of everything the rules and the capacity simulation look at, in the order they are read.
@@ -56,7 +57,7 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
     for group, kind in LIVE_KINDS + generators:
         for item in client.list_kind(group, kind):
             body = _strip(item)
-            objects.append(Manifest(body=body, ref=ref_of(body), path="", line=0))
+            objects.append(Manifest(body=body, ref=live_ref(body), path="", line=0))
     if progress:
         progress(f"cluster {version}: {len(objects)} live objects, {DRA_GROUP} {', '.join(served)}")
     if progress and served_kinds.unavailable:
@@ -69,4 +70,5 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
         objects=objects,
         kinds=served_kinds.kinds,
         unavailable=served_kinds.unavailable,
+        namespaced=served_kinds.namespaced,
     )

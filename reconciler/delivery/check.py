@@ -21,6 +21,7 @@ from reconciler.model.objects import Manifest
 from reconciler.model.openapi import minor_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import DriverDecl, allowing_no_nodes, declared_workloads, rollouts_of
+from reconciler.model.scope import unknown_scope_notice
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.gate import GATE_RULE, GateSettings, judge_gate
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
@@ -255,6 +256,9 @@ def _run_check(
     else:
         against = "no base revision"
     options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
+    notice = unknown_scope_notice(head.unscoped)
+    if notice:
+        options.progress(notice)
 
     started = time.perf_counter()
     policy_set = load_policy_set(options.policy_dirs)
@@ -354,7 +358,7 @@ def _capabilities_of(cluster: ClusterFacts | None) -> Capabilities | None:
     """Charts render with the `.Capabilities` of the cluster the check is given."""
     if cluster is None:
         return None
-    return from_served(cluster.version, cluster.kinds, f"the cluster, {cluster.version}")
+    return from_served(cluster.version, cluster.kinds, f"the cluster, {cluster.version}", cluster.namespaced)
 
 
 def _skipped_note(loaded: LoadResult) -> str:
