@@ -107,8 +107,10 @@ def rescope(manifests: Iterable[Manifest], scopes: Scopes) -> Rescoped:
     out: list[Manifest] = []
     unknown: dict[GroupKind, None] = {}
     changed = False
+    known: dict[tuple[str, str], bool | None] = {}  # (apiVersion, kind): 10,000 objects have few kinds
     for m in manifests:
-        namespaced = scopes.namespaced(m.api_version, m.kind)
+        key = (m.body["apiVersion"], m.ref.kind)
+        namespaced = known[key] if key in known else known.setdefault(key, scopes.namespaced(*key))
         if namespaced is None:
             unknown.setdefault((m.ref.group, m.kind))
             out.append(m)
