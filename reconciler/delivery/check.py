@@ -6,8 +6,10 @@ only parses flags and prints.
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,10 +286,30 @@ def _skipped_note(loaded: LoadResult) -> str:
     return f" ({count} manifest file{'s' if count != 1 else ''} skipped)" if count else ""
 
 
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a check loads and judges its objects: 10,000 manifests
+    make some hundred thousand dicts and lists that live to the end of the check, and each collection of
+    the older generations walks them all again (~0.2 s of a 2.5 s check, for nothing: they are no garbage).
+    Reference counting still frees what is dropped; cycles left are collected once the block ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def check_paths(
     paths: Sequence[Path], options: CheckOptions, cluster: ClusterFacts | None = None
 ) -> CheckRun:
     """`check PATH...`: the desired state on disk against no base (everything is a create)."""
+    with collection_paused():
+        return _check_paths(paths, options, cluster)
+
+
+def _check_paths(paths: Sequence[Path], options: CheckOptions, cluster: ClusterFacts | None) -> CheckRun:
     started = time.perf_counter()
     with cluster_capabilities(_capabilities_of(cluster)):
         desired = load_directories(paths, options.limits)
@@ -316,6 +338,18 @@ def check_git(
     cluster: ClusterFacts | None = None,
 ) -> CheckRun:
     """`check --repo --base --head`: both trees read from Git, only the change between them judged."""
+    with collection_paused():
+        return _check_git(repo_dir, base_rev, head_rev, subdir, options, cluster)
+
+
+def _check_git(
+    repo_dir: Path,
+    base_rev: str,
+    head_rev: str,
+    subdir: str,
+    options: CheckOptions,
+    cluster: ClusterFacts | None,
+) -> CheckRun:
     started = time.perf_counter()
     with cluster_capabilities(_capabilities_of(cluster)):
         head_state, base_state = load_git_revisions(repo_dir, [head_rev, base_rev], subdir, options.limits)
