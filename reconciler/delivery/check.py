@@ -176,7 +176,7 @@ def _run_check(
     else:
         against = "no base revision"
     options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
-    notice = unknown_scope_notice(head.unscoped)
+    notice = unknown_scope_notice(head.unscoped, cluster is not None)
     if notice:
         options.progress(notice)
 

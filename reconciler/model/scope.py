@@ -126,12 +126,13 @@ def rescope(manifests: Iterable[Manifest], scopes: Scopes) -> Rescoped:
     return Rescoped(out, changed, list(unknown))
 
 
-def unknown_scope_notice(unknown: Iterable[GroupKind]) -> str:
+def unknown_scope_notice(unknown: Iterable[GroupKind], cluster: bool = False) -> str:
     """One line naming the kinds whose scope no source knows (empty when there are none)."""
     kinds = [f"{kind}.{group}" if group else kind for group, kind in unknown]
     if not kinds:
         return ""
+    asked = "the cluster does not serve it" if cluster else "no cluster to ask"
     return (
-        f"scope unknown for {', '.join(kinds)}: no CustomResourceDefinition in the desired state and no "
-        "cluster to ask; taken as namespaced (objects without a namespace are shown in `default`)"
+        f"scope unknown for {', '.join(kinds)}: no CustomResourceDefinition in the desired state and "
+        f"{asked}; taken as namespaced (objects without a namespace are shown in `default`)"
     )
