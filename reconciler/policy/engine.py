@@ -192,7 +192,10 @@ def encode_input(input_doc: dict[str, Any]) -> str:
     YAML can yield values JSON has no type for (an explicit `!!binary` or `!!timestamp`); they become
     strings, as the Kubernetes API would render them.
     """
-    return orjson.dumps(input_doc, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    try:  # the common input has string keys only: orjson is a third faster when it need not look
+        return orjson.dumps(input_doc, default=str).decode()
+    except orjson.JSONEncodeError:  # a key YAML read as a number, a date: as a string, as kubectl would
+        return orjson.dumps(input_doc, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def rego_error(exc: Exception) -> PolicyError:
