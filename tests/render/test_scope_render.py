@@ -134,3 +134,12 @@ def test_check_says_once_per_kind_when_nothing_knows_its_scope(tmp_path: Path) -
     result = CliRunner().invoke(cli, ["check", str(tmp_path), "-v"])
     assert result.stderr.count("scope unknown for NodeFeatureRule.nfd.k8s-sigs.io") == 1, result.stderr
     assert "+ create NodeFeatureRule/default/gpu-labels " in result.stderr
+
+
+def test_a_kustomization_namespace_leaves_a_cluster_scoped_crd_kind_without_one(tmp_path: Path) -> None:
+    write(tmp_path / "crds.yaml", crd("NodeFeatureRule", "Cluster"), crd("NodeFeature", "Namespaced"))
+    write(tmp_path / "objects.yaml", RULE, FEATURE)
+    (tmp_path / "kustomization.yaml").write_text("namespace: nfd\nresources: [crds.yaml, objects.yaml]\n")
+    found = loaded(tmp_path)
+    assert "namespace" not in found["NodeFeatureRule/gpu-labels"]["metadata"]  # kustomize had put nfd there
+    assert found["NodeFeature/nfd/node-a"]["metadata"]["namespace"] == "nfd"
