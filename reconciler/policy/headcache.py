@@ -1,7 +1,8 @@
 """What each Rego module of a policy set declares (package and rule heads), kept between runs.
 
 Reading it takes regorus's parser and its AST as JSON, about 0.1 s for the bundled pack on every check. The
-answer depends on the module's text alone, so it is kept on disk in the user's cache directory
+answer depends on the module's text alone: the bundled pack's ships with the package (`bundled_heads.json`,
+by tools/bundled_heads.py), any other module's is kept on disk in the user's cache directory
 (`$XDG_CACHE_HOME/dra-gitops`, else `~/.cache/dra-gitops`; `DRA_GITOPS_CACHE_DIR` overrides) by the digest
 of each module's text, in one file per installed parser. Only modules that parsed are kept, so a broken
 module is always parsed and reported. A cache that cannot be read or written (a
@@ -10,11 +11,13 @@ read-only home in a container) is passed over: it only saves time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,25 @@ def _parser_version() -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+SHIPPED = "bundled_heads.json"  # the bundled pack's heads, written by tools/bundled_heads.py
+
+
+@functools.cache
+def shipped() -> dict[str, Any]:
+    """The heads of the bundled pack's modules, shipped with the package: a first check on a machine (a CI
+    job's fresh container) parses only the user's own modules."""
+    try:
+        data = json.loads((resources.files("reconciler.policy") / SHIPPED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def encode_all(texts: Sequence[str], parse: Callable[[int], Heads]) -> dict[str, Any]:
+    """{digest: heads} of the module texts, each parsed (what tools/bundled_heads.py writes)."""
+    return {_digest(text): _encode(parse(index)) for index, text in enumerate(texts)}
 
 
 def _cache_file() -> Path:
@@ -91,12 +113,13 @@ def module_heads(texts: Sequence[str], parse: Callable[[int], Heads]) -> list[He
     """The heads of each module text, from the cache or (for those it lacks) `parse(index)`, which raises
     on a module that does not parse."""
     digests = [_digest(text) for text in texts]
+    known = shipped()
     path = _cache_file()
-    kept = _read(path)
+    kept = _read(path) if any(d not in known for d in digests) else {}
     found: list[Heads] = []
     parsed: dict[str, Any] = {}
     for index, digest in enumerate(digests):
-        heads = _decode(kept.get(digest))
+        heads = _decode(known.get(digest) or kept.get(digest))
         if heads is None:
             heads = parse(index)
             parsed[digest] = _encode(heads)

@@ -3,6 +3,8 @@ kept in the user's cache directory; a changed, broken or unreadable module or ca
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import reconciler.policy.engine as engine
 from reconciler.errors import PolicyError
 from reconciler.policy.engine import PolicySet, load_policy_set
 
+REPO = Path(__file__).resolve().parents[2]
 RULE = """# METADATA
 # title: Limits
 # custom:
@@ -61,7 +64,8 @@ def policy_dir(tmp_path: Path, text: str = RULE) -> Path:
 def test_a_second_load_reads_the_heads_from_the_cache(cache: Path, parses: list[str], tmp_path: Path) -> None:
     user = policy_dir(tmp_path)
     first = load_policy_set([user])
-    assert len(parses) == len(first.modules) + len(first.tests) and list(cache.glob("rego-heads-*.json"))
+    assert len(parses) == 1 and parses[0].endswith("limits/limits.rego")  # the bundled pack's ship
+    assert list(cache.glob("rego-heads-*.json"))
     parses.clear()
     second = load_policy_set([user])
     assert parses == []
@@ -105,3 +109,18 @@ def test_an_unreadable_or_unwritable_cache_only_costs_time(
     parses.clear()
     assert heads(load_policy_set([user])) == heads(first)
     assert parses  # read again from the modules
+
+
+def test_the_bundled_packs_heads_ship_with_the_package(cache: Path, parses: list[str]) -> None:
+    """A first check on a machine (a CI job's fresh container) parses no bundled module and writes nothing."""
+    policy_set = load_policy_set([])
+    assert parses == [] and not cache.exists()
+    assert len(policy_set.modules) >= 10 and policy_set.tests
+    assert ("dra", "capacity") in engine.rule_packages(policy_set)
+
+
+def test_the_shipped_heads_are_what_the_parser_says() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bundled_heads.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
