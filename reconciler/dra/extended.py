@@ -35,7 +35,6 @@ __all__ = [
     "extended_claim",
     "extended_claim_name",
     "is_extended_claim",
-    "missing_implicit_classes",
     "pending_extended_claim",
     "request_mappings",
 ]
@@ -181,16 +180,3 @@ def pending_extended_claim(
     claim = extended_claim(str(meta.get("namespace") or ""), str(meta.get("name") or ""), requests)
     claim["metadata"]["name"] = f"{meta.get('name')}{EXTENDED_CLAIM_INFIX.rstrip('-')}"
     return claim
-
-
-def missing_implicit_classes(spec: Mapping[str, Any], classes: Iterable[str]) -> list[tuple[str, str]]:
-    """(resource, class) of each ``deviceclass.resource.kubernetes.io/<class>`` the pod asks whose
-    DeviceClass does not exist."""
-    known = set(classes)
-    out: list[tuple[str, str]] = []
-    for container in _containers(spec):
-        for resource in sorted(str(k) for k in container_requests(container)):
-            cls = resource.removeprefix(IMPLICIT_PREFIX)
-            if resource.startswith(IMPLICIT_PREFIX) and cls not in known and (resource, cls) not in out:
-                out.append((resource, cls))
-    return out
