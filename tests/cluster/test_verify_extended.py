@@ -91,7 +91,7 @@ def deployment(name: str, resource: str, replicas: int) -> dict[str, Any]:
 
 def write_repo(tmp_path: Path, workload: dict[str, Any]) -> Path:
     repo = tmp_path / "repo"
-    repo.mkdir()
+    repo.mkdir(parents=True)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}
     (repo / "classes.yaml").write_text(yaml.safe_dump_all(classes(), sort_keys=False))
     (repo / "app.yaml").write_text(yaml.safe_dump_all([namespace, workload], sort_keys=False))
@@ -145,6 +145,19 @@ def test_deployment_asking_a_class_extended_resource_is_applied_and_verified(
         (evidence,) = chain_of(pod, claims)
         assert evidence.ok and evidence.allocated and evidence.reserved
         assert evidence.claim == f"ml/{status['resourceClaimName']}"
+
+    # capacity counts the devices those claims hold: a third replica has none left
+    workload["spec"]["replicas"] = 3
+    more = write_repo(tmp_path / "more", workload)
+    done = CliRunner().invoke(
+        cli, ["check", str(more), "--cluster", "--kubeconfig", str(kubeconfig), "-o", "json"]
+    )
+    findings = json.loads(done.stdout)["findings"]
+    capacity = [f for f in findings if f["rule"] == "capacity"]
+    assert [f["ref"] for f in capacity] == ["Deployment/ml/trainer"], findings
+    assert "cannot be scheduled" in capacity[0]["msg"] and "claim extended-resources" in capacity[0]["msg"], (
+        capacity
+    )
 
 
 def test_a_class_no_device_matches_fails_verification_with_the_reason(
