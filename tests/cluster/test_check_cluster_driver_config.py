@@ -150,3 +150,36 @@ def test_a_secret_both_read_cannot_change_and_no_value_is_shown(
     )
     for value in (TOKEN, NEW_TOKEN, "not-read-by-a-driver"):
         assert value not in output and base64.b64encode(value.encode()).decode() not in output
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_credentials_that_may_not_read_a_drivers_config_are_told_so(
+    sim: tuple[SimCluster, Path],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """deploy/reader's dra-reader may not get ConfigMaps and Secrets outside dra-gitops: the check says which
+    it could not read (they are then judged as new content) and goes on."""
+    cluster, kubeconfig = sim
+    apply(repo_with(tmp_path, "v1", "grouped", "grouped"), kubeconfig)
+    with ClusterClient.for_url(cluster.url) as client:
+        for path in (
+            ROOT / "deploy" / "namespace" / "namespace.yaml",
+            ROOT / "deploy" / "reader" / "rbac-reader.yaml",
+        ):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc:
+                    client.apply(doc)
+        answer = client.request(
+            "POST", "/api/v1/namespaces/dra-gitops/serviceaccounts/dra-reader/token", body={"spec": {}}
+        )
+    said: list[str] = []
+    with ClusterClient.for_url(cluster.url, token=answer["status"]["token"]) as reader:
+        facts = collect_facts(reader, said.append)
+    assert facts.configs == []
+    assert (
+        "cannot read ConfigMap/gpu-system/gpu-driver-config, ConfigMap/gpu-system/gpu-driver-config-canary, "
+        "Secret/gpu-system/gpu-driver-auth (forbidden): a change of what driver workloads read there is judged "
+        "as new content"
+    ) in said, said
