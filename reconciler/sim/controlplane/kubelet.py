@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.dra.extended import extended_claim_name
 from reconciler.sim.controlplane.heartbeat import NodeHeartbeat
 from reconciler.sim.controlplane.objects import (
     RESOURCE,
@@ -219,7 +220,11 @@ class Kubelet(NodeHeartbeat):
             return
         if not running:
             # all claims allocated + reserved for this pod, drivers registered on the node
-            for _, cname, _ in pod_claim_names(pod):
+            # the pod's claims and, as the kubelet adds it, the claim for its extended resources
+            names = [cname for _, cname, _ in pod_claim_names(pod)]
+            if extended_claim_name(pod):
+                names.append(extended_claim_name(pod))
+            for cname in names:
                 claim = claims.get((ns, cname)) if cname else None
                 if claim is None:
                     return
