@@ -9,13 +9,18 @@ was delivered with `updateStrategy: OnDelete` and a new template, so its control
    wave before anything is touched (a drain is never skipped silently);
 3. it deletes the DaemonSet's pods on those nodes that do not run its current revision (its newest
    ControllerRevision's `controller-revision-hash`); the controller creates the new ones;
-4. it waits for each node's new pod Ready (a pod that will not become Ready by itself, or a node that is not
-   Ready, fails the node at once, with the evidence);
+4. it waits for each node's new pod Ready (a pod that will not become Ready by itself fails the node at once,
+   with the evidence);
 5. it waits for each node's slices republished by the new pod (a pool's generation moved on, or its slices
    are new objects), complete, with the same devices: the same names, and the same values of the attributes
    the driver's DeviceClasses select on (a device that disappeared fails the node);
-6. it removes the taint rules when every node passed; on a failure they stay (the revert needs the devices
+6. with a `probe`, on each node still good, a ResourceClaim of the probe's class (tolerating the wave's taint)
+   and a pod of its image must allocate and run (`reconciler/cluster/probe.py`; steps `probe`/`probe-failed`);
+7. it removes the taint rules when every node passed; on a failure they stay (the revert needs the devices
    drained) and `release_wave` removes them.
+
+A wave node that is gone or goes NotReady at any point of steps 4 to 7 is a failed node, with the evidence
+(`node X is not Ready since <lastTransitionTime>: <reason>: <message>`).
 
 Each step is recorded in order with its time (`WaveResult.steps`). The caller judges `maxFailedNodes`.
 """
@@ -25,20 +30,21 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cluster.objects import meta, name_of, node_ready, owned_by, pod_ready
+from reconciler.cluster.objects import condition, meta, name_of, owned_by, pod_ready
+from reconciler.cluster.probe import TAINT_KEY, run_probe
 from reconciler.cluster.readiness.health import pod_failure
 from reconciler.cluster.wave_pools import Pool, devices_problem, node_pools, republished, selected_attributes
+from reconciler.model.driver_rollout import Probe
 from reconciler.model.readers import as_dict
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
 
 REVISION_LABEL = "controller-revision-hash"
-TAINT_KEY = "dra-gitops.io/driver-upgrade"
 ROLLOUT_LABEL = "dra-gitops.io/rollout"
 DRA_GROUP = "resource.k8s.io"
 
@@ -53,12 +59,13 @@ class WaveTarget:
     number: int
     nodes: tuple[str, ...]
     drain_devices: bool = False
+    probe: Probe | None = None  # run on the wave's nodes after their slices are republished (None: no probe)
 
 
 @dataclass(frozen=True)
 class Step:
     at: float  # time.monotonic()
-    action: str  # taint, delete-pod, pod-ready, slices-republished, untaint, node-failed
+    action: str  # taint, delete-pod, pod-ready, slices-republished, probe, probe-failed, untaint, node-failed
     node: str
     detail: str
 
@@ -177,6 +184,9 @@ class WaveRunner:
         rules = self._taint(before) if rules_api is not None else {}
         self._replace(ds, revision)
         self._wait(ds, revision, before)
+        if t.probe is not None:
+            self._probe(t.probe)
+        self._check_nodes({name_of(n): n for n in self.client.list_kind("", "Node")})
         if self.result.failed_nodes:
             self.result.taint_rules = sorted(rules)
             return self.result
@@ -236,9 +246,12 @@ class WaveRunner:
         deadline = self.clock() + self.timeout
         while waiting_pod or waiting_slices:
             nodes = {name_of(n): n for n in self.client.list_kind("", "Node")}
+            self._check_nodes(nodes)
+            waiting_pod -= set(self.result.failed_nodes)
+            waiting_slices -= set(self.result.failed_nodes)
             pods = self._pods(ds)
             for node in sorted(waiting_pod):
-                verdict = self._pod_verdict(node, nodes.get(node), pods[node], revision, last)
+                verdict = self._pod_verdict(node, pods[node], revision, last)
                 if verdict is not None:
                     waiting_pod.discard(node)
                     if verdict:
@@ -276,16 +289,11 @@ class WaveRunner:
     def _pod_verdict(
         self,
         node: str,
-        node_obj: dict[str, Any] | None,
         pods: list[dict[str, Any]],
         revision: str,
         last: dict[str, str],
     ) -> str | None:
         """None: still waiting; "": the new pod is Ready; else the evidence of the node's failure."""
-        if node_obj is None:
-            return f"node {node} is gone"
-        if not node_ready(node_obj):
-            return f"node {node} is not Ready"
         for pod in pods:
             if as_dict(meta(pod).get("labels")).get(REVISION_LABEL) != revision:
                 continue
@@ -299,6 +307,41 @@ class WaveRunner:
                 f"pod {name_of(pod)} is {as_dict(pod.get('status')).get('phase') or 'Pending'}, not Ready"
             )
         return None
+
+    def _check_nodes(self, nodes: Mapping[str, Mapping[str, Any]]) -> None:
+        """A wave node that is gone or not Ready while the wave runs is a failed node, with its condition."""
+        for node in self.target.nodes:
+            if node not in self.result.failed_nodes:
+                evidence = node_not_ready(node, nodes.get(node))
+                if evidence is not None:
+                    self._fail(node, evidence)
+
+    def _probe(self, probe: Probe) -> None:
+        """The probe on each node that passed so far: a claim of its class and a pod of its image must run."""
+        t = self.target
+        nodes = [n for n in t.nodes if n not in self.result.failed_nodes]
+        if not nodes:
+            return
+        progress = self.progress
+        verdicts = run_probe(
+            self.client,
+            t.namespace,
+            t.driver,
+            nodes,
+            probe,
+            self.clock() + self.timeout,
+            clock=self.clock,
+            sleep=self.sleep,
+            poll=self.poll,
+            progress=None if progress is None else (lambda line: progress(f"wave {t.number}: {line}")),
+        )
+        for node in nodes:
+            evidence = verdicts.get(node)
+            if evidence is None:
+                self._step("probe", node, f"{probe.device_class} / {probe.image}")
+            else:
+                self._step("probe-failed", node, evidence)
+                self._fail(node, evidence)
 
     def _slice_verdict(
         self, node: str, before: dict[str, Pool], after: dict[str, Pool], watched: set[str]
@@ -315,6 +358,22 @@ class WaveRunner:
             if problem is not None:
                 return f"node {node}: {problem}"
         return ""
+
+
+def node_not_ready(name: str, node: Mapping[str, Any] | None) -> str | None:
+    """Why `node` cannot take part in a wave (gone, or not Ready: since when, its reason and message), or None."""
+    if node is None:
+        return f"node {name} is gone"
+    ready = condition(node, "Ready")
+    if ready is not None and ready.get("status") == "True":
+        return None
+    if ready is None:
+        return f"node {name} is not Ready: it reports no Ready condition"
+    status = ready.get("status")
+    since = ready.get("lastTransitionTime") or "an unknown time"
+    state = "" if status == "False" else f" (Ready={status})"
+    why = ": ".join(str(x) for x in (ready.get("reason"), ready.get("message")) if x)
+    return f"node {name} is not Ready since {since}{state}" + (f": {why}" if why else "")
 
 
 def run_wave(client: ClusterClient, target: WaveTarget, **options: Any) -> WaveResult:
@@ -334,4 +393,15 @@ def release_wave(client: ClusterClient, result: WaveResult) -> list[str]:
     return removed
 
 
-__all__ = ["Pool", "Step", "WaveResult", "WaveRunner", "WaveTarget", "node_pools", "release_wave", "run_wave"]
+__all__ = [
+    "TAINT_KEY",
+    "Pool",
+    "Step",
+    "WaveResult",
+    "WaveRunner",
+    "WaveTarget",
+    "node_not_ready",
+    "node_pools",
+    "release_wave",
+    "run_wave",
+]
