@@ -6,7 +6,9 @@ v1/v1beta2, the flat request before) whose request tolerates the wave's own Devi
 (`TAINT_KEY`, NoSchedule: the probe must land on the drained devices), and a pod with
 `restartPolicy: Never` that uses it, pinned to the node by a required node affinity on
 `kubernetes.io/hostname` (not `nodeName`: a pod with `nodeName` bypasses the scheduler, and with it the claim's
-allocation). The pod tolerates the node's NoSchedule taints (GPU nodes are commonly tainted so only
+allocation). The pod meets Pod Security `restricted` (non-root, no privilege escalation, no capabilities,
+RuntimeDefault seccomp, no ServiceAccount token), so it may run in the reconciler's own namespace, where
+deploy/base grants its claims and pods. The pod tolerates the node's NoSchedule taints (GPU nodes are commonly tainted so only
 workloads asking for them land there; the driver's own plugin runs there), not its NoExecute ones.
 
 A node passes when its pod is Running or Succeeded with its claim allocated a device of the driver. It fails
@@ -90,6 +92,13 @@ def pod_body(
         },
         "spec": {
             "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            # Pod Security `restricted` (the reconciler's own namespace enforces it)
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65534,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -106,7 +115,12 @@ def pod_body(
             "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
             "resourceClaims": [{"name": REQUEST, "resourceClaimName": claim}],
             "containers": [
-                {"name": "probe", "image": probe.image, "resources": {"claims": [{"name": REQUEST}]}}
+                {
+                    "name": "probe",
+                    "image": probe.image,
+                    "resources": {"claims": [{"name": REQUEST}]},
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
             ],
         },
     }
@@ -330,16 +344,31 @@ class ProbeRun:
             raise LookupError("the cluster serves no resource.k8s.io ResourceClaim")
         return found
 
-    def _delete(self, api: ResourceInfo, name: str) -> None:
+    def _delete(self, api: ResourceInfo, name: str) -> str | None:
+        """Delete one object (gone already is fine); the error when it could not be deleted."""
         try:
             self.client.delete(api, self.namespace, name)
         except DraGitopsError as exc:
             log.warning("could not delete %s %s: %s", api.kind, self._ref(name), exc)
+            return str(exc)
+        return None
 
     def cleanup(self) -> None:
-        """Delete what this probe created: pods first, then their claims (the claim controller deallocates)."""
+        """Delete what this probe created: pods first, then their claims (the claim controller deallocates).
+
+        What cannot be deleted fails its node's probe (a passed one too): nothing is left behind silently."""
+        owners = {e.pod: e for e in self.nodes.values()}
         for api, name in sorted(self.created, key=lambda c: c[0].kind != "Pod"):
-            self._delete(api, name)
+            error = self._delete(api, name)
+            entry = owners.get(name)
+            if error is None or entry is None:
+                continue
+            left = f"{api.kind} {self._ref(name)} could not be deleted (left behind): {error}"
+            entry.evidence = (
+                f"{entry.evidence}; and {left}"
+                if entry.evidence
+                else f"probe on {entry.node}: it ran, but {left}"
+            )
         self.created = []
 
 

@@ -60,6 +60,9 @@ class WaveTarget:
     nodes: tuple[str, ...]
     drain_devices: bool = False
     probe: Probe | None = None  # run on the wave's nodes after their slices are republished (None: no probe)
+    # where the probe's claims and pods go ("": the DaemonSet's namespace); deploy/base grants the
+    # reconciler's own namespace (dra-gitops)
+    probe_namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -325,7 +328,7 @@ class WaveRunner:
         progress = self.progress
         verdicts = run_probe(
             self.client,
-            t.namespace,
+            t.probe_namespace or t.namespace,
             t.driver,
             nodes,
             probe,
