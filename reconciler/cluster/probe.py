@@ -4,9 +4,9 @@ must allocate and run before the deadline.
 `run_probe` creates, per node, a ResourceClaim (in the cluster's served resource.k8s.io version: `exactly` in
 v1/v1beta2, the flat request before) whose request tolerates the wave's own DeviceTaintRule taint
 (`TAINT_KEY`, NoSchedule: the probe must land on the drained devices), and a pod with
-`restartPolicy: Never` that uses it, pinned to the node by a required node affinity on
-`kubernetes.io/hostname` (not `nodeName`: a pod with `nodeName` bypasses the scheduler, and with it the claim's
-allocation). The pod meets Pod Security `restricted` (non-root, no privilege escalation, no capabilities,
+`restartPolicy: Never` that uses it, pinned to the node by a required node affinity on its name
+(`matchFields` `metadata.name`, as the DaemonSet controller pins its pods; not `nodeName`: a pod with
+`nodeName` bypasses the scheduler, and with it the claim's allocation). The pod meets Pod Security `restricted` (non-root, no privilege escalation, no capabilities,
 RuntimeDefault seccomp, no ServiceAccount token), so it may run in the reconciler's own namespace, where
 deploy/base grants its claims and pods. The pod tolerates the node's NoSchedule taints (GPU nodes are commonly tainted so only
 workloads asking for them land there; the driver's own plugin runs there), not its NoExecute ones.
@@ -47,7 +47,6 @@ DRA_GROUP = "resource.k8s.io"
 TAINT_KEY = "dra-gitops.io/driver-upgrade"  # the wave's DeviceTaintRule taint (reconciler/cluster/wave.py)
 PROBE_LABEL = "dra-gitops.io/probe"  # value: the driver
 NODE_ANNOTATION = "dra-gitops.io/probe-node"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 REQUEST = "probe"
 WARNINGS = ("FailedScheduling", "FailedPrepareDynamicResources")
 NESTED_REQUEST_VERSIONS = ("v1", "v1beta2")  # `requests[].exactly`; older versions keep the flat request
@@ -102,12 +101,10 @@ def pod_body(
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
+                        # the node by name, as the DaemonSet controller pins its pods (the hostname
+                        # label may differ from the name: --hostname-override, some clouds)
                         "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}
-                                ]
-                            }
+                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
                         ]
                     }
                 }
@@ -143,15 +140,18 @@ def allocated_results(claim: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return [as_dict(r) for r in as_list(as_dict(allocation.get("devices")).get("results"))]
 
 
-def claim_state(claim: Mapping[str, Any] | None, ref: str) -> str:
-    """The claim's allocation status, as evidence."""
+def devices_of(results: Iterable[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results)
+
+
+def claim_state(claim: Mapping[str, Any] | None, ref: str, seen: list[dict[str, Any]] | None = None) -> str:
+    """The claim's allocation status, as evidence (`seen`: its allocation as last seen, if released since)."""
     if claim is None:
         return f"claim {ref}: gone"
     results = allocated_results(claim)
-    if not results:
-        return f"claim {ref}: not allocated"
-    devices = ", ".join(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results)
-    return f"claim {ref}: allocated {devices}"
+    if results:
+        return f"claim {ref}: allocated {devices_of(results)}"
+    return f"claim {ref}: not allocated" + (f" (released; it was {devices_of(seen)})" if seen else "")
 
 
 def container_states(pod: Mapping[str, Any]) -> list[str]:
@@ -205,7 +205,8 @@ class _NodeProbe:
     evidence: str | None = None
     done: bool = False
     detail: str = ""
-    allocated: str = ""  # the claim's allocation as last seen (a pod that ended has its claim released)
+    # the claim's allocation results as last seen (the claim of a pod that ended is released)
+    results: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -290,8 +291,7 @@ class ProbeRun:
             events: list[dict[str, Any]] | None = None
             for entry in waiting:
                 pod, claim = pods.get(entry.pod), claims.get(entry.claim)
-                if allocated_results(claim):
-                    entry.allocated = claim_state(claim, self._ref(entry.claim))
+                entry.results = allocated_results(claim) or entry.results
                 verdict = self._verdict(entry, pod, claim)
                 if verdict is None and not timed_out:
                     continue
@@ -301,18 +301,25 @@ class ProbeRun:
                     continue
                 if events is None:
                     events = self.client.list_kind("", "Event", self.namespace)
-                uid = str(meta(pod or {}).get("uid") or "") or None
-                state = pod_state(
-                    pod, self._ref(entry.pod), events_for(events, "Pod", self.namespace, entry.pod, uid)
-                )
                 why = verdict or f"did not allocate and run within {self.deadline - started:.3g}s"
-                held = claim_state(claim, self._ref(entry.claim))
-                if entry.allocated and not allocated_results(claim):
-                    held = f"{held} (released; it was {entry.allocated.split(': ', 1)[1]})"
-                entry.done, entry.evidence = True, f"probe on {entry.node}: {why} — {held}; {state}"
+                entry.done, entry.evidence = True, self._evidence(entry, why, pod, claim, events)
                 self._say(f"probe {entry.node}: failed: {why}")
             if any(not e.done for e in self.nodes.values()):
                 self.sleep(self.poll)
+
+    def _evidence(
+        self,
+        entry: _NodeProbe,
+        why: str,
+        pod: Mapping[str, Any] | None,
+        claim: Mapping[str, Any] | None,
+        events: list[dict[str, Any]],
+    ) -> str:
+        """Why the node's probe failed, then its claim's allocation, its pod's state and events."""
+        uid = str(meta(pod or {}).get("uid") or "") or None
+        mine = events_for(events, "Pod", self.namespace, entry.pod, uid)
+        held = claim_state(claim, self._ref(entry.claim), entry.results)
+        return f"probe on {entry.node}: {why} — {held}; {pod_state(pod, self._ref(entry.pod), mine)}"
 
     def _verdict(
         self, entry: _NodeProbe, pod: Mapping[str, Any] | None, claim: Mapping[str, Any] | None
@@ -329,13 +336,15 @@ class ProbeRun:
             return f"selector error: {failing.group(0)}"
         if pod_phase(pod) not in ("Running", "Succeeded"):
             return None
-        results = allocated_results(claim)
+        results = entry.results  # a pod that Succeeded already may have its claim released
         others = sorted({str(r.get("driver")) for r in results} - {self.driver})
         if not results or others:
             return (
                 f"its claim was allocated devices of {', '.join(others) or 'no driver'}, not of {self.driver}"
             )
-        entry.detail = f"pod {pod_phase(pod)}, " + claim_state(claim, self._ref(entry.claim))
+        entry.detail = (
+            f"pod {pod_phase(pod)}, claim {self._ref(entry.claim)}: allocated {devices_of(results)}"
+        )
         return ""
 
     def claims_api(self) -> ResourceInfo:

@@ -115,8 +115,8 @@ def test_the_probe_allocates_and_runs_on_each_node_then_deletes_what_it_made(env
         # through the scheduler (which allocates the claim), pinned by a required node affinity
         assert pod["status"]["phase"] == "Running" and spec["restartPolicy"] == "Never"
         term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-        node = term["nodeSelectorTerms"][0]["matchExpressions"][0]
-        assert node["key"] == "kubernetes.io/hostname" and node["values"][0] in ("sim-node-0", "sim-node-2")
+        (node,) = term["nodeSelectorTerms"][0]["matchFields"]
+        assert node["key"] == "metadata.name" and node["values"][0] in ("sim-node-0", "sim-node-2")
         assert spec["containers"][0]["image"] == PROBE.image
     claims = seen.of_kind("ResourceClaim")
     assert len(claims) == 2 and all(c["status"]["allocation"] for c in claims)
