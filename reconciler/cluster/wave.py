@@ -19,8 +19,9 @@ was delivered with `updateStrategy: OnDelete` and a new template, so its control
 7. it removes the taint rules when every node passed; on a failure they stay (the revert needs the devices
    drained) and `release_wave` removes them.
 
-A wave node that is gone or goes NotReady at any point of steps 4 to 7 is a failed node, with the evidence
-(`node X is not Ready since <lastTransitionTime>: <reason>: <message>`).
+A wave node that is gone or not Ready is a failed node, with the evidence (`node X is not Ready since
+<lastTransitionTime>: <reason>: <message>`): already so when the wave starts, it is not touched (no taint,
+its plugin pod left alone); going NotReady at any later point, until the untaint, fails it then.
 
 Each step is recorded in order with its time (`WaveResult.steps`). The caller judges `maxFailedNodes`.
 """
@@ -160,6 +161,13 @@ class WaveRunner:
                 out[node].append(pod)
         return out
 
+    def _nodes(self) -> dict[str, dict[str, Any]]:
+        return {name_of(n): n for n in self.client.list_kind("", "Node")}
+
+    def _good_nodes(self) -> list[str]:
+        """The wave's nodes that have not failed (yet)."""
+        return [n for n in self.target.nodes if n not in self.result.failed_nodes]
+
     def _slices(self) -> list[dict[str, Any]]:
         return self.client.list_kind(DRA_GROUP, "ResourceSlice")
 
@@ -184,12 +192,13 @@ class WaveRunner:
             return self.result
         slices = self._slices()
         before = {node: node_pools(slices, t.driver, node) for node in t.nodes}
+        self._check_nodes(self._nodes())  # a node not Ready already fails before it is touched
         rules = self._taint(before) if rules_api is not None else {}
         self._replace(ds, revision)
         self._wait(ds, revision, before)
         if t.probe is not None:
             self._probe(t.probe)
-        self._check_nodes({name_of(n): n for n in self.client.list_kind("", "Node")})
+        self._check_nodes(self._nodes())
         if self.result.failed_nodes:
             self.result.taint_rules = sorted(rules)
             return self.result
@@ -213,7 +222,7 @@ class WaveRunner:
         rules_api = self.client.find_kind(DRA_GROUP, "DeviceTaintRule")
         assert rules_api is not None
         rules: dict[str, str] = {}
-        for node in t.nodes:
+        for node in self._good_nodes():
             for pool in sorted(before[node]):
                 name = _dns_name("dra-gitops-wave", t.daemonset, pool)
                 body = {
@@ -236,6 +245,8 @@ class WaveRunner:
     def _replace(self, ds: dict[str, Any], revision: str) -> None:
         pod_api = self.client.resource_for("v1", "Pod")
         for node, pods in self._pods(ds).items():
+            if node in self.result.failed_nodes:
+                continue
             for pod in pods:
                 if as_dict(meta(pod).get("labels")).get(REVISION_LABEL) != revision:
                     self.client.delete(pod_api, self.target.namespace, name_of(pod))
@@ -244,12 +255,11 @@ class WaveRunner:
     def _wait(self, ds: dict[str, Any], revision: str, before: dict[str, dict[str, Pool]]) -> None:
         t = self.target
         watched = selected_attributes(self.client.list_kind(DRA_GROUP, "DeviceClass"), t.driver)
-        waiting_pod, waiting_slices = set(t.nodes), set[str]()
+        waiting_pod, waiting_slices = set(self._good_nodes()), set[str]()
         last: dict[str, str] = dict.fromkeys(t.nodes, "no pod of the current revision yet")
         deadline = self.clock() + self.timeout
         while waiting_pod or waiting_slices:
-            nodes = {name_of(n): n for n in self.client.list_kind("", "Node")}
-            self._check_nodes(nodes)
+            self._check_nodes(self._nodes())
             waiting_pod -= set(self.result.failed_nodes)
             waiting_slices -= set(self.result.failed_nodes)
             pods = self._pods(ds)
@@ -322,7 +332,7 @@ class WaveRunner:
     def _probe(self, probe: Probe) -> None:
         """The probe on each node that passed so far: a claim of its class and a pod of its image must run."""
         t = self.target
-        nodes = [n for n in t.nodes if n not in self.result.failed_nodes]
+        nodes = self._good_nodes()
         if not nodes:
             return
         progress = self.progress

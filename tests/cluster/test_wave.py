@@ -354,3 +354,17 @@ def test_a_node_not_ready_after_its_slices_fails_before_the_untaint(env: Env) ->
     assert result.failed_nodes["sim-node-0"].startswith("node sim-node-0 is not Ready since ")
     assert result.actions("sim-node-0")[-2:] == ["slices-republished", "node-failed"]
     assert "untaint" not in result.actions()
+
+
+def test_a_node_not_ready_when_the_wave_starts_is_failed_and_left_alone(env: Env) -> None:
+    before = upgrade(env)
+    env.plane.set_node_ready("sim-node-1", False)
+    result = run_wave(env.client, target(), timeout=30, poll=0.05)
+    assert set(result.failed_nodes) == {"sim-node-1"}
+    assert result.failed_nodes["sim-node-1"].startswith("node sim-node-1 is not Ready since ")
+    assert result.actions("sim-node-1") == ["node-failed"]  # no taint, no pod deleted
+    assert result.actions("sim-node-0") == ["taint", "delete-pod", "pod-ready", "slices-republished"]
+    assert plugin_pods(env.client)["sim-node-1"]["metadata"]["uid"] == before["sim-node-1"]["metadata"]["uid"]
+    rules = env.client.list_kind("resource.k8s.io", "DeviceTaintRule")
+    assert [r["spec"]["deviceSelector"]["pool"] for r in rules] == ["sim-node-0"]  # kept for the revert
+    assert result.taint_rules == [r["metadata"]["name"] for r in rules]
