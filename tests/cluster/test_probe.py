@@ -48,6 +48,8 @@ def start(served: tuple[str, ...] = ("v1", "v1beta2")) -> Iterator[Env]:
         sim,
         nodes=4,
         drivers=({"name": DRIVER, "nodes": GPU_NODES, "preinstalled": True},),
+        # a node whose hostname label is not its name (--hostname-override): the probe pins by name
+        node_labels={"sim-node-2": {"kubernetes.io/hostname": "gpu-host-2"}},
         time_scale=0.01,
     )
     client = ClusterClient.for_url(sim.url)
