@@ -41,6 +41,9 @@ class ClusterFacts:
     unavailable: list[str] = field(default_factory=list)  # group versions discovery could not read
     # (group, kind) -> whether discovery lists the kind as namespaced
     namespaced: dict[tuple[str, str], bool] = field(default_factory=dict)
+    # the ConfigMaps and Secrets the live driver workloads read, their content as a digest only
+    # (`dra.content_digest_only`): never in the input, only in the base of a check without a revision
+    configs: list[Manifest] = field(default_factory=list)
 
 
 def object_doc(manifest: Manifest, stage: int | None = None, judged: bool = True) -> dict[str, Any]:
