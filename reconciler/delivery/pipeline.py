@@ -31,9 +31,10 @@ from reconciler.delivery.desired import DesiredState
 from reconciler.delivery.recreate import recreate_refused
 from reconciler.delivery.result import Delivery
 from reconciler.model import dra
-from reconciler.model.objects import Manifest, ObjRef, ref_of
+from reconciler.model.objects import Manifest, ObjRef
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads, rollouts_of
+from reconciler.model.scope import live_ref
 from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.outcome import Outcome
 from reconciler.render.capabilities import Capabilities, from_served
@@ -80,7 +81,8 @@ class DeliverHooks:
 def cluster_capabilities_of(client: ClusterClient) -> Capabilities:
     """The `.Capabilities` charts render with for this cluster: its version and what discovery lists."""
     version = client.server_version()
-    return from_served(version, client.served_kinds().kinds, f"the cluster, {version}")
+    served = client.served_kinds()
+    return from_served(version, served.kinds, f"the cluster, {version}", served.namespaced)
 
 
 def stale_manifests(
@@ -90,7 +92,7 @@ def stale_manifests(
     desired = {m.ref for m in head} | keep
     stale = []
     for body in applyset.prune_candidates(client, set_id, desired):
-        stale.append(Manifest(body=body, ref=ref_of(body), path="", line=0))
+        stale.append(Manifest(body=body, ref=live_ref(body), path="", line=0))
     return stale
 
 
@@ -406,7 +408,7 @@ def deliver_drift(
     """
     hooks = hooks or DeliverHooks()
     set_id = applyset.applyset_id(options.target, options.namespace)
-    stale = [Manifest(body=body, ref=ref_of(body), path="", line=0) for body in extra]
+    stale = [Manifest(body=body, ref=live_ref(body), path="", line=0) for body in extra]
     plan = compute_plan(stale, reapply)
     timings: dict[str, float] = {}
     started = time.perf_counter()
