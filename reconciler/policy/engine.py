@@ -219,13 +219,16 @@ class EmbeddedEngine:
     def __init__(self, policy_set: PolicySet) -> None:
         import regorus  # imported here so `--help` stays fast
 
-        self._engine = regorus.Engine()
+        engine = regorus.Engine()
         self._packages = rule_packages(policy_set)
         for module in policy_set.modules:
             try:
-                self._engine.add_policy(module.path, module.text)
+                engine.add_policy(module.path, module.text)
             except RuntimeError as exc:
-                raise rego_error(exc) from exc
+                error = rego_error(exc)
+                del engine  # unsendable: never left for the collector of another thread (see rego_ast)
+                raise error from exc
+        self._engine = engine
 
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
         engine = self._engine.clone()

@@ -97,7 +97,11 @@ def parse_module(path: str, text: str) -> ParsedModule:
     try:
         engine.add_policy(path, text)
     except RuntimeError as exc:
-        raise parse_error(exc, f"{path}:1:1") from exc
+        error = parse_error(exc, f"{path}:1:1")
+        # regorus engines are unsendable: one kept alive by this frame in the error's traceback could be
+        # collected on another thread (PyO3 then leaks it with an unraisable RuntimeError).
+        del engine
+        raise error from exc
     (module,) = json.loads(engine.get_ast_as_json())
     ast = module["ast"]
     names, dynamic = ref_parts(ast["package"]["refr"])
