@@ -151,6 +151,11 @@ def _dns_name(*parts: str) -> str:
     return f"{clean[:200].rstrip('-.')}-{digest}"
 
 
+def rollout_label(namespace: str, daemonset: str) -> str:
+    """The value of ROLLOUT_LABEL on the DeviceTaintRules of one DaemonSet's waves."""
+    return _dns_name(namespace, daemonset)[-63:].lstrip("-.")
+
+
 class WaveRunner:
     """Runs one wave; `clock`/`sleep` are injectable, `progress` gets one line per step."""
 
@@ -173,6 +178,9 @@ class WaveRunner:
         self.sleep = sleep
         self.progress = progress
         self.result = WaveResult(target.number)
+        # Nodes whose old plugin pod this run deleted; the others already ran the current revision when the
+        # wave began (a wave resumed after a kill): their slices are not republished again, only checked.
+        self.replaced: set[str] = set()
 
     def _step(self, action: str, node: str, detail: str) -> None:
         self.result.steps.append(Step(self.clock(), action, node, detail))
@@ -273,7 +281,7 @@ class WaveRunner:
                     "kind": "DeviceTaintRule",
                     "metadata": {
                         "name": name,
-                        "labels": {ROLLOUT_LABEL: _dns_name(t.namespace, t.daemonset)[-63:].lstrip("-.")},
+                        "labels": {ROLLOUT_LABEL: rollout_label(t.namespace, t.daemonset)},
                     },
                     "spec": {
                         "deviceSelector": {"driver": t.driver, "pool": pool},
@@ -291,6 +299,7 @@ class WaveRunner:
             for pod in pods:
                 if as_dict(meta(pod).get("labels")).get(REVISION_LABEL) != revision:
                     self.client.delete(pod_api, self.target.namespace, name_of(pod))
+                    self.replaced.add(node)
                     self._step("delete-pod", node, name_of(pod))
 
     def _wait(self, ds: dict[str, Any], revision: str, before: dict[str, dict[str, Pool]]) -> None:
@@ -369,7 +378,7 @@ class WaveRunner:
         self, node: str, before: dict[str, Pool], after: dict[str, Pool], watched: set[str]
     ) -> str | None:
         """None: still waiting; "": republished with the same devices; else the evidence."""
-        if not before:
+        if not before or node not in self.replaced:
             return "" if any(p.complete for p in after.values()) else None
         for name, pool in sorted(before.items()):
             now = after.get(name)
@@ -399,4 +408,14 @@ def release_wave(client: ClusterClient, result: WaveResult) -> list[str]:
     return removed
 
 
-__all__ = ["Pool", "Step", "WaveResult", "WaveRunner", "WaveTarget", "node_pools", "release_wave", "run_wave"]
+__all__ = [
+    "Pool",
+    "Step",
+    "WaveResult",
+    "WaveRunner",
+    "WaveTarget",
+    "node_pools",
+    "release_wave",
+    "rollout_label",
+    "run_wave",
+]

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reconciler.cluster import applyset
+from reconciler.cluster.waverollout import WaveControl
 from reconciler.model.objects import ObjRef
 
 
@@ -43,6 +44,8 @@ class DeliverHooks:
     cancelled: Callable[[], str | None] | None = None
     # Asked at every poll of verification (an `abort` ends it at once), when given.
     during_verify: Callable[[], str | None] | None = None
+    # How main driver DaemonSets upgraded in waves are followed (progress saved, resumed, paused).
+    waves: WaveControl | None = None
 
 
 __all__ = ["DeliverHooks", "DeliverOptions"]

@@ -34,6 +34,7 @@ from reconciler.model.objects import Manifest, ObjRef, ref_of
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads, rollouts_of
 from reconciler.model.stages import WORKLOADS, stage_label
+from reconciler.model.wave_progress import with_wave_strategy
 from reconciler.outcome import Outcome
 from reconciler.render.capabilities import Capabilities, from_served
 
@@ -68,15 +69,25 @@ def deliver(
     hooks: DeliverHooks | None = None,
 ) -> Delivery:
     """`_deliver` with driver workloads recognized by what the revision (and its base) say of drivers."""
+    with dra.driver_hints(_hints(desired, base)):
+        return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
+
+
+def _hints(desired: DesiredState, base: DesiredState | None = None) -> dra.DriverHints:
     seen = [*desired.manifests.manifests, *(base.manifests.manifests if base is not None else ())]
-    hints = dra.hints_of(
+    return dra.hints_of(
         seen,
         declared_workloads(desired.drivers),
         allowing_no_nodes(desired.drivers),
         rollouts_of(desired.drivers),
     )
-    with dra.driver_hints(hints):
-        return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
+
+
+def delivered_manifests(desired: DesiredState) -> list[Manifest]:
+    """The revision's objects as a delivery writes them: a main driver DaemonSet with a `rollout` gets
+    `updateStrategy: OnDelete` (dra-gitops owns that field; `model/wave_progress.py`)."""
+    with dra.driver_hints(_hints(desired)):
+        return with_wave_strategy(desired.manifests.manifests)
 
 
 def _deliver(
@@ -100,7 +111,8 @@ def _deliver(
     before_write = _once(hooks.before_write)
     timings: dict[str, float] = {}
     revision = desired.revision.sha
-    head = desired.manifests.manifests
+    # Policies judge the revision as written; the cluster gets the strategy waves need (OnDelete).
+    head = with_wave_strategy(desired.manifests.manifests)
     set_id = applyset.applyset_id(options.target, options.namespace)
 
     started = time.perf_counter()
@@ -280,6 +292,7 @@ __all__ = [
     "cluster_capabilities_of",
     "deliver",
     "deliver_drift",
+    "delivered_manifests",
     "stale_manifests",
     "workloads_of",
 ]

@@ -62,6 +62,7 @@ class _StagedWrites:
             waited_by_caller=frozenset({WORKLOADS}) if self.options.verify else frozenset(),
             on_stage=self._on_stage,
             fail_fast=self._stop_for_shutdown,
+            waves=self.hooks.waves,
         )
 
     def _ask(self) -> str | None:
@@ -79,6 +80,9 @@ class _StagedWrites:
         )
         if self.hooks.after_stage is not None:
             self.hooks.after_stage(stage.label)
+        waves = self.hooks.waves
+        if self.cancelled is None and waves is not None and waves.paused:
+            self.cancelled = waves.paused  # a rollout in waves paused (suspend): its progress is kept
         if self.cancelled is None:
             self._ask()
 

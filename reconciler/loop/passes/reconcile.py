@@ -16,7 +16,7 @@ import time
 from reconciler.cluster import applyset
 from reconciler.cluster.apply import scan_drift
 from reconciler.cluster.client import Forbidden
-from reconciler.delivery.pipeline import deliver_drift
+from reconciler.delivery.pipeline import deliver_drift, delivered_manifests
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.passes.passbase import Progress, short_sha
 from reconciler.loop.passes.promotionstep import PromotionSteps
@@ -273,7 +273,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
         desired = self._desired(sha)
         if not offline:
             self.keep_last_good(sha)  # a state written before copies were kept, or a copy lost
-        manifests = desired.manifests.manifests
+        manifests = delivered_manifests(desired)  # as delivered: a driver upgraded in waves is OnDelete
         kinds = {applyset.group_kind(m.body) for m in manifests}
         report = scan_drift(self.client, manifests, self.set_id, self.fingerprints, kinds)
         result = PassResult(self.options.target, Outcome.UNCHANGED, sha, drift=report)
