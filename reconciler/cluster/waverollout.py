@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.objects import meta, name_of, owned_by
+from reconciler.cluster.objects import meta, name_of, node_ready, owned_by
 from reconciler.cluster.wave import (
     DRA_GROUP,
     REVISION_LABEL,
@@ -275,6 +275,13 @@ class DriverRollout:
                     return paused
         self._save(phase=DONE, soak_until=None)
         self._event("RolloutComplete", f"{len(plan.order)} node(s) upgraded in {len(plan.waves)} wave(s)")
+        failed = self.progress.failed_nodes
+        if failed:
+            listed = "; ".join(f"{node}: {evidence}" for node, evidence in sorted(failed.items()))
+            return RolloutOutcome(
+                warning=f"{self.ref}: {len(failed)} node(s) failed within maxFailedNodes "
+                f"{plan.max_failed_nodes}, their plugin not upgraded: {listed}"
+            )
         return RolloutOutcome()
 
     def _plan(self, pods: dict[str, dict[str, Any]]) -> WavePlan:
@@ -385,7 +392,17 @@ class DriverRollout:
 
     def _revert(self) -> RolloutOutcome:
         ds, revision, pods = self._settled()
-        touched = tuple(sorted(node for node, pod in pods.items() if _pod_revision(pod) != revision))
+        stale = sorted(node for node, pod in pods.items() if _pod_revision(pod) != revision)
+        ready = {name_of(n) for n in self.client.list_kind("", "Node") if node_ready(n)}
+        # A node that is not Ready cannot run the old plugin either: said, not waited for.
+        touched = tuple(node for node in stale if node in ready)
+        unreachable = [node for node in stale if node not in ready]
+        warning = (
+            f"{self.ref}: the old plugin could not be put back on {', '.join(unreachable)} (not Ready): "
+            "its pod is replaced when the node comes back (delete it then)"
+            if unreachable
+            else None
+        )
         self.progress.revision, self.progress.nodes = revision, len(pods)
         if touched:
             self._save(phase=REVERTING)
@@ -409,7 +426,7 @@ class DriverRollout:
                 "RolloutReverted",
                 f"old plugin back on {len(touched)} node(s), {len(removed)} taint rule(s) removed",
             )
-        return RolloutOutcome()
+        return RolloutOutcome(warning=warning)
 
 
 def _pod_revision(pod: dict[str, Any]) -> str:

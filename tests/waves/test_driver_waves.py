@@ -31,6 +31,7 @@ from waves_support import (
 from reconciler.cluster.client import ClusterClient
 from reconciler.loop.passes.reconcile_types import PassResult
 from reconciler.loop.store.operations import TargetRef, abort, resume, suspend
+from reconciler.loop.store.statusview import render_status, target_row
 from reconciler.outcome import Outcome
 
 ROLLOUT = {"waves": ["1", "2", "50%", "100%"], "soak": "200ms", "drainDevices": True}
@@ -93,6 +94,15 @@ def test_a_good_upgrade_goes_wave_by_wave_in_order_with_taint_windows(env: Env) 
     assert env.taint_rules() == []
     state = env.store().load()
     assert state.last_good == result.sha and state.in_progress is None
+    events = [
+        (e["reason"], e["message"])
+        for e in env.client.list_kind("", "Event", "dra-gitops")
+        if e["reason"].startswith(("Wave", "Rollout"))
+    ]
+    reasons = [reason for reason, _ in events]
+    assert reasons.count("WaveStarted") == 4 and reasons.count("WaveVerified") == 4, reasons
+    assert "RolloutComplete" in reasons and "WaveFailed" not in reasons
+    assert any("wave 3 of 4: sim-node-2" in message for _, message in events), events
     # A later pass on the same commit finds nothing to do: OnDelete is not drift.
     again = env.reconciler().reconcile()
     assert again.outcome == Outcome.UNCHANGED, (again.outcome, again.message)
@@ -174,7 +184,12 @@ def test_suspend_holds_between_waves_and_resume_goes_on_from_the_next(soaking: E
     assert out and out[0].outcome == Outcome.INTERRUPTED, out
     progress = env.rollout()
     assert progress is not None and progress.phase == "suspended" and progress.done == WAVES[0]
-    assert "wave 1 of 4 (suspended), 1/6 nodes done" in progress.line()
+    assert "wave 1 of 4 (suspended), 1/6 nodes done, next soak ends at " in progress.line()
+    state = env.store().load()
+    shown = render_status(TARGET, state, 0)
+    assert f"driver waves:  DaemonSet/{NS}/{MAIN}: wave 1 of 4 (suspended), 1/6 nodes done" in shown, shown
+    row = target_row(TARGET, state)
+    assert row["rollout"]["wave"] == 1 and row["rollout"]["of"] == 4 and "wave 1 of 4" in row["inProgress"]
     # held: the nodes of later waves still run the old plugin, and a pass changes nothing
     assert env.images()["sim-node-4"] == OLD
     assert env.reconciler().reconcile().outcome == Outcome.SUSPENDED
@@ -227,3 +242,53 @@ def test_plan_and_dry_run_show_the_strategy_ours(env: Env) -> None:
     assert bodies[MAIN]["spec"]["updateStrategy"] == {"type": "OnDelete"}
     assert bodies[CANARY]["spec"]["updateStrategy"]["type"] == "RollingUpdate"
     assert isinstance(env.client, ClusterClient)
+
+
+@pytest.fixture
+def tolerant(tmp_path: Path) -> Iterator[Env]:
+    """One node of the rollout may fail."""
+    yield from start(tmp_path, {**ROLLOUT, "maxFailedNodes": 1})
+
+
+def test_a_node_that_goes_not_ready_mid_wave_counts_against_max_failed_nodes(tolerant: Env) -> None:
+    env = tolerant
+    upgraded_canary(env)
+    lost = WAVES[1][0]
+    reconciler = env.reconciler()
+
+    def lose_the_node(progress: Any) -> None:
+        if progress.wave == 2 and progress.phase == "replacing" and env.plane.kubelet is not None:
+            env.plane.set_node_ready(lost, False)
+
+    reconciler.on_rollout = lose_the_node
+    env.set_image(MAIN, NEW)
+    result = reconciler.reconcile()
+    assert result.outcome == Outcome.APPLIED, (result.outcome, result.message)
+    assert result.delivery is not None and result.delivery.applied is not None
+    warnings = [w for stage in result.delivery.applied.stages for w in stage.warnings]
+    assert any(
+        "1 node(s) failed within maxFailedNodes 1" in w and f"{lost}: node {lost} is not Ready" in w
+        for w in warnings
+    ), warnings
+    others = [n for n in GPU_NODES if n != lost]
+    assert all(env.images()[n] == NEW for n in others)
+    assert env.taint_rules() == []  # the failed node's drain was released too
+
+
+def test_without_a_not_ready_budget_the_lost_node_halts_and_the_rest_reverts(env: Env) -> None:
+    upgraded_canary(env)
+    lost = WAVES[1][0]
+    reconciler = env.reconciler()
+
+    def lose_the_node(progress: Any) -> None:
+        if progress.wave == 2 and progress.phase == "replacing":
+            env.plane.set_node_ready(lost, False)
+
+    reconciler.on_rollout = lose_the_node
+    env.set_image(MAIN, NEW)
+    result = reconciler.reconcile()
+    assert result.outcome == Outcome.ROLLED_BACK, (result.outcome, result.message)
+    assert f"wave 2 of 4 failed on node {lost}: node {lost} is not Ready" in result.message
+    wait_for(lambda: env.ready_on(OLD, WAVES[0]), 30, "the old plugin back on the wave 1 node")
+    assert env.taint_rules() == []
+    assert result.rollback is not None and result.rollback.outcome == Outcome.APPLIED

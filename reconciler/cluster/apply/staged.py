@@ -32,7 +32,7 @@ from reconciler.cluster.apply.changeset import (
 from reconciler.cluster.apply.dryrun import check_item
 from reconciler.cluster.apply.stagewait import POLL_MAX, POLL_START, SLICE_GRACE, FailFast, StageWaiter
 from reconciler.cluster.client import ClusterClient
-from reconciler.cluster.waverollout import WaveControl, run_rollout
+from reconciler.cluster.waverollout import WaveControl, clear_wave_taints, run_rollout
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
@@ -285,6 +285,11 @@ def _wait_part(
         waiter = StageWaiter(client, settled, pool, deadline, fail_fast, slice_grace)
         waited = waiter.run(result.stage, [item.change for item in settled])
         result.warnings.extend(waiter.warnings)
+    if waited is None and control.revert:
+        # A rollback to a revision without waves: the drain a failed wave left goes too.
+        for item in others:
+            if item.change.stage == DRIVERS and item.change.ref.kind == "DaemonSet" and item.namespace:
+                clear_wave_taints(client, item.namespace, item.name)
     return waited
 
 
