@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers import wait_for
 from waves_support import (
     CANARY,
@@ -292,3 +293,42 @@ def test_without_a_not_ready_budget_the_lost_node_halts_and_the_rest_reverts(env
     wait_for(lambda: env.ready_on(OLD, WAVES[0]), 30, "the old plugin back on the wave 1 node")
     assert env.taint_rules() == []
     assert result.rollback is not None and result.rollback.outcome == Outcome.APPLIED
+
+
+def test_a_rollout_introduced_with_a_bad_upgrade_reverts_to_the_rolling_update(tmp_path: Path) -> None:
+    """The last good revision has no `rollout` (its DaemonSet rolls by itself): the rollback re-applies its
+    RollingUpdate, the DaemonSet's controller puts the old plugin back, and the drain of the failed wave goes."""
+    for env in start(tmp_path, ROLLOUT):
+        introduce_with_a_bad_upgrade(env)
+
+
+def introduce_with_a_bad_upgrade(env: Env) -> None:
+    config = env.remote.work / "dra-gitops.yaml"
+    with_rollout = config.read_text()
+    config.write_text(with_rollout.split("drivers:")[0])  # no drivers: no waves yet
+    main = env.remote.work / "10-driver" / "kubelet-plugin.yaml"
+    doc = yaml.safe_load(main.read_text())
+    doc["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    main.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env.remote.commit_and_push("no waves")
+    upgraded_canary(env)
+    good = env.store().load().last_good
+    bad_node = WAVES[1][0]
+    env.plane.fail_pods(
+        lambda pod, bad_node=bad_node: (
+            pod["spec"].get("nodeName") == bad_node and pod["spec"]["containers"][0]["image"].endswith(NEW)
+        ),
+        "CrashLoopBackOff",
+    )
+    config.write_text(with_rollout)
+    del doc["spec"]["updateStrategy"]
+    main.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env.set_image(MAIN, NEW)  # the rollout and the new image in one commit
+    result = env.reconciler().reconcile()
+    assert result.outcome == Outcome.ROLLED_BACK, [r.message for r in result.records]
+    assert "wave 2 of 4 failed" in result.message
+    live = env.client.get(env.client.resource_for("apps/v1", "DaemonSet"), NS, MAIN) or {}
+    assert live["spec"]["updateStrategy"]["type"] == "RollingUpdate"
+    wait_for(lambda: env.ready_on(OLD, GPU_NODES), 60, "the old plugin Ready on every GPU node")
+    assert env.taint_rules() == []
+    assert env.store().load().last_good == good
