@@ -1,15 +1,17 @@
 """Live cluster state for `check --cluster`: what the policy input's `cluster` block and `capacity` need.
 
-Reads only (get/list and discovery), so the read-only `dra-reader` role in deploy/ is enough.
+Reads only (get/list and discovery), so the read-only `dra-reader` role in deploy/ is enough, but for the
+ConfigMaps and Secrets the driver workloads read (got one by name each, kept as a digest).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.client import ClusterClient, Forbidden
 from reconciler.cluster.objects import deprecated_versions, require_dra
+from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
 from reconciler.model.generators import TEMPLATE_GENERATORS
 from reconciler.model.objects import Manifest, ref_of
@@ -57,6 +59,7 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
         for item in client.list_kind(group, kind):
             body = _strip(item)
             objects.append(Manifest(body=body, ref=ref_of(body), path="", line=0))
+    configs = driver_configs(client, objects, progress)
     if progress:
         progress(f"cluster {version}: {len(objects)} live objects, {DRA_GROUP} {', '.join(served)}")
     if progress and served_kinds.unavailable:
@@ -69,4 +72,43 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
         objects=objects,
         kinds=served_kinds.kinds,
         unavailable=served_kinds.unavailable,
+        configs=configs,
     )
+
+
+def driver_configs(
+    client: ClusterClient, objects: Sequence[Manifest], progress: Callable[[str], None] | None = None
+) -> list[Manifest]:
+    """The ConfigMaps and Secrets the live driver workloads read (volumes, projected, env, envFrom), each
+    got by name, and only those: kept as their content's digest (no value is kept, logged or shown), so a
+    config-only driver change can be judged against the cluster. One the credentials may not read is
+    left out, saying so (its change is then judged as new content)."""
+    with dra.driver_hints(dra.hints_of(objects)):
+        wanted = sorted(
+            {
+                (kind, m.ref.namespace, name)
+                for m in objects
+                if m.kind in dra.DRIVER_WORKLOAD_KINDS and dra.is_driver_workload(m.body)
+                for kind, name in dra.mounted_config(m.body)
+            }
+        )
+    out: list[Manifest] = []
+    forbidden: list[str] = []
+    for kind, namespace, name in wanted:
+        resource = client.find_kind("", kind)
+        if resource is None:
+            continue
+        try:
+            body = client.get(resource, namespace, name)
+        except Forbidden:
+            forbidden.append(f"{kind}/{namespace}/{name}")
+            continue
+        if body is not None:
+            reduced = dra.content_digest_only(body)
+            out.append(Manifest(body=reduced, ref=ref_of(reduced), path="", line=0))
+    if progress and forbidden:
+        progress(
+            f"cannot read {', '.join(forbidden)} (forbidden): a change of what driver workloads read there "
+            "is judged as new content"
+        )
+    return out

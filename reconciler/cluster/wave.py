@@ -9,13 +9,19 @@ was delivered with `updateStrategy: OnDelete` and a new template, so its control
    wave before anything is touched (a drain is never skipped silently);
 3. it deletes the DaemonSet's pods on those nodes that do not run its current revision (its newest
    ControllerRevision's `controller-revision-hash`); the controller creates the new ones;
-4. it waits for each node's new pod Ready (a pod that will not become Ready by itself, or a node that is not
-   Ready, fails the node at once, with the evidence);
+4. it waits for each node's new pod Ready (a pod that will not become Ready by itself fails the node at once,
+   with the evidence);
 5. it waits for each node's slices republished by the new pod (a pool's generation moved on, or its slices
    are new objects), complete, with the same devices: the same names, and the same values of the attributes
    the driver's DeviceClasses select on (a device that disappeared fails the node);
-6. it removes the taint rules when every node passed; on a failure they stay (the revert needs the devices
+6. with a `probe`, on each node still good, a ResourceClaim of the probe's class (tolerating the wave's taint)
+   and a pod of its image must allocate and run (`reconciler/cluster/probe.py`; steps `probe`/`probe-failed`);
+7. it removes the taint rules when every node passed; on a failure they stay (the revert needs the devices
    drained) and `release_wave` removes them.
+
+A wave node that is gone or not Ready is a failed node, with the evidence (`node X is not Ready since
+<lastTransitionTime>: <reason>: <message>`): already so when the wave starts, it is not touched (no taint,
+its plugin pod left alone); going NotReady at any later point, until the untaint, fails it then.
 
 Each step is recorded in order with its time (`WaveResult.steps`). The caller judges `maxFailedNodes`.
 """
@@ -29,16 +35,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cluster.objects import meta, name_of, node_ready, owned_by, pod_ready
+from reconciler.cluster.objects import condition, meta, name_of, owned_by, pod_ready
+from reconciler.cluster.probe import TAINT_KEY, run_probe
 from reconciler.cluster.readiness.health import pod_failure
-from reconciler.model import dra
+from reconciler.cluster.wave_pools import Pool, devices_problem, node_pools, republished, selected_attributes
+from reconciler.model.driver_rollout import Probe
 from reconciler.model.readers import as_dict
 
 if TYPE_CHECKING:
     from reconciler.cluster.client import ClusterClient
 
 REVISION_LABEL = "controller-revision-hash"
-TAINT_KEY = "dra-gitops.io/driver-upgrade"
 ROLLOUT_LABEL = "dra-gitops.io/rollout"
 DRA_GROUP = "resource.k8s.io"
 
@@ -53,12 +60,16 @@ class WaveTarget:
     number: int
     nodes: tuple[str, ...]
     drain_devices: bool = False
+    probe: Probe | None = None  # run on the wave's nodes after their slices are republished (None: no probe)
+    # where the probe's claims and pods go ("": the DaemonSet's namespace); deploy/base grants the
+    # reconciler's own namespace (dra-gitops)
+    probe_namespace: str = ""
 
 
 @dataclass(frozen=True)
 class Step:
     at: float  # time.monotonic()
-    action: str  # taint, delete-pod, pod-ready, slices-republished, untaint, node-failed
+    action: str  # taint, delete-pod, pod-ready, slices-republished, probe, probe-failed, untaint, node-failed
     node: str
     detail: str
 
@@ -77,71 +88,6 @@ class WaveResult:
 
     def actions(self, node: str | None = None) -> list[str]:
         return [s.action for s in self.steps if node is None or s.node == node]
-
-
-@dataclass(frozen=True)
-class Pool:
-    """A node's pool of the driver as published: its generation, slice objects and devices."""
-
-    generation: int
-    slice_uids: frozenset[str]
-    complete: bool
-    devices: Mapping[str, Mapping[str, Any]]  # device name -> attributes (qualified names)
-
-
-def node_pools(slices: list[dict[str, Any]], driver: str, node: str) -> dict[str, Pool]:
-    """The pools `driver` publishes for `node` (the newest generation of each)."""
-    mine = [s for s in slices if dra.slice_driver(s) == driver and dra.slice_node(s) == node]
-    pools: dict[str, Pool] = {}
-    for name in sorted({dra.slice_pool(s) or "" for s in mine}):
-        of_pool = [s for s in mine if (dra.slice_pool(s) or "") == name]
-        generation = max(
-            int(as_dict(as_dict(s.get("spec")).get("pool")).get("generation") or 0) for s in of_pool
-        )
-        current = [
-            s
-            for s in of_pool
-            if int(as_dict(as_dict(s.get("spec")).get("pool")).get("generation") or 0) == generation
-        ]
-        expected = max(
-            int(as_dict(as_dict(s.get("spec")).get("pool")).get("resourceSliceCount") or 1) for s in current
-        )
-        devices = {
-            str(d.get("name")): dict(as_dict(d.get("attributes")))
-            for s in current
-            for d in dra.slice_devices(s)
-        }
-        uids = frozenset(str(meta(s).get("uid")) for s in current)
-        pools[name] = Pool(generation, uids, len(current) >= expected, devices)
-    return pools
-
-
-def selected_attributes(classes: list[dict[str, Any]], driver: str) -> set[str]:
-    """Short names of the attributes the driver's DeviceClasses mention in their CEL selectors."""
-    text = "\n".join(e for c in classes if dra.class_driver(c) == driver for e in dra.class_selectors(c))
-    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_.-]*", text))
-
-
-def devices_problem(before: Pool, after: Pool, pool: str, watched: set[str]) -> str | None:
-    """Why the republished pool does not have the devices it had, or None."""
-    gone = sorted(set(before.devices) - set(after.devices))
-    if gone:
-        return f"device(s) {', '.join(gone)} of pool {pool} disappeared after the plugin was replaced"
-    for device, attrs in sorted(before.devices.items()):
-        new = after.devices[device]
-        for name in sorted(set(attrs) | set(new)):
-            if name.split("/")[-1] in watched and attrs.get(name) != new.get(name):
-                return (
-                    f"attribute {name} of device {device} (pool {pool}) changed from {attrs.get(name)} to "
-                    f"{new.get(name)}, and a DeviceClass of the driver selects on it"
-                )
-    return None
-
-
-def republished(before: Pool, after: Pool) -> bool:
-    return after.complete and (
-        after.generation > before.generation or not (after.slice_uids & before.slice_uids)
-    )
 
 
 def _dns_name(*parts: str) -> str:
@@ -223,6 +169,13 @@ class WaveRunner:
                 out[node].append(pod)
         return out
 
+    def _nodes(self) -> dict[str, dict[str, Any]]:
+        return {name_of(n): n for n in self.client.list_kind("", "Node")}
+
+    def _good_nodes(self) -> list[str]:
+        """The wave's nodes that have not failed (yet)."""
+        return [n for n in self.target.nodes if n not in self.result.failed_nodes]
+
     def _slices(self) -> list[dict[str, Any]]:
         return self.client.list_kind(DRA_GROUP, "ResourceSlice")
 
@@ -247,9 +200,13 @@ class WaveRunner:
             return self.result
         slices = self._slices()
         before = {node: node_pools(slices, t.driver, node) for node in t.nodes}
+        self._check_nodes(self._nodes())  # a node not Ready already fails before it is touched
         rules = self._taint(before) if rules_api is not None else {}
         self._replace(ds, revision)
         self._wait(ds, revision, before)
+        if t.probe is not None:
+            self._probe(t.probe)
+        self._check_nodes(self._nodes())
         if self.result.failed_nodes:
             self.result.taint_rules = sorted(rules)
             return self.result
@@ -273,7 +230,7 @@ class WaveRunner:
         rules_api = self.client.find_kind(DRA_GROUP, "DeviceTaintRule")
         assert rules_api is not None
         rules: dict[str, str] = {}
-        for node in t.nodes:
+        for node in self._good_nodes():
             for pool in sorted(before[node]):
                 name = _dns_name("dra-gitops-wave", t.daemonset, pool)
                 body = {
@@ -296,6 +253,8 @@ class WaveRunner:
     def _replace(self, ds: dict[str, Any], revision: str) -> None:
         pod_api = self.client.resource_for("v1", "Pod")
         for node, pods in self._pods(ds).items():
+            if node in self.result.failed_nodes:
+                continue
             for pod in pods:
                 if as_dict(meta(pod).get("labels")).get(REVISION_LABEL) != revision:
                     self.client.delete(pod_api, self.target.namespace, name_of(pod))
@@ -305,14 +264,16 @@ class WaveRunner:
     def _wait(self, ds: dict[str, Any], revision: str, before: dict[str, dict[str, Pool]]) -> None:
         t = self.target
         watched = selected_attributes(self.client.list_kind(DRA_GROUP, "DeviceClass"), t.driver)
-        waiting_pod, waiting_slices = set(t.nodes), set[str]()
+        waiting_pod, waiting_slices = set(self._good_nodes()), set[str]()
         last: dict[str, str] = dict.fromkeys(t.nodes, "no pod of the current revision yet")
         deadline = self.clock() + self.timeout
         while waiting_pod or waiting_slices:
-            nodes = {name_of(n): n for n in self.client.list_kind("", "Node")}
+            self._check_nodes(self._nodes())
+            waiting_pod -= set(self.result.failed_nodes)
+            waiting_slices -= set(self.result.failed_nodes)
             pods = self._pods(ds)
             for node in sorted(waiting_pod):
-                verdict = self._pod_verdict(node, nodes.get(node), pods[node], revision, last)
+                verdict = self._pod_verdict(node, pods[node], revision, last)
                 if verdict is not None:
                     waiting_pod.discard(node)
                     if verdict:
@@ -350,16 +311,11 @@ class WaveRunner:
     def _pod_verdict(
         self,
         node: str,
-        node_obj: dict[str, Any] | None,
         pods: list[dict[str, Any]],
         revision: str,
         last: dict[str, str],
     ) -> str | None:
         """None: still waiting; "": the new pod is Ready; else the evidence of the node's failure."""
-        if node_obj is None:
-            return f"node {node} is gone"
-        if not node_ready(node_obj):
-            return f"node {node} is not Ready"
         for pod in pods:
             if as_dict(meta(pod).get("labels")).get(REVISION_LABEL) != revision:
                 continue
@@ -373,6 +329,41 @@ class WaveRunner:
                 f"pod {name_of(pod)} is {as_dict(pod.get('status')).get('phase') or 'Pending'}, not Ready"
             )
         return None
+
+    def _check_nodes(self, nodes: Mapping[str, Mapping[str, Any]]) -> None:
+        """A wave node that is gone or not Ready while the wave runs is a failed node, with its condition."""
+        for node in self.target.nodes:
+            if node not in self.result.failed_nodes:
+                evidence = node_not_ready(node, nodes.get(node))
+                if evidence is not None:
+                    self._fail(node, evidence)
+
+    def _probe(self, probe: Probe) -> None:
+        """The probe on each node that passed so far: a claim of its class and a pod of its image must run."""
+        t = self.target
+        nodes = self._good_nodes()
+        if not nodes:
+            return
+        progress = self.progress
+        verdicts = run_probe(
+            self.client,
+            t.probe_namespace or t.namespace,
+            t.driver,
+            nodes,
+            probe,
+            self.clock() + self.timeout,
+            clock=self.clock,
+            sleep=self.sleep,
+            poll=self.poll,
+            progress=None if progress is None else (lambda line: progress(f"wave {t.number}: {line}")),
+        )
+        for node in nodes:
+            evidence = verdicts.get(node)
+            if evidence is None:
+                self._step("probe", node, f"{probe.device_class} / {probe.image}")
+            else:
+                self._step("probe-failed", node, evidence)
+                self._fail(node, evidence)
 
     def _slice_verdict(
         self, node: str, before: dict[str, Pool], after: dict[str, Pool], watched: set[str]
@@ -389,6 +380,22 @@ class WaveRunner:
             if problem is not None:
                 return f"node {node}: {problem}"
         return ""
+
+
+def node_not_ready(name: str, node: Mapping[str, Any] | None) -> str | None:
+    """Why `node` cannot take part in a wave (gone, or not Ready: since when, its reason and message), or None."""
+    if node is None:
+        return f"node {name} is gone"
+    ready = condition(node, "Ready")
+    if ready is not None and ready.get("status") == "True":
+        return None
+    if ready is None:
+        return f"node {name} is not Ready: it reports no Ready condition"
+    status = ready.get("status")
+    since = ready.get("lastTransitionTime") or "an unknown time"
+    state = "" if status == "False" else f" (Ready={status})"
+    why = ": ".join(str(x) for x in (ready.get("reason"), ready.get("message")) if x)
+    return f"node {name} is not Ready since {since}{state}" + (f": {why}" if why else "")
 
 
 def run_wave(client: ClusterClient, target: WaveTarget, **options: Any) -> WaveResult:
@@ -409,11 +416,13 @@ def release_wave(client: ClusterClient, result: WaveResult) -> list[str]:
 
 
 __all__ = [
+    "TAINT_KEY",
     "Pool",
     "Step",
     "WaveResult",
     "WaveRunner",
     "WaveTarget",
+    "node_not_ready",
     "node_pools",
     "release_wave",
     "rollout_label",

@@ -102,6 +102,8 @@ class WaveControl:
     # A rollback: put the old plugin back on the nodes the rollout touched.
     revert: bool = False
     wave_timeout: float = 300.0
+    # Where a wave's probe claims and pods go ("": the DaemonSet's namespace; the reconciler's own in-cluster).
+    probe_namespace: str = ""
     poll: float = 0.1
     # Set when the rollout paused (`pause` said why): the delivery stops there, the progress kept.
     paused: str | None = None
@@ -315,15 +317,20 @@ class DriverRollout:
         result = run_wave(
             self.client,
             WaveTarget(
-                self.namespace, self.name, self.driver, wave.number, wave.nodes, self.spec.drain_devices
+                self.namespace,
+                self.name,
+                self.driver,
+                wave.number,
+                wave.nodes,
+                self.spec.drain_devices,
+                self.spec.probe,  # a claim and a pod on each wave node before the taint goes (cluster/probe.py)
+                probe_namespace=self.control.probe_namespace,
             ),
             timeout=self.control.wave_timeout,
             poll=self.control.poll,
             sleep=self._sleep,
             progress=step,
         )
-        # The probe of the wave's nodes (`cluster/probe.py`) belongs here once it exists: its hook is the
-        # wave runner's `probe` option (spec.probe), run before the taint is removed.
         if result.problem is not None:
             self._save(phase=FAILED)
             self._event("WaveFailed", f"wave {wave.number} of {total}: {result.problem}", True)

@@ -238,8 +238,9 @@ def _run_check(
     started = time.perf_counter()
     base_manifests: list[Manifest] = base.manifests if base else []
     if base is None and cluster is not None:
-        # No revision to compare with: a driver upgrade is judged against what the cluster runs.
-        base_manifests = live_driver_base(head.manifests, cluster.objects)
+        # No revision to compare with: a driver upgrade, and a change of the config its pods read, is
+        # judged against what the cluster runs.
+        base_manifests = live_driver_base(head.manifests, cluster.objects, cluster.configs)
     if base is None:
         base_manifests = base_manifests + list(pruned)
     plan = compute_plan(base_manifests, head.manifests)

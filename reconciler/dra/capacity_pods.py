@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.dra.extended import EXTENDED_CLAIM_INFIX, class_mapping, device_requests, extended_claim
 from reconciler.dra.nodematch import node_selector_for, pod_selects_node, untolerated_taint
-from reconciler.dra.noderesources import DRA_ALIAS_PREFIX, dra_extended_requests
+from reconciler.dra.noderesources import node_allocatable
 from reconciler.dra.placement import NodeInfo, PodClaim, PodInfo, pod_priority
 from reconciler.dra.podinfo import EXTENDED_CLAIM
 from reconciler.dra.scoring import default_spread
@@ -159,13 +160,13 @@ class PodBuilder:
             for m in live
             if m.kind == "ResourceClaim" and dra.is_dra_group(m.api_version)
         }
-        # DeviceClass name by the extended resource it backs (`spec.extendedResourceName`), head over live.
-        self.extended_classes = {
-            str(as_dict(m.body.get("spec")).get("extendedResourceName")): m.ref.name
-            for m in [*live, *head]
-            if m.kind == "DeviceClass" and as_dict(m.body.get("spec")).get("extendedResourceName")
+        # DeviceClass by the extended resource it backs (implicit and explicit names), head over live;
+        # what a node advertises in its allocatable is a device plugin's
+        classes = {m.ref.name: m.body for m in [*live, *head] if m.kind == "DeviceClass"}
+        self.extended_classes = class_mapping(classes.values())
+        self.advertised = {
+            r for m in live if m.kind == "Node" for r, q in node_allocatable(m.body).items() if q > 0
         }
-        self.class_names = {m.ref.name for m in [*live, *head] if m.kind == "DeviceClass"}
         self.priority_classes = [m.body for m in [*live, *head] if m.kind == "PriorityClass"]
         self.owners = {(m.ref.namespace, m.kind, m.ref.name): m.body for m in live if m.kind in SPREAD_KINDS}
         services = {(m.ref.namespace, m.ref.name): m.body for m in [*live, *head] if m.kind == "Service"}
@@ -205,26 +206,15 @@ class PodBuilder:
     def extended_claims(self, ns: str, pod_name: str, spec: dict[str, Any]) -> list[PodClaim]:
         """Extended resources backed by DRA (a class's `extendedResourceName`, or the implicit
         `deviceclass.resource.kubernetes.io/<class>`) as the scheduler allocates them: one claim for the
-        pod with a request of that many devices of the class per resource (what no DeviceClass maps is a
-        device plugin's, judged against node allocatable instead)."""
-        requests: list[dict[str, Any]] = []
-        for resource, quantity in sorted(dra_extended_requests(spec, self.extended_classes).items()):
-            cls = self.extended_classes.get(resource)
-            if cls is None and resource.startswith(DRA_ALIAS_PREFIX):
-                cls = resource.removeprefix(DRA_ALIAS_PREFIX)
-            if cls is None or cls not in self.class_names or quantity.denominator != 1:
-                continue
-            exactly = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": int(quantity)}
-            requests.append({"name": f"request-{len(requests)}", "exactly": exactly})
+        pod with a request per container and resource of that many devices of the class
+        (:mod:`reconciler.dra.extended`; what no DeviceClass maps, or a node advertises, is a device
+        plugin's, judged against node allocatable instead)."""
+        requests = device_requests(spec, self.extended_classes, self.advertised)
         if not requests:
             return []
-        name = f"{pod_name}-extended-resources"
-        claim = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"devices": {"requests": requests}},
-        }
+        claim = extended_claim(ns, pod_name, requests)
+        name = f"{pod_name}{EXTENDED_CLAIM_INFIX.rstrip('-')}"
+        claim["metadata"]["name"] = name
         return [PodClaim(EXTENDED_CLAIM, (ns, name), claim)]
 
     def add(

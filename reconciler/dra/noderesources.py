@@ -5,8 +5,9 @@ container (a request defaults to its limit, and extended resources are never ove
 fits when its ``status.allocatable`` minus what the pods bound to it request covers the pod's request;
 otherwise the scheduler says ``Insufficient <name>``. Only extended resources are judged (a name with a
 domain outside ``kubernetes.io``): cpu and memory are not modelled. A name a DeviceClass maps
-(``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>``) is DRA's
-when no node advertises it, and is left to the caller.
+(``spec.extendedResourceName``, or the implicit ``deviceclass.resource.kubernetes.io/<class>`` of a class
+that exists) is DRA's when the node does not advertise it, and is left to the caller; the implicit name
+of a class that does not exist is a resource no node has (``Insufficient ...``), as the scheduler says.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from reconciler.model.readers import as_dict, as_list
 
 __all__ = [
     "DRA_ALIAS_PREFIX",
-    "dra_extended_requests",
     "extended_requests",
     "insufficient",
     "is_extended",
@@ -31,7 +31,10 @@ DRA_ALIAS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 def is_extended(name: str) -> bool:
-    """Kubernetes' IsExtendedResourceName, less the quota prefix: a domain that is not kubernetes.io."""
+    """Kubernetes' IsDRAExtendedResourceName, less the quota prefix: a domain that is not kubernetes.io,
+    or the implicit name of a DeviceClass (``deviceclass.resource.kubernetes.io/<class>``)."""
+    if name.startswith(DRA_ALIAS_PREFIX):
+        return True
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
@@ -60,13 +63,6 @@ def extended_requests(
     return total
 
 
-def dra_extended_requests(spec: Mapping[str, Any], mapped: Iterable[str] = ()) -> dict[str, Fraction]:
-    """What a pod spec asks of the extended resources DRA backs: the implicit
-    `deviceclass.resource.kubernetes.io/<class>` and the names DeviceClasses map (`mapped`)."""
-    names = set(mapped)
-    return extended_requests(spec, lambda name: name.startswith(DRA_ALIAS_PREFIX) or name in names)
-
-
 def node_allocatable(node: Mapping[str, Any]) -> dict[str, Fraction]:
     """The extended resources a Node advertises in ``status.allocatable``."""
     out = {}
@@ -87,7 +83,7 @@ def insufficient(
     mapped = set(dra_names)
     for name in sorted(wanted):
         have = allocatable.get(name)
-        if have is None and (name in mapped or name.startswith(DRA_ALIAS_PREFIX)):
+        if have is None and name in mapped:
             continue  # DRA's extended-resource mapping, not a device plugin's resource
         free = (have or Fraction(0)) - used.get(name, Fraction(0))
         if wanted[name] > free:

@@ -26,6 +26,7 @@ from typing import Any
 from reconciler.dra.allocator import CANNOT_ALLOCATE, AllocationOutcome, Inventory
 from reconciler.dra.devices import claim_spec
 from reconciler.dra.explain import explain_node
+from reconciler.dra.extended import class_mapping
 from reconciler.dra.nodeclasses import NodeClasses, pod_texts
 from reconciler.dra.nodematch import node_selector_matches, pod_selects_node, tolerates, untolerated_taint
 from reconciler.dra.noderesources import extended_requests, insufficient
@@ -116,9 +117,9 @@ class Placement:
             md, spec = as_dict(body.get("metadata")), as_dict(body.get("spec"))
             labels = {str(k): str(v) for k, v in as_dict(md.get("labels")).items()}
             self._hold(str(spec.get("nodeName")), str(md.get("namespace", "")), labels, spec)
-        self.dra_resources = {
-            str(as_dict(c.get("spec")).get("extendedResourceName") or "") for c in inventory.classes.values()
-        } - {""}
+        # the extended resources DeviceClasses back (implicit and explicit names): DRA's on a node that
+        # does not advertise them
+        self.dra_resources = set(class_mapping(inventory.classes.values()))
         self.explain = explain
         self.choose = choose
         self.classes = NodeClasses(inventory, self.nodes)

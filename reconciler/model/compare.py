@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.model.dra_drivers import is_driver_workload
+from reconciler.model.dra_drivers import CONFIG_KINDS, config_content_digest, is_driver_workload
 from reconciler.model.objects import Manifest
 
 __all__ = ["covers", "live_driver_base"]
@@ -39,22 +39,34 @@ def covers(live: Any, desired: Any) -> bool:
     return bool(live == desired)
 
 
-def live_driver_base(head: Sequence[Manifest], live: Sequence[Manifest]) -> list[Manifest]:
+def live_driver_base(
+    head: Sequence[Manifest], live: Sequence[Manifest], configs: Sequence[Manifest] = ()
+) -> list[Manifest]:
     """What the cluster runs of the head's driver workloads, as a base when the check has no revision.
 
     A driver workload whose live copy covers the manifest is in the base as the manifest itself (no
     change); one that differs is in the base as its live copy (an update, so `driver-canary` judges it:
-    its digests leave server defaults out). Other kinds stay out: without a revision they are judged as
-    created, as before.
+    its digests leave server defaults out). The same for the ConfigMaps and Secrets the live driver
+    workloads read (`configs`: their content as a digest only): the same content is no change, other
+    content an update, so a config-only driver change is judged too. Other kinds stay out: without a
+    revision they are judged as created, as before.
     """
     by_ref = {m.ref: m for m in live}
+    config_by_ref = {m.ref: m for m in configs if m.ref.group == "" and m.kind in CONFIG_KINDS}
     base: list[Manifest] = []
     for manifest in head:
+        config = config_by_ref.get(manifest.ref)
+        if config is not None:
+            same = config_content_digest(config.body) == config_content_digest(manifest.body)
+            base.append(manifest if same else _at(config.body, manifest))
+            continue
         current = by_ref.get(manifest.ref)
         if current is None or not is_driver_workload(manifest.body):
             continue
-        if covers(current.body, manifest.body):
-            base.append(manifest)
-        else:
-            base.append(Manifest(body=current.body, ref=manifest.ref, path=manifest.path, line=manifest.line))
+        base.append(manifest if covers(current.body, manifest.body) else _at(current.body, manifest))
     return base
+
+
+def _at(body: dict[str, Any], manifest: Manifest) -> Manifest:
+    """The live `body` standing in the base where the manifest is written."""
+    return Manifest(body=body, ref=manifest.ref, path=manifest.path, line=manifest.line)

@@ -7,6 +7,7 @@ Part of :mod:`reconciler.model.dra` (which re-exports every name here); same def
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -371,11 +372,40 @@ def mounted_config(workload: dict[str, Any]) -> set[tuple[str, str]]:
     return found
 
 
+# A live ConfigMap or Secret as `check --cluster` keeps it: its content's digest under this key, no value.
+CONTENT_DIGEST = "_contentDigest"
+
+
 def config_content_digest(body: dict[str, Any]) -> str:
-    """sha256 of a ConfigMap's or Secret's content (`data`, `binaryData`, `stringData`), not its name."""
-    material = {k: body.get(k) for k in ("data", "binaryData", "stringData") if body.get(k)}
+    """sha256 of a ConfigMap's or Secret's content, not its name: `data` and `binaryData`; a Secret's
+    `stringData` counts as the base64 `data` the API server stores it as (what a manifest writes and what
+    the cluster returns digest alike). A copy made by `content_digest_only` gives its digest."""
+    stored = body.get(CONTENT_DIGEST)
+    if isinstance(stored, str):
+        return stored
+    material = {k: body.get(k) for k in ("data", "binaryData") if body.get(k)}
+    if body.get("kind") == "Secret" and isinstance(body.get("stringData"), dict):
+        data = dict(as_dict(body.get("data")))
+        for key, value in body["stringData"].items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        material["data"] = data
+    elif body.get("stringData"):
+        material["stringData"] = body.get("stringData")
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def content_digest_only(body: dict[str, Any]) -> dict[str, Any]:
+    """A ConfigMap or Secret with no content left but its digest (`CONTENT_DIGEST`): what `check --cluster`
+    keeps of the live ones driver workloads read, so no value reaches the policy input, logs or output."""
+    meta = as_dict(body.get("metadata"))
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}
+    return {
+        "apiVersion": body.get("apiVersion") or "v1",
+        "kind": body.get("kind"),
+        "metadata": kept,
+        CONTENT_DIGEST: config_content_digest(body),
+    }
 
 
 def driver_config_digest(

@@ -37,6 +37,8 @@ __all__ = [
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# `claims` key of the claim the scheduler made for the pod's extended resources (not a valid claim name)
+EXTENDED = "<extended-resources>"
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,21 @@ def container_env(
         elif "value" in item:
             env[str(item["name"])] = str(item.get("value") or "")
     counters: dict[str, int] = {}
-    for ref in (container.get("resources") or {}).get("claims") or []:
-        claim = claims.get(str((ref or {}).get("name")))
+    refs = [dict(r or {}) for r in (container.get("resources") or {}).get("claims") or []]
+    # the devices of its extended resources backed by DRA: the requests the pod status maps to it
+    extended = (
+        ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}) if EXTENDED in claims else {}
+    )
+    refs += [
+        {"name": EXTENDED, "request": m.get("requestName")}
+        for m in extended.get("requestMappings") or []
+        if isinstance(m, Mapping) and m.get("containerName") == container.get("name")
+    ]
+    for ref in refs:
+        claim = claims.get(str(ref.get("name")))
         allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:
-            request = (ref or {}).get("request")
+            request = ref.get("request")
             if request and str(result.get("request", "")).split("/")[0] != request:
                 continue
             prefix = str(result.get("driver", "dra")).split(".")[0].upper().replace("-", "_")
@@ -206,6 +218,10 @@ def _claims_of(store: Store, pod: Obj) -> dict[str, Obj]:
         claim = store.get_ref("resource.k8s.io", "resourceclaims", ns, str(claim_name))
         if claim is not None:
             out[name] = claim
+    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    claim = store.get_ref("resource.k8s.io", "resourceclaims", ns, str(extended)) if extended else None
+    if claim is not None:
+        out[EXTENDED] = claim
     return out
 
 

@@ -29,6 +29,7 @@ from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.passes.reconcile import Reconciler
 from reconciler.loop.passes.reconcile_types import ReconcileOptions
 from reconciler.loop.passes.revisions import GitRevisions
+from reconciler.model import dra
 from reconciler.model.loader import load_paths
 from reconciler.model.plan import compute_plan
 from reconciler.sim.controlplane import install
@@ -244,3 +245,32 @@ def test_a_main_driver_allowed_no_nodes_passes_with_a_notice_naming_the_selector
     assert notice[0].endswith(
         'passes: annotation dra-gitops.io/allow-no-nodes: "true" (a node pool may scale to zero)'
     )
+
+
+CANARY_REF = "DaemonSet/gpu-system/gpu-example-kubelet-plugin-canary"
+
+
+def test_a_canary_with_0_pods_fails_stage_1_even_allowed_no_nodes(tmp_path: Path) -> None:
+    """A canary delivered by the change that runs on no node fails its stage: allowNoNodes (the annotation,
+    or `drivers:` in dra-gitops.yaml) covers a main driver's autoscaled pool, never a canary."""
+    root = drivers_only(tmp_path)
+    for name in (MAIN, "10-driver/kubelet-plugin-canary.yaml"):
+        path = root / name
+        (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        doc["metadata"].setdefault("annotations", {})["dra-gitops.io/allow-no-nodes"] = "true"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    manifests = load_paths([root]).manifests
+    hints = dra.hints_of(manifests, allow_no_nodes=["gpu.example.com"])
+    with SimCluster() as cluster:
+        # two nodes, none labelled dra-gitops.io/canary: the canary's nodeSelector matches no node
+        plane = install(cluster, nodes=2, devices_per_node=2)
+        try:
+            with ClusterClient.for_url(cluster.url) as client, dra.driver_hints(hints):
+                result = apply_plan(client, compute_plan([], manifests), applyset_id=None, stage_timeout=60)
+        finally:
+            plane.stop()
+    assert not result.ok
+    assert [s.stage for s in result.stages if not s.ok] == [1], [(s.stage, s.error) for s in result.stages]
+    error = str(result.error)
+    assert error.startswith(f"stage 1a drivers: fail fast: {CANARY_REF}: canary {CANARY_REF}"), error
+    assert "its nodeSelector dra-gitops.io/canary=true matches no node" in error, error

@@ -3,6 +3,7 @@ DaemonSet delivered with OnDelete and a new template, four nodes, the wave takes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -11,8 +12,11 @@ import pytest
 from helpers import wait_for
 
 from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.probe import PROBE_LABEL
 from reconciler.cluster.wave import WaveRunner, WaveTarget, release_wave, run_wave
+from reconciler.model.driver_rollout import Probe
 from reconciler.sim.controlplane import ControlPlane, install
+from reconciler.sim.controlplane.heartbeat import NODE_NOT_READY_MESSAGE
 from reconciler.sim.server import SimCluster
 
 NS, DS, DRIVER = "gpu-driver", "gpu-plugin", "gpu.example.com"
@@ -255,3 +259,112 @@ def test_drain_on_a_cluster_without_device_taint_rules_touches_nothing() -> None
         assert {n: p["metadata"]["uid"] for n, p in plugin_pods(env.client).items()} == {
             n: p["metadata"]["uid"] for n, p in before.items()
         }
+
+
+PROBE = Probe(DRIVER, "registry.example.com/gpu-probe:1")
+
+
+def probe_objects(env: Env) -> list[dict[str, Any]]:
+    selector = f"{PROBE_LABEL}={DRIVER}"
+    return [
+        *env.client.list_kind("", "Pod", NS, label_selector=selector),
+        *env.client.list_kind("resource.k8s.io", "ResourceClaim", NS, label_selector=selector),
+    ]
+
+
+def test_the_probe_runs_on_the_new_plugin_s_devices_before_the_taint_is_removed(env: Env) -> None:
+    upgrade(env)
+    lines: list[str] = []
+    result = run_wave(
+        env.client,
+        WaveTarget(NS, DS, DRIVER, 1, WAVE, drain_devices=True, probe=PROBE),
+        timeout=30,
+        poll=0.05,
+        progress=lines.append,
+    )
+    assert result.ok, result.failed_nodes
+    for node in WAVE:
+        assert result.actions(node) == [
+            "taint",
+            "delete-pod",
+            "pod-ready",
+            "slices-republished",
+            "probe",
+            "untaint",
+        ]
+    # the probe got a device of the node's drained pool (it tolerates the wave's own taint)
+    assert any(f"wave 1: probe sim-node-0: pod Running, claim {NS}/" in line for line in lines), lines
+    assert any(f"allocated {DRIVER}/sim-node-0/gpu-" in line for line in lines), lines
+    wait_for(lambda: not probe_objects(env), 30, "the probe's pods and claims deleted")
+
+
+def test_a_failing_probe_fails_its_nodes_and_leaves_the_drain_for_the_revert(env: Env) -> None:
+    upgrade(env)
+    env.plane.crash_image("gpu-probe:bad")
+    bad = Probe(DRIVER, "registry.example.com/gpu-probe:bad")
+    result = run_wave(env.client, WaveTarget(NS, DS, DRIVER, 1, WAVE, True, bad), timeout=30, poll=0.05)
+    assert set(result.failed_nodes) == set(WAVE)
+    assert result.actions("sim-node-1") == [
+        "taint",
+        "delete-pod",
+        "pod-ready",
+        "slices-republished",
+        "probe-failed",
+        "node-failed",
+    ]
+    evidence = result.failed_nodes["sim-node-1"]
+    assert evidence.startswith("probe on sim-node-1: phase Failed"), evidence
+    assert "container probe terminated Error (exit code 1)" in evidence
+    assert len(result.taint_rules) == 2
+    wait_for(lambda: not probe_objects(env), 30, "the failed probe's pods and claims deleted")
+
+
+def test_a_node_that_goes_not_ready_mid_wave_fails_with_its_condition(env: Env) -> None:
+    upgrade(env)
+
+    def cut(line: str) -> None:
+        # its new plugin just went Ready: the node goes NotReady before the wave is done with it
+        if line.startswith("wave 1: pod-ready sim-node-1:"):
+            env.plane.set_node_ready("sim-node-1", False)
+
+    result = run_wave(env.client, target(), timeout=30, poll=0.05, progress=cut)
+    assert set(result.failed_nodes) == {"sim-node-1"}
+    evidence = result.failed_nodes["sim-node-1"]
+    since = r"\d{4}-\d\d-\d\dT[\d:]+Z"
+    assert re.fullmatch(
+        rf"node sim-node-1 is not Ready since {since}: KubeletNotReady: {re.escape(NODE_NOT_READY_MESSAGE)}",
+        evidence,
+    ), evidence
+    # failed whether or not its slices were already seen republished (the same poll may have read them)
+    actions = result.actions("sim-node-1")
+    assert actions[:3] == ["taint", "delete-pod", "pod-ready"] and actions[-1] == "node-failed", actions
+    assert result.actions("sim-node-0") == ["taint", "delete-pod", "pod-ready", "slices-republished"]
+    assert len(result.taint_rules) == 2 and "untaint" not in result.actions()  # kept for the revert
+
+
+def test_a_node_not_ready_after_its_slices_fails_before_the_untaint(env: Env) -> None:
+    upgrade(env)
+
+    def cut(line: str) -> None:
+        if line.startswith("wave 1: slices-republished sim-node-0:"):
+            env.plane.set_node_ready("sim-node-0", False)
+
+    result = run_wave(env.client, target(), timeout=30, poll=0.05, progress=cut)
+    assert set(result.failed_nodes) == {"sim-node-0"}
+    assert result.failed_nodes["sim-node-0"].startswith("node sim-node-0 is not Ready since ")
+    assert result.actions("sim-node-0")[-2:] == ["slices-republished", "node-failed"]
+    assert "untaint" not in result.actions()
+
+
+def test_a_node_not_ready_when_the_wave_starts_is_failed_and_left_alone(env: Env) -> None:
+    before = upgrade(env)
+    env.plane.set_node_ready("sim-node-1", False)
+    result = run_wave(env.client, target(), timeout=30, poll=0.05)
+    assert set(result.failed_nodes) == {"sim-node-1"}
+    assert result.failed_nodes["sim-node-1"].startswith("node sim-node-1 is not Ready since ")
+    assert result.actions("sim-node-1") == ["node-failed"]  # no taint, no pod deleted
+    assert result.actions("sim-node-0") == ["taint", "delete-pod", "pod-ready", "slices-republished"]
+    assert plugin_pods(env.client)["sim-node-1"]["metadata"]["uid"] == before["sim-node-1"]["metadata"]["uid"]
+    rules = env.client.list_kind("resource.k8s.io", "DeviceTaintRule")
+    assert [r["spec"]["deviceSelector"]["pool"] for r in rules] == ["sim-node-0"]  # kept for the revert
+    assert result.taint_rules == [r["metadata"]["name"] for r in rules]

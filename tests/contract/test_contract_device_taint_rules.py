@@ -217,3 +217,107 @@ def test_rule_selecting_one_device_leaves_the_others_allocatable(
     claim_and_pod(wdyn, wns, "p2", driver_setup["class"])
     until(lambda: unschedulable(wdyn, wns, "p2"), 60, "the third pod reported Unschedulable")
     assert allocated(wdyn, wns, "p2") == []
+
+
+def claim_and_pod_with(dyn: DynamicClient, ns: str, name: str, request: dict[str, Any]) -> None:
+    """A claim with one request as given (`exactly` or `firstAvailable`) and a pod using it."""
+    dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim").create(
+        namespace=ns,
+        body={
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "dev", **request}]}},
+        },
+    )
+    dyn.resources.get(api_version="v1", kind="Pod").create(
+        namespace=ns,
+        body={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "resourceClaims": [{"name": "dev", "resourceClaimName": name}],
+                "containers": [{"name": "main", "image": IMAGE, "resources": {"claims": [{"name": "dev"}]}}],
+            },
+        },
+    )
+
+
+def allocation_results(dyn: DynamicClient, ns: str, name: str) -> list[dict[str, Any]]:
+    claim = dyn.resources.get(api_version="resource.k8s.io/v1", kind="ResourceClaim").get(
+        name=name, namespace=ns
+    )
+    status = claim.to_dict().get("status") or {}
+    return list(((status.get("allocation") or {}).get("devices") or {}).get("results") or [])
+
+
+def test_a_toleration_matches_the_taint_by_key_value_and_effect(
+    wdyn: DynamicClient, wns: str, driver_setup: dict[str, str]
+) -> None:
+    """DeviceToleration: `Equal` (the default) matches key and value, `Exists` any value, an empty key with
+    `Exists` every taint, an empty effect every effect; a toleration of another key, value or effect does
+    not tolerate the taint."""
+    rules = taint_rule_api(wdyn)
+    rules.create(body=drain_rule(driver_setup, rules))  # key TAINT_KEY, value "upgrade", NoSchedule
+    device_class = driver_setup["class"]
+    refused = {
+        "other-value": {"key": TAINT_KEY, "operator": "Equal", "value": "other", "effect": "NoSchedule"},
+        "other-key": {"key": "kube-contract.example.com/other", "operator": "Exists", "effect": "NoSchedule"},
+        "other-effect": {"key": TAINT_KEY, "operator": "Exists", "effect": "NoExecute"},
+    }
+    for name, toleration in refused.items():
+        claim_and_pod_with(
+            wdyn, wns, name, {"exactly": {"deviceClassName": device_class, "tolerations": [toleration]}}
+        )
+    for name in refused:
+        # every device is free: only the taint keeps these claims off them
+        until(lambda n=name: unschedulable(wdyn, wns, n), 60, f"pod {name} reported Unschedulable")  # type: ignore[misc]
+        assert allocated(wdyn, wns, name) == []
+    accepted = {
+        "equal": {"key": TAINT_KEY, "value": "upgrade", "effect": "NoSchedule"},  # operator defaults to Equal
+        "any-effect": {"key": TAINT_KEY, "operator": "Exists"},
+        "everything": {"operator": "Exists"},
+    }
+    for name, toleration in accepted.items():
+        claim_and_pod_with(
+            wdyn, wns, name, {"exactly": {"deviceClassName": device_class, "tolerations": [toleration]}}
+        )
+    got = [
+        until(lambda n=name: allocated(wdyn, wns, n), 60, f"claim {name} allocated")  # type: ignore[misc]
+        for name in accepted
+    ]
+    assert sorted(d for devices in got for d in devices) == ["dev-0", "dev-1", "dev-2"]
+    for name in refused:
+        assert allocated(wdyn, wns, name) == []
+
+
+def test_a_first_available_subrequest_tolerates_on_its_own(
+    wdyn: DynamicClient, wns: str, driver_setup: dict[str, str]
+) -> None:
+    """Tolerations belong to the subrequest: the first alternative, untolerating, cannot have the tainted
+    devices; the second, tolerating, is allocated (its result names `<request>/<subrequest>`)."""
+    rules = taint_rule_api(wdyn)
+    rules.create(body=drain_rule(driver_setup, rules))
+    toleration = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+    claim_and_pod_with(
+        wdyn,
+        wns,
+        "alternatives",
+        {
+            "firstAvailable": [
+                {"name": "plain", "deviceClassName": driver_setup["class"]},
+                {"name": "tolerant", "deviceClassName": driver_setup["class"], "tolerations": [toleration]},
+            ]
+        },
+    )
+    results = until(lambda: allocation_results(wdyn, wns, "alternatives"), 60, "the claim allocated")
+    assert [r["request"] for r in results] == ["dev/tolerant"]
+    # the result keeps a copy of the tolerations of the (sub)request it was allocated for
+    assert results[0].get("tolerations") == [toleration]
+    until(
+        lambda: pod(wdyn, wns, "alternatives")["spec"].get("nodeName") == driver_setup["node"],
+        60,
+        "the pod bound",
+    )

@@ -55,7 +55,8 @@ _ABSENT_KINDS = {
     ("", "services"): "a Service in the repository",
     ("apps", "statefulsets"): "a StatefulSet in the repository",
     ("batch", "jobs"): "a Job in the repository",
-    ("resource.k8s.io", "devicetaintrules"): "a DeviceTaintRule in the repository",
+    ("resource.k8s.io", "devicetaintrules"): "a DeviceTaintRule in the repository (create, patch, delete: "
+    "also a driver upgrade wave's drain, reconciler/cluster/wave.py, run by tests/deploy/test_wave_rbac.py)",
     ("rbac.authorization.k8s.io", "roles"): "a Role in the repository",
     ("rbac.authorization.k8s.io", "rolebindings"): "a RoleBinding in the repository",
 }
@@ -93,7 +94,10 @@ NOT_EXERCISED: dict[Permission, str] = {
     },
     ("delete", "resource.k8s.io", "resourceclaims", ""): "prune, and the recreate of a claim whose spec "
     "changed (immutable: reconciler/delivery/recreate.py)",
-    ("delete", "", "pods", ""): "reconciler/delivery/recreate.py deletes the pods holding a recreated claim",
+    ("delete", "", "pods", ""): "reconciler/delivery/recreate.py deletes the pods holding a recreated claim; "
+    "a driver upgrade wave deletes the old plugin pods and its probe's pods (tests/deploy/test_wave_rbac.py)",
+    ("create", "", "pods", ""): "a driver upgrade wave's probe pods, in the reconciler's namespace only "
+    "(reconciler/cluster/probe.py, run by tests/deploy/test_wave_rbac.py)",
     (
         "get",
         "",

@@ -271,6 +271,47 @@ def test_crash_image_back_off_doubles_up_to_five_minutes(crash_sim: Sim) -> None
     assert cond(pod, "ContainersReady")["message"] == "containers with unready status: [bad]"
 
 
+def test_a_crashing_container_of_a_never_restarted_pod_exits_once(crash_sim: Sim) -> None:
+    """restartPolicy Never: the kubelet does not restart it; one container still running keeps the pod
+    Running, and when every container has exited (1) the pod is Failed, with no restart and no BackOff."""
+    _, _, kube = crash_sim
+    kube.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}])
+    for name, containers in (
+        ("mixed", [{"name": "ok", "image": "busybox"}, {"name": "bad", "image": "example.com/crashy:1"}]),
+        ("all", [{"name": "bad", "image": "example.com/crashy:1"}]),
+    ):
+        kube.apply(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "n"},
+                    "spec": {"restartPolicy": "Never", "containers": containers},
+                }
+            ]
+        )
+
+    def failed() -> dict[str, Any] | None:
+        pod = kube.pod("n", "all")
+        return pod if pod["status"].get("phase") == "Failed" else None
+
+    pod = wait_for(failed, timeout=20, what="the pod whose only container crashed Failed")
+    (bad,) = pod["status"]["containerStatuses"]
+    assert bad["state"]["terminated"]["exitCode"] == 1 and bad["state"]["terminated"]["reason"] == "Error"
+    assert bad["restartCount"] == 0 and cond(pod, "Ready")["status"] == "False"
+
+    def one_exited() -> dict[str, Any] | None:
+        pod = kube.pod("n", "mixed")
+        statuses = {s["name"]: s for s in pod["status"].get("containerStatuses") or []}
+        return statuses if "terminated" in (statuses.get("bad") or {}).get("state", {}) else None
+
+    statuses = wait_for(one_exited, timeout=20, what="the crashing container terminated")
+    assert kube.pod("n", "mixed")["status"]["phase"] == "Running"
+    assert "running" in statuses["ok"]["state"] and statuses["bad"]["restartCount"] == 0
+    events = kube.core.list_namespaced_event("n").items
+    assert not [e for e in events if e.reason == "BackOff"]
+
+
 def test_node_that_stops_heartbeating_goes_unknown_gets_taints_and_pods_are_evicted(sim: Sim) -> None:
     _, cp, kube = sim
     leases = client.CoordinationV1Api(kube.api)

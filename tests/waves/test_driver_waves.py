@@ -332,3 +332,37 @@ def introduce_with_a_bad_upgrade(env: Env) -> None:
     wait_for(lambda: env.ready_on(OLD, GPU_NODES), 60, "the old plugin Ready on every GPU node")
     assert env.taint_rules() == []
     assert env.store().load().last_good == good
+
+
+@pytest.fixture
+def probed(tmp_path: Path) -> Iterator[Env]:
+    """Each wave node must run a probe: a claim of the driver's class and a pod, in the reconciler's namespace."""
+    probe = {"class": "gpu.example.com", "image": "registry.example.com/gpu-probe:1"}
+    yield from start(tmp_path, {**ROLLOUT, "probe": probe})
+
+
+def test_each_wave_probes_its_nodes_in_the_reconcilers_namespace(probed: Env) -> None:
+    env = probed
+    upgraded_canary(env)
+    env.sim.api.audit.clear()  # type: ignore[union-attr]
+    env.set_image(MAIN, NEW)
+    result = env.reconciler().reconcile()
+    assert result.outcome == Outcome.APPLIED, (result.outcome, result.message)
+    assert env.sim.api.audit is not None
+    probes = [
+        e.request.name
+        for e in env.sim.api.audit.events
+        if e.request.verb == "create"
+        and e.request.resource == "pods"
+        and e.request.namespace == "dra-gitops"
+        and not e.dry_run
+        and e.code < 400
+    ]
+    assert len(probes) == len(GPU_NODES), probes  # one per node, wave by wave
+
+    def left() -> list[str]:
+        objects = env.client.list_kind("", "Pod", "dra-gitops")
+        objects += env.client.list_kind("resource.k8s.io", "ResourceClaim", "dra-gitops")
+        return [o["metadata"]["name"] for o in objects if not o["metadata"].get("deletionTimestamp")]
+
+    assert left() == []  # the probe deletes what it created (pods may still be terminating)

@@ -67,6 +67,11 @@ class ClaimModes(ClassifierBase):
             evidence.append(claim_status_line(s.claim))
         elif s.name is not None:
             evidence.append(f"claim {s.namespace}/{s.name}: does not exist")
+        elif s.extended:
+            evidence.append(
+                f"pod {nsname(s.pods[0])}: its claim for extended resources is not created yet "
+                "(the scheduler creates it once a node can have the devices)"
+            )
         else:
             pod = s.pods[0]
             evidence.append(
@@ -96,6 +101,8 @@ class ClaimModes(ClassifierBase):
         holder = (
             f"ResourceClaimTemplate {s.namespace}/{s.template_name}"
             if s.claim is None and s.template_name
+            else f"the extended resources of {s.ref}"
+            if s.extended
             else s.ref
         )
         self.add(
@@ -351,6 +358,14 @@ class ClaimModes(ClassifierBase):
         recovery = [
             "nothing conclusive yet: wait, or run `dra-gitops diagnose` again; check events with kubectl describe pod"
         ]
+        # a class no device in the cluster matches: waiting does not help
+        none = [c for c, n in counts.items() if n.get("total") == 0 and not n.get("unknown_reason")]
+        if none and not alloc.get("allocated"):
+            summary += f"; no device in the cluster matches DeviceClass {', '.join(none)}"
+            recovery = [
+                f"check the selectors of DeviceClass {', '.join(none)} and the request's against the devices the "
+                "drivers publish (kubectl get resourceslices -o yaml), or install the driver that has them"
+            ]
         if unknown and not alloc.get("allocated"):
             summary += (
                 "; whether devices are free is unknown ("

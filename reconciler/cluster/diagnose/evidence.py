@@ -12,7 +12,9 @@ from typing import Any
 
 from reconciler.cluster.objects import meta, namespace_of, nsname
 from reconciler.dra.allocator import Inventory, normalise_requests
+from reconciler.dra.extended import extended_claim_name
 from reconciler.dra.nodematch import untolerated_taint
+from reconciler.dra.podinfo import EXTENDED_CLAIM
 from reconciler.model import dra
 from reconciler.model.readers import as_dict, as_list
 
@@ -57,7 +59,8 @@ def events_for(
 
 
 def pod_claim_refs(pod: Mapping[str, Any]) -> list[tuple[str, str | None, str | None]]:
-    """(pod claim name, ResourceClaim name or None when not generated yet, template name or None)."""
+    """(pod claim name, ResourceClaim name or None when not generated yet, template name or None); last,
+    the claim the scheduler made for the pod's extended resources backed by DRA, once it names it."""
     statuses = {
         as_dict(s).get("name"): as_dict(s).get("resourceClaimName")
         for s in as_list(as_dict(pod.get("status")).get("resourceClaimStatuses"))
@@ -69,6 +72,9 @@ def pod_claim_refs(pod: Mapping[str, Any]) -> list[tuple[str, str | None, str | 
         else:
             generated = statuses.get(pc.name)
             out.append((pc.name, str(generated) if generated else None, pc.template))
+    extended = extended_claim_name(pod)
+    if extended:
+        out.append((EXTENDED_CLAIM, extended, None))
     return out
 
 

@@ -16,6 +16,8 @@ from reconciler.cluster.diagnose.types import Diagnosis, Snapshot
 from reconciler.cluster.drivers import driver_pods_of
 from reconciler.cluster.objects import meta, name_of, namespace_of, nsname, pod_health, pod_phase
 from reconciler.dra.allocator import Inventory
+from reconciler.dra.extended import class_mapping, is_extended_claim, pending_extended_claim
+from reconciler.dra.noderesources import node_allocatable
 from reconciler.model import dra
 from reconciler.model.readers import as_dict
 
@@ -44,6 +46,11 @@ class Subject:
     def spec_source(self) -> dict[str, Any] | None:
         return self.claim if self.claim is not None else self.template
 
+    @property
+    def extended(self) -> bool:
+        """The claim the scheduler will make for the pod's extended resources (not created yet)."""
+        return self.claim is None and self.template is not None and is_extended_claim(self.template)
+
 
 class ClassifierBase:
     """The snapshot indexed once, the subjects in scope, the evidence lines every mode shares."""
@@ -57,6 +64,8 @@ class ClassifierBase:
         self.nodes = {name_of(n): n for n in snap.nodes}
         self.slice_drivers = {dra.slice_driver(s) for s in snap.slices}
         self.inv = Inventory(snap.slices, self.device_classes, snap.claims, snap.taint_rules)
+        self.extended = class_mapping(self.device_classes)  # extended resources DRA backs -> class
+        self.advertised = {r for n in snap.nodes for r, q in node_allocatable(n).items() if q > 0}
         self.driver_pods = driver_pods_of(snap.driver_workloads, snap.driver_pods, snap.driver_rollout)
         self.out: list[Diagnosis] = []
         self._seen: set[tuple[str, str]] = set()
@@ -88,6 +97,10 @@ class ClassifierBase:
                 subject = Subject(ns, cname, self.claims.get(key), template, tname, [pod])
                 by_key[key] = subject
                 out.append(subject)
+            if not as_dict(pod.get("spec")).get("nodeName"):
+                owed = pending_extended_claim(pod, self.extended, self.advertised)
+                if owed is not None:
+                    out.append(Subject(ns, None, None, owed, None, [pod]))
         extra = self.snap.scope_claims
         wanted = [nsname(c) for c in self.snap.claims] if extra is None else extra
         for ref in wanted:

@@ -10,14 +10,18 @@ from typing import Any
 from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.objects import meta, namespace_of, nsname, pod_phase, pod_ready
 from reconciler.cluster.verify.result import ClaimEvidence
+from reconciler.dra.extended import pending_extended_claim, request_mappings
 from reconciler.model import dra
 from reconciler.model.readers import as_dict, as_list
 
 
 def chain_of(
-    pod: Mapping[str, Any], claims: Mapping[tuple[str, str], Mapping[str, Any]]
+    pod: Mapping[str, Any],
+    claims: Mapping[tuple[str, str], Mapping[str, Any]],
+    extended: Mapping[str, str] | None = None,
 ) -> list[ClaimEvidence]:
-    """Evidence for every claim of one pod (pure)."""
+    """Evidence for every claim of one pod (pure). ``extended``: the extended resources DeviceClasses back
+    (resource -> class): a waiting pod that asks them is owed the claim the scheduler makes for them."""
     ns = namespace_of(pod)
     uid = meta(pod).get("uid")
     pod_node = as_dict(pod.get("spec")).get("nodeName") or None
@@ -25,7 +29,25 @@ def chain_of(
     ready = pod_ready(pod)
     out: list[ClaimEvidence] = []
     refs = pod_claim_refs(pod)
-    if not refs:
+    owed = pending_extended_claim(pod, extended or {}) if not pod_node and not done else None
+    if owed is not None:
+        resources = sorted(
+            {m["resourceName"] for m in request_mappings(as_dict(pod.get("spec")), _requests(owed))}
+        )
+        out.append(
+            ClaimEvidence(
+                nsname(pod),
+                f"{ns}/(not created)",
+                [],
+                None,
+                False,
+                ready,
+                pod_node=pod_node,
+                problem=f"claim for extended resources {', '.join(resources)} not created yet "
+                "(the scheduler makes it once a node can have the devices)",
+            )
+        )
+    if not refs and not out:
         problem = "" if ready or done else ("pod not scheduled" if not pod_node else "pod not Ready")
         return [
             ClaimEvidence(nsname(pod), "", [], pod_node, False, ready, problem=problem, pod_node=pod_node)
@@ -93,3 +115,7 @@ def chain_of(
             )
         )
     return out
+
+
+def _requests(claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [as_dict(r) for r in as_list(as_dict(as_dict(claim.get("spec")).get("devices")).get("requests"))]

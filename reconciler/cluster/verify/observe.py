@@ -5,13 +5,14 @@ template, and the claims, templates, classes, events and driver pods those pods 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reconciler.cluster.diagnose import pod_claim_refs
 from reconciler.cluster.drivers import driver_pods_of, list_driver_pods, list_driver_workloads
 from reconciler.cluster.objects import labels_match, meta, name_of, namespace_of, workload_selector
 from reconciler.cluster.readiness import current_pods, rollout_context
+from reconciler.dra.extended import class_mapping, device_requests
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
 from reconciler.model.readers import as_dict
@@ -35,6 +36,7 @@ class Observation:
     class_drivers: dict[str, str | None]
     events: list[dict[str, Any]]
     driver_pods: list[tuple[dict[str, Any], str | None, dict[str, Any]]]
+    extended: dict[str, str] = field(default_factory=dict)  # extended resource -> the DeviceClass backing it
 
 
 def workload_key(wl: Mapping[str, Any]) -> str:
@@ -85,8 +87,11 @@ def observe(client: ClusterClient, workloads: Sequence[Mapping[str, Any]]) -> Ob
         else:
             by_workload[key] = current_pods(current, pods, context)
     classes = client.list_kind(DRA_GROUP, "DeviceClass") + client.list_kind(DRA_GROUP, "ResourceClass")
-    uses_claims = any(pod_claim_refs(p) for ps in by_workload.values() for p in ps) or any(
-        dra.pod_claims(dra.pod_spec_of(dict(w))) for w in workloads
+    extended = class_mapping(c for c in classes if c.get("kind", "DeviceClass") == "DeviceClass")
+    uses_claims = (
+        any(pod_claim_refs(p) for ps in by_workload.values() for p in ps)
+        or any(dra.pod_claims(dra.pod_spec_of(dict(w))) for w in workloads)
+        or any(device_requests(as_dict(dra.pod_spec_of(dict(w))), extended) for w in workloads)
     )
     driver_pods: list[tuple[dict[str, Any], str | None, dict[str, Any]]] = []
     if uses_claims:
@@ -102,4 +107,5 @@ def observe(client: ClusterClient, workloads: Sequence[Mapping[str, Any]]) -> Ob
         class_drivers={name_of(c): dra.class_driver(c) for c in classes},
         events=events,
         driver_pods=driver_pods,
+        extended=extended,
     )

@@ -32,8 +32,9 @@ from reconciler.cluster.objects import (
 from reconciler.cluster.readiness import health_of, pod_failure
 from reconciler.cluster.verify.observe import Observation, workload_key
 from reconciler.dra.allocator import CANNOT_ALLOCATE
+from reconciler.dra.extended import IMPLICIT_PREFIX, container_requests
 from reconciler.model import dra
-from reconciler.model.readers import as_dict
+from reconciler.model.readers import as_dict, as_list
 
 
 def _requested_classes(
@@ -49,7 +50,19 @@ def _requested_classes(
             holder = f"ResourceClaimTemplate/{ns}/{template}"
         if source is not None:
             out += [(holder, c) for c in dra.requested_classes(dict(source))]
+    # extended resources backed by DRA: the classes they map to, and the implicit names of missing classes
+    spec = as_dict(pod.get("spec"))
+    for resource in sorted({r for c in _containers(spec) for r in container_requests(c)}):
+        cls = obs.extended.get(resource)
+        if cls is None and resource.startswith(IMPLICIT_PREFIX):
+            cls = resource.removeprefix(IMPLICIT_PREFIX)
+        if cls is not None:
+            out.append((f"extended resource {resource}", cls))
     return out
+
+
+def _containers(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [as_dict(c) for c in [*as_list(spec.get("initContainers")), *as_list(spec.get("containers"))]]
 
 
 def allocation_picture(obs: Observation) -> frozenset[tuple[str, ...]]:

@@ -73,7 +73,9 @@ def verify_workloads(
         if picture != last_picture:
             first_seen.clear()
             last_picture = picture
-        evidence = [e for pods in obs.pods.values() for pod in pods for e in chain_of(pod, obs.claims)]
+        evidence = [
+            e for pods in obs.pods.values() for pod in pods for e in chain_of(pod, obs.claims, obs.extended)
+        ]
         terminal = terminal_signal(obs, now, grace, first_seen)
         why = stop() if stop is not None else None
         if why:

@@ -218,6 +218,7 @@ class PassBase:
             event=event,
             revert=marker.operation == "rollback",
             wave_timeout=self.options.delivery.stage_timeout,
+            probe_namespace=self.options.state_namespace,  # deploy/base lets the probe write there only
         )
 
     def _deliver(

@@ -10,7 +10,8 @@ Crash loops follow the real kubelet: a container whose image contains one of ``c
 a fault makes crash) exits 1 and is restarted with a back-off of 10 s doubling up to 300 s (times
 ``time_scale``), ``restartCount`` growing, ``lastState.terminated`` (exitCode 1, reason Error) and
 ``state.waiting`` CrashLoopBackOff in between, the pod not Ready, and a Warning ``BackOff`` event on
-each crash. It also heartbeats the nodes it serves (kube-node-lease Lease, Ready condition), unless a
+each crash; in a pod with ``restartPolicy: Never`` it exits 1 once and stays terminated (every container
+so: the pod Failed). It also heartbeats the nodes it serves (kube-node-lease Lease, Ready condition), unless a
 node is cut off with ``set_heartbeat(name, False)``.
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.dra.extended import extended_claim_name
 from reconciler.sim.controlplane.heartbeat import NodeHeartbeat
 from reconciler.sim.controlplane.objects import (
     RESOURCE,
@@ -219,7 +221,11 @@ class Kubelet(NodeHeartbeat):
             return
         if not running:
             # all claims allocated + reserved for this pod, drivers registered on the node
-            for _, cname, _ in pod_claim_names(pod):
+            # the pod's claims and, as the kubelet adds it, the claim for its extended resources
+            names = [cname for _, cname, _ in pod_claim_names(pod)]
+            if extended_claim_name(pod):
+                names.append(extended_claim_name(pod))
+            for cname in names:
                 claim = claims.get((ns, cname)) if cname else None
                 if claim is None:
                     return
@@ -244,7 +250,12 @@ class Kubelet(NodeHeartbeat):
             if fault == "Failed":
                 self._write(pod, lambda st: self._fail(pod, st))
                 return
-        crashed = self._crash_statuses(pod, node, self._crashing_containers(pod, fault))
+        crashing = self._crashing_containers(pod, fault)
+        if crashing and (pod.get("spec") or {}).get("restartPolicy") == "Never":
+            # never restarted: the container stays terminated (exit 1); all of them: the pod Failed
+            self._write(pod, lambda st: self._exit_for_good(pod, node, st, crashing))
+            return
+        crashed = self._crash_statuses(pod, node, crashing)
         if running and not crashed and self._is_job_pod(pod) and self.complete_jobs:
             self._write(pod, lambda st: self._complete(pod, st))
             return
@@ -333,6 +344,38 @@ class Kubelet(NodeHeartbeat):
                     f"started container {c.get('name')} (image {c.get('image')}) on node {md(node)['name']}",
                 )
         set_running(pod, node, st, crashed or {})
+
+    def _exit_for_good(self, pod: Obj, node: Obj, st: dict[str, Any], crashing: list[str]) -> None:
+        """`restartPolicy: Never`: the crashing containers exited 1 and stay so; when none runs, the pod
+        failed (phase Failed), as the real kubelet reports it."""
+        containers = (pod.get("spec") or {}).get("containers") or []
+        old = {c.get("name"): c for c in st.get("containerStatuses") or []}
+        for c in containers:
+            if c.get("name") in crashing and "terminated" not in (
+                (old.get(c.get("name")) or {}).get("state") or {}
+            ):
+                self._log(pod, c, "fatal: exited with code 1 (simulated crash)")
+        if {str(c.get("name")) for c in containers} <= set(crashing):
+            finish(pod, st, "Failed", "PodFailed", 1, "Error", keep_restarts=False)
+            return
+        crashed = {}
+        for c in containers:
+            name = str(c.get("name"))
+            if name in crashing:
+                prev = old.get(name) or {}
+                if "terminated" in (prev.get("state") or {}):
+                    crashed[name] = prev
+                else:
+                    crashed[name] = {
+                        "name": name,
+                        "image": c.get("image"),
+                        "imageID": "",
+                        "ready": False,
+                        "started": False,
+                        "restartCount": 0,
+                        "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": now()}},
+                    }
+        set_running(pod, node, st, crashed)
 
     def _fail(self, pod: Obj, st: dict[str, Any]) -> None:
         finish(pod, st, "Failed", "PodFailed", 1, "Error", keep_restarts=True)

@@ -30,8 +30,10 @@ from typing import Any
 from reconciler.dra.allocator import Inventory
 from reconciler.dra.noderesources import extended_requests
 from reconciler.dra.placement import CLAIM_IN_USE, NodeInfo, Placement, PodClaim, PodInfo, pod_priority
+from reconciler.dra.podinfo import PodResult
 from reconciler.dra.scoring import default_spread
 from reconciler.sim.controlplane.base import Component
+from reconciler.sim.controlplane.extended import ExtendedResources, creatable, mappings_fn
 from reconciler.sim.controlplane.objects import (
     CLAIM_FINALIZER,
     RESOURCE,
@@ -157,9 +159,10 @@ class Scheduler(Component):
         # nodes told apart only by what the pending pods and their claims may read are interchangeable
         placement.classes.focus([*(p.get("spec") or {} for p in pending), *claims])
         owners = self._owner_selectors()
+        extended = ExtendedResources.of(placement.inv.classes.values(), nodes, claims)
         for pod in pending:
             try:
-                self.schedule(pod, placement, claim_index, owners)
+                self.schedule(pod, placement, claim_index, owners, extended)
             except Exception:  # noqa: BLE001
                 self.errors += 1
 
@@ -190,6 +193,7 @@ class Scheduler(Component):
         placement: Placement,
         claim_index: dict[tuple[str, str], Obj],
         owners: dict[tuple[str, str, str], dict[str, Any]] | None = None,
+        extended: ExtendedResources | None = None,
     ) -> None:
         ns, pname, puid = md(pod)["namespace"], md(pod)["name"], md(pod).get("uid")
         # PreEnqueue: every claim must exist, not be deleting, and (generated) be owned by the pod
@@ -203,6 +207,14 @@ class Scheduler(Component):
             if generated and (controller_of(claim) or {}).get("uid") != puid:
                 return
             pod_claims.append(PodClaim(pcname, (ns, cname), claim))
+        ext = extended.claim_for(pod) if extended is not None else None
+        if ext is not None and extended is not None:
+            stale = extended.stale(pod)
+            if stale is not None:  # PostFilter: an earlier cycle's claim goes, the pod is tried anew
+                if not is_terminating(stale):
+                    self.try_delete(RESOURCE, "resourceclaims", ns, md(stale)["name"])
+                return
+            pod_claims.append(ext)
         num_nodes = len(placement.nodes)
         result = placement.attempt(_pod_info(pod, pod_claims, owners or {}))
         if result.scheduler_error is not None:
@@ -220,23 +232,8 @@ class Scheduler(Component):
             self.unschedulable(pod, fit_error(num_nodes, [r.reason for r in result.rejections], None, post))
             return
         nname = result.node
-        # Reserve + PreBind: finalizer, allocation, reservedFor
-        ref = {"resource": "pods", "name": pname, "uid": puid}
-        for pc in pod_claims:
-            claim = claim_index[pc.key]
-            outcome = result.allocations.get(pc.key)
-            if outcome is not None and not (claim.get("status") or {}).get("allocation"):
-                allocation = dict(outcome.allocation or {})
-                allocation["allocationTimestamp"] = now()
-                if not self._add_finalizer(claim):
-                    return
-                fn = _allocate_fn(allocation, ref)
-            else:
-                fn = _reserve_fn(ref)
-            ok = self.try_mutate(RESOURCE, "resourceclaims", ns, pc.key[1], fn, status=True)
-            if ok is None:
-                return
-            claim_index[pc.key] = ok
+        if not self._prebind(pod, pod_claims, ext, result, claim_index):
+            return
         placement.commit(result)
 
         # Bind
@@ -260,6 +257,45 @@ class Scheduler(Component):
             component=SCHEDULER_NAME,
             action="Binding",
         )
+
+    def _prebind(
+        self,
+        pod: Obj,
+        pod_claims: list[PodClaim],
+        ext: PodClaim | None,
+        result: PodResult,
+        claim_index: dict[tuple[str, str], Obj],
+    ) -> bool:
+        """Reserve + PreBind: the extended-resource claim created, then each claim's finalizer, allocation
+        and reservedFor; the pod's extendedResourceClaimStatus. False when a write failed."""
+        ns, pname, puid = md(pod)["namespace"], md(pod)["name"], md(pod).get("uid")
+        ref = {"resource": "pods", "name": pname, "uid": puid}
+        for pc in pod_claims:
+            if pc is ext:
+                made = self.try_create(RESOURCE, "resourceclaims", creatable(pc))
+                if made is None:
+                    return False
+                claim_index[(ns, md(made)["name"])] = made
+                result.allocations[(ns, md(made)["name"])] = result.allocations.pop(pc.key)
+                ext = pc = PodClaim(pc.name, (ns, md(made)["name"]), made)
+            claim = claim_index[pc.key]
+            outcome = result.allocations.get(pc.key)
+            if outcome is not None and not (claim.get("status") or {}).get("allocation"):
+                allocation = dict(outcome.allocation or {})
+                allocation["allocationTimestamp"] = now()
+                if not self._add_finalizer(claim):
+                    return False
+                fn = _allocate_fn(allocation, ref)
+            else:
+                fn = _reserve_fn(ref)
+            ok = self.try_mutate(RESOURCE, "resourceclaims", ns, pc.key[1], fn, status=True)
+            if ok is None:
+                return False
+            claim_index[pc.key] = ok
+        if ext is None:
+            return True
+        edit = mappings_fn(pod, claim_index[ext.key])
+        return self.try_mutate("", "pods", ns, pname, edit, status=True) is not None
 
     def _add_finalizer(self, claim: Obj) -> bool:
         if CLAIM_FINALIZER in (md(claim).get("finalizers") or []):
