@@ -25,22 +25,21 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.objects import meta, name_of, node_ready, owned_by
-from reconciler.cluster.wave import (
-    DRA_GROUP,
-    REVISION_LABEL,
-    ROLLOUT_LABEL,
-    WaveResult,
-    WaveTarget,
-    release_wave,
-    rollout_label,
-    run_wave,
+from reconciler.cluster.wave import REVISION_LABEL, WaveResult, WaveTarget, release_wave, run_wave
+from reconciler.cluster.wavecontrol import (
+    NOT_NEEDED,
+    RolloutOutcome,
+    Stopped,
+    WaveControl,
+    clear_wave_taints,
+    iso,
+    now,
+    parse_iso,
 )
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
@@ -68,64 +67,6 @@ _STEP_PHASE = {
 }
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _iso(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_iso(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
-
-
-@dataclass
-class WaveControl:
-    """How the caller follows and steers a rollout in waves (all optional: `dra-gitops apply` gives none)."""
-
-    # The progress saved before for this DaemonSet (namespace, name), to resume from; None: start afresh.
-    resume: Callable[[str, str], RolloutProgress | None] = lambda _ns, _name: None
-    # Called with the progress after each step that matters (may raise to stop: a state lost to a writer).
-    save: Callable[[RolloutProgress], None] = lambda _progress: None
-    # Asked at every poll: a reason to stop now (abort, Lease lost), or None.
-    stop: Callable[[], str | None] = lambda: None
-    # Asked between waves: a reason to pause (suspend), or None.
-    pause: Callable[[], str | None] = lambda: None
-    # An Event: (reason, message, warning).
-    event: Callable[[str, str, bool], None] = lambda _reason, _message, _warning: None
-    # A rollback: put the old plugin back on the nodes the rollout touched.
-    revert: bool = False
-    wave_timeout: float = 300.0
-    # Where a wave's probe claims and pods go ("": the DaemonSet's namespace; the reconciler's own in-cluster).
-    probe_namespace: str = ""
-    poll: float = 0.1
-    # Set when the rollout paused (`pause` said why): the delivery stops there, the progress kept.
-    paused: str | None = None
-    # The rollouts run (for metrics and tests): the last progress of each, by (namespace, daemonset).
-    progress: dict[tuple[str, str], RolloutProgress] = field(default_factory=dict)
-
-
-class Stopped(Exception):
-    """`WaveControl.stop` gave a reason: the rollout ends where it is (the caller reverts)."""
-
-
-NOT_NEEDED = "not-needed"  # nothing to replace: the stage waits for the DaemonSet as for any other
-
-
-@dataclass
-class RolloutOutcome:
-    error: str | None = None
-    warning: str | None = None
-    not_needed: bool = False
-    diagnosis: dict[str, Any] | None = None
-
-
 class DriverRollout:
     """One main driver DaemonSet's rollout in waves (see the module docstring)."""
 
@@ -140,7 +81,7 @@ class DriverRollout:
         self.name = name_of(body)
         self.ref = f"DaemonSet/{self.namespace}/{self.name}"
         self.driver = dra.workload_driver(body) or ""
-        self.progress = RolloutProgress(self.driver, self.namespace, self.name, since=_iso(_now()))
+        self.progress = RolloutProgress(self.driver, self.namespace, self.name, since=iso(now()))
 
     # ------------------------------------------------------------------ reads
 
@@ -270,7 +211,7 @@ class DriverRollout:
                 return failure
             if wave.number < len(plan.waves):
                 soak = self.spec.soak_seconds
-                until = _iso(_now() + timedelta(seconds=soak)) if soak else None
+                until = iso(now() + timedelta(seconds=soak)) if soak else None
                 self._save(phase=SOAKING, soak_until=until)
                 paused = self._soak(until, len(plan.waves))
                 if paused is not None:
@@ -387,12 +328,12 @@ class DriverRollout:
     def _soak(self, until: str | None, total: int) -> RolloutOutcome | None:
         """Wait until `until` (the soak after a verified wave); a pause ends it early (the progress keeps
         its end: a resumed rollout soaks what is left)."""
-        end = _parse_iso(until)
-        while end is not None and _now() < end:
+        end = parse_iso(until)
+        while end is not None and now() < end:
             paused = self._paused(total)
             if paused is not None:
                 return paused
-            self._sleep(min(self.control.poll * 5, max(0.0, (end - _now()).total_seconds())))
+            self._sleep(min(self.control.poll * 5, max(0.0, (end - now()).total_seconds())))
         return None
 
     # ------------------------------------------------------------------ the revert
@@ -438,20 +379,6 @@ class DriverRollout:
 
 def _pod_revision(pod: dict[str, Any]) -> str:
     return str(as_dict(meta(pod).get("labels")).get(REVISION_LABEL) or "")
-
-
-def clear_wave_taints(client: ClusterClient, namespace: str, daemonset: str) -> list[str]:
-    """Remove the DeviceTaintRules the waves of this DaemonSet left (a failed wave keeps its drain for the
-    revert); their names."""
-    rules_api = client.find_kind(DRA_GROUP, "DeviceTaintRule")
-    if rules_api is None:
-        return []
-    label = rollout_label(namespace, daemonset)
-    removed = []
-    for rule in client.list_kind(DRA_GROUP, "DeviceTaintRule", label_selector=f"{ROLLOUT_LABEL}={label}"):
-        client.delete(rules_api, None, name_of(rule))
-        removed.append(name_of(rule))
-    return removed
 
 
 def run_rollout(

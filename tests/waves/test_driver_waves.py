@@ -7,6 +7,7 @@ the order of pod replacements and taint windows is read from the API server's au
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,26 @@ def test_a_good_upgrade_goes_wave_by_wave_in_order_with_taint_windows(env: Env) 
     before = env.plugin_pods()
     env.sim.api.audit.clear()  # type: ignore[union-attr]
     env.set_image(MAIN, NEW)
-    result = env.reconciler().reconcile()
+    reconciler = env.reconciler()
+    phases: list[tuple[int, str, float]] = []
+
+    def record(progress: Any) -> None:
+        if not phases or phases[-1][:2] != (progress.wave, progress.phase):
+            phases.append((progress.wave, progress.phase, time.monotonic()))
+
+    reconciler.on_rollout = record
+    result = reconciler.reconcile()
     assert result.outcome == Outcome.APPLIED, result.message
     assert env.images() == dict.fromkeys(GPU_NODES, NEW)
+    # each wave: drained, replaced, verified, then soaked (at least the soak, from the moment it verified)
+    for wave in range(1, 5):
+        seen = [phase for number, phase, _ in phases if number == wave]
+        assert seen[:3] == ["draining", "replacing", "verifying"], phases
+        assert seen[3:] == (["soaking"] if wave < 4 else ["done"]), phases
+    soaked = [at for _, phase, at in phases if phase == "soaking"]
+    next_starts = [at for wave, phase, at in phases if phase == "draining" and wave > 1]
+    # (the soak's end is stamped, to the millisecond, just before the phase `soaking` is saved)
+    assert all(start - soak >= 0.19 for soak, start in zip(soaked, next_starts, strict=True)), phases
     steps = node_of_writes(env, before, env.writes())
     assert sorted_within_waves(steps) == sorted_within_waves(expected_order()), steps
     assert env.taint_rules() == []
