@@ -384,3 +384,34 @@ def test_each_wave_probes_its_nodes_in_the_reconcilers_namespace(probed: Env) ->
         return [o["metadata"]["name"] for o in objects if not o["metadata"].get("deletionTimestamp")]
 
     assert left() == []  # the probe deletes what it created (pods may still be terminating)
+
+
+def nowhere(env: Env) -> None:
+    """The main plugin's affinity matches no node (a GPU pool scaled to zero)."""
+    main = env.remote.work / "10-driver" / "kubelet-plugin.yaml"
+    doc = yaml.safe_load(main.read_text())
+    terms = doc["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    terms["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"
+    ].append({"key": "gpu.example.com/pool", "operator": "In", "values": ["scaled-to-zero"]})
+    main.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env.remote.commit_and_push("the GPU pool is scaled to zero")
+
+
+def test_no_target_node_fails_stage_1_as_without_waves(env: Env) -> None:
+    nowhere(env)
+    result = env.reconciler().reconcile()
+    assert result.outcome == Outcome.ROLLED_BACK, (result.outcome, result.message)
+    assert f"driver DaemonSet/{NS}/{MAIN} runs on no node" in result.message
+
+
+def test_no_target_node_passes_with_allow_no_nodes(tmp_path: Path) -> None:
+    for env in start(tmp_path, ROLLOUT):
+        config = env.remote.work / "dra-gitops.yaml"
+        settings = yaml.safe_load(config.read_text())
+        settings["drivers"][0]["allowNoNodes"] = True
+        config.write_text(yaml.safe_dump(settings, sort_keys=False))
+        nowhere(env)
+        result = env.reconciler().reconcile()
+        assert result.outcome == Outcome.APPLIED, (result.outcome, result.message)
+        assert env.taint_rules() == [] and env.plugin_pods() == {}
