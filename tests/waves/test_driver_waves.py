@@ -200,7 +200,8 @@ def test_suspend_holds_between_waves_and_resume_goes_on_from_the_next(soaking: E
     wait_rollout(env, 1, "soaking")
     suspend(env.client, ref, "tester", "hold the waves")
     thread.join(120)
-    assert out and out[0].outcome == Outcome.INTERRUPTED, out
+    assert out and out[0].outcome == Outcome.SUSPENDED, out
+    assert "in waves is paused (wave 1 of 4 (suspended)" in out[0].message, out[0].message
     progress = env.rollout()
     assert progress is not None and progress.phase == "suspended" and progress.done == WAVES[0]
     assert "wave 1 of 4 (suspended), 1/6 nodes done, next soak ends at " in progress.line()
@@ -220,6 +221,8 @@ def test_suspend_holds_between_waves_and_resume_goes_on_from_the_next(soaking: E
     assert set(env.images().values()) == {NEW}
     deleted = [node for action, node in node_of_writes(env, before, env.writes()) if action == "delete-pod"]
     assert deleted[0] == WAVES[1][0] and WAVES[0][0] not in deleted  # from wave 2 on
+    resumed = next(r for r in env.store().load().history if r.outcome == Outcome.INTERRUPTED)
+    assert (resumed.message or "").startswith("paused by `suspend`; the rollout of ")
 
 
 def test_a_pass_that_dies_mid_wave_is_resumed_at_that_wave(env: Env) -> None:

@@ -28,6 +28,7 @@ from reconciler.loop.passes.sourcehealth import observe_fetch
 from reconciler.loop.store.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import RECORD_ITEMS, TargetState, now_iso
+from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
 from reconciler.outcome import Outcome
 
 __all__ = ["Progress", "Reconciler"]
@@ -257,6 +258,9 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             )
             return self._finish(state, result)
         if delivery.cancelled and state.abort is None:
+            paused = self._rollout_paused(state)
+            if paused is not None:  # `suspend` between waves: the progress stays, `resume` goes on
+                return PassResult(target, Outcome.SUSPENDED, sha, message=f"{short_sha(sha)}: {paused}")
             raise Cancelled(f"{short_sha(sha)}: stopped between stages: {delivery.cancelled}")
         if state.abort is not None:  # asked for: what it wrote is rolled back, the commit held
             record.requested_by, state.abort = state.abort.by, None
@@ -266,6 +270,18 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             # The rollback's first state write shows it so: `abort --wait` may read that one.
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.ABORTED, at=record.at)
         return self._roll_back(state, sha, delivery, record, violations)
+
+    @staticmethod
+    def _rollout_paused(state: TargetState) -> str | None:
+        """What a driver rollout in waves paused by `suspend` says of itself, or None."""
+        marker = state.in_progress
+        rollout = RolloutProgress.from_json(marker.rollout) if marker is not None else None
+        if state.suspended is None or rollout is None or rollout.phase != SUSPENDED:
+            return None
+        return (
+            f"the upgrade of DaemonSet/{rollout.namespace}/{rollout.daemonset} in waves is paused "
+            f"({rollout.line()}) by {state.suspended.by}; `dra-gitops resume` goes on with the next wave"
+        )
 
     def _steady(self, state: TargetState, sha: str | None, offline: bool = False) -> PassResult:
         """The last good revision is the head: compare live objects, correct drift, write nothing else.

@@ -14,7 +14,7 @@ from reconciler.loop.store.evidence import evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.model.objects import ObjRef
-from reconciler.model.wave_progress import RolloutProgress
+from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
 from reconciler.outcome import Outcome
 
 # How a person gets a target out of a failed rollback whose target cannot be read.
@@ -198,7 +198,8 @@ class RollbackSteps(PassBase):
         rollout = RolloutProgress.from_json(marker.rollout)
         if rollout is not None and sha:
             self.resumable = (sha, rollout)
-            record.message = f"{record.message}; the rollout of {rollout.daemonset} resumes: {rollout.line()}"
+            why = "paused by `suspend`" if rollout.phase == SUSPENDED else record.message
+            record.message = f"{why}; the rollout of {rollout.daemonset} resumes: {rollout.line()}"
             self.events.emit(
                 "RolloutResumed",
                 f"DaemonSet/{rollout.namespace}/{rollout.daemonset} ({rollout.driver}): {rollout.line()}",
