@@ -12,12 +12,17 @@ worker, so a module-scoped fixture (a controller that ran every verb, a dashboar
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from reconciler.sim.server import SimCluster
+
+# What dra-gitops keeps in the user's cache directory (the policy set's parsed heads) goes to a directory of
+# this run's, not to the home of whoever runs the suite.
+os.environ.setdefault("DRA_GITOPS_CACHE_DIR", tempfile.mkdtemp(prefix="dra-gitops-cache-"))
 
 # Slow by nature, by node id prefix (a folder, a module or one test): why each is slow.
 SLOW: dict[str, str] = {

@@ -30,19 +30,25 @@ cluster_index := idx if {
 	idx := object.get(input.cluster, "index", {})
 } else := {}
 
-in_index(idx, section, key) if object.get(idx, [section, key], null) != null
+# The classes of an index by name (an index's entries are object refs, never null or false): looked up
+# directly in the rules below, since a function call per claim costs more than the lookup (10,000 objects).
+desired_classes := object.get(input.index, "device_classes", {})
+
+live_classes := object.get(cluster_index, "device_classes", {})
+
+base_classes := object.get(object.get(input, "base_index", {}), "device_classes", {})
 
 # Known after this change: in the desired state or already in the cluster.
-known_class(name) if in_index(input.index, "device_classes", name)
+known_class(name) if desired_classes[name]
 
-known_class(name) if in_index(cluster_index, "device_classes", name)
+known_class(name) if live_classes[name]
 
 # Exists before this change is applied: live in the cluster or, offline, part of the base revision.
-preexisting_class(name) if in_index(cluster_index, "device_classes", name)
+preexisting_class(name) if live_classes[name]
 
 preexisting_class(name) if {
 	object.get(input, "cluster", null) == null
-	in_index(object.get(input, "base_index", {}), "device_classes", name)
+	base_classes[name]
 }
 
 # v1alpha1/v1alpha2 claims name a ResourceClass, later versions a DeviceClass.
@@ -56,7 +62,8 @@ class_kind(obj) := "ResourceClass" if {
 deny contains v if {
 	some obj in claimants
 	some class in obj._dra.device_classes
-	not known_class(class)
+	not desired_classes[class]
+	not live_classes[class]
 	msg := sprintf(
 		"%s requests %s %s, which exists neither in the desired state nor in the cluster; add the class or fix the class name",
 		[obj._dra.ref, class_kind(obj), class],

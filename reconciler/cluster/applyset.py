@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reconciler import __version__
 from reconciler.cluster.client import ClusterClient, NotFound
-from reconciler.model.objects import ObjRef, ref_of
+from reconciler.errors import DraGitopsError
+from reconciler.model.objects import ObjRef
+from reconciler.model.scope import live_ref
 
 PART_OF_LABEL = "applyset.kubernetes.io/part-of"
 ID_LABEL = "applyset.kubernetes.io/id"
@@ -152,7 +155,7 @@ def prune_candidates(
         for parent in client.list_kind("", "ConfigMap", label_selector=f"{ID_LABEL}={set_id}"):
             annotations = (parent.get("metadata") or {}).get("annotations") or {}
             kinds |= _parse_group_kinds(annotations.get(GROUP_KINDS_ANNOTATION))
-    desired = set(desired_refs)
+    desired = set(served_refs(client, desired_refs).values())
     found: list[dict[str, Any]] = []
     for gk in sorted(kinds):
         kind, _, group = gk.partition(".")
@@ -161,9 +164,27 @@ def prune_candidates(
         except NotFound:
             continue
         for item in items:
-            if ref_of(item) not in desired and not (item.get("metadata") or {}).get("deletionTimestamp"):
+            if live_ref(item) not in desired and not (item.get("metadata") or {}).get("deletionTimestamp"):
                 found.append(item)
     return found
+
+
+def served_refs(client: ClusterClient, refs: Iterable[ObjRef]) -> dict[ObjRef, ObjRef]:
+    """`refs` as the cluster scopes them: a kind its discovery lists as cluster-scoped has no namespace (a
+    desired state read without the cluster takes a custom kind it has no CRD for as namespaced), so a live
+    object is compared with the reference the server gives it and never pruned or kept by a namespace."""
+    scoped: dict[tuple[str, str], bool | None] = {}
+    out: dict[ObjRef, ObjRef] = {}
+    for ref in refs:
+        key = (ref.group, ref.kind)
+        if key not in scoped:
+            try:
+                resource = client.find_kind(*key)
+            except DraGitopsError:
+                resource = None
+            scoped[key] = resource.namespaced if resource is not None else None
+        out[ref] = dataclasses.replace(ref, namespace="") if scoped[key] is False and ref.namespace else ref
+    return out
 
 
 __all__ = [
@@ -183,4 +204,5 @@ __all__ = [
     "label_objects",
     "parent_name",
     "prune_candidates",
+    "served_refs",
 ]

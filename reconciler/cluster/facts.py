@@ -14,7 +14,8 @@ from reconciler.cluster.objects import deprecated_versions, require_dra
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
 from reconciler.model.generators import TEMPLATE_GENERATORS
-from reconciler.model.objects import Manifest, ref_of
+from reconciler.model.objects import Manifest
+from reconciler.model.scope import live_ref
 from reconciler.policy.inputdoc import ClusterFacts
 
 # (group, kind) of everything the rules and the capacity simulation look at, in the order they are read.
@@ -58,7 +59,7 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
     for group, kind in LIVE_KINDS + generators:
         for item in client.list_kind(group, kind):
             body = _strip(item)
-            objects.append(Manifest(body=body, ref=ref_of(body), path="", line=0))
+            objects.append(Manifest(body=body, ref=live_ref(body), path="", line=0))
     configs = driver_configs(client, objects, progress)
     if progress:
         progress(f"cluster {version}: {len(objects)} live objects, {DRA_GROUP} {', '.join(served)}")
@@ -72,6 +73,7 @@ def collect_facts(client: ClusterClient, progress: Callable[[str], None] | None 
         objects=objects,
         kinds=served_kinds.kinds,
         unavailable=served_kinds.unavailable,
+        namespaced=served_kinds.namespaced,
         configs=configs,
     )
 
@@ -105,7 +107,7 @@ def driver_configs(
             continue
         if body is not None:
             reduced = dra.content_digest_only(body)
-            out.append(Manifest(body=reduced, ref=ref_of(reduced), path="", line=0))
+            out.append(Manifest(body=reduced, ref=live_ref(reduced), path="", line=0))
     if progress and forbidden:
         progress(
             f"cannot read {', '.join(forbidden)} (forbidden): a change of what driver workloads read there "

@@ -34,7 +34,7 @@ from reconciler.model.objects import Manifest
 from reconciler.model.repoconfig import DriverDecl, drivers_of
 from reconciler.policy.gate import GateSettings
 from reconciler.policy.inputdoc import Revision
-from reconciler.render.capabilities import Capabilities, from_config
+from reconciler.render.capabilities import Capabilities, effective_scopes, from_config
 from reconciler.render.helm import CREATED_NAMESPACE, ChartRelease, chart_inputs, releases_of, render_releases
 from reconciler.render.kustomize import find_engine, kustomization_file, render_kustomization
 
@@ -103,6 +103,7 @@ def load_directories(paths: Sequence[Path], limits: Limits) -> DesiredState:
             for skip in loaded.skipped
             if not any(skip.path == i or skip.path.startswith(f"{i}/") for i in inputs)
         ]
+    loaded.scope_kinds(effective_scopes())
     return DesiredState(loaded, Revision(), params, drivers=tuple(drivers))
 
 
@@ -251,6 +252,7 @@ def _tree_state(
     loaded = load_blobs(blobs, limits, skipped, root=prefix, config=shown_config, ids=tree.ids, parsed=parsed)
     if rendered.manifests:
         _merge(loaded, rendered.manifests, rendered.files)
+    loaded.scope_kinds(effective_scopes())
     return DesiredState(
         loaded, revision, config.params, frozenset(rendered.inputs), config.drivers, config.settings
     )

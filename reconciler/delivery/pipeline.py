@@ -30,9 +30,10 @@ from reconciler.delivery.recreate import recreate_refused
 from reconciler.delivery.result import Delivery
 from reconciler.delivery.writes import verify_delivery, workloads_of, write_delivery
 from reconciler.model import dra
-from reconciler.model.objects import Manifest, ObjRef, ref_of
+from reconciler.model.objects import Manifest, ObjRef
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads, rollouts_of
+from reconciler.model.scope import live_ref
 from reconciler.model.stages import WORKLOADS, stage_label
 from reconciler.model.wave_progress import with_wave_strategy
 from reconciler.outcome import Outcome
@@ -44,7 +45,8 @@ Progress = Callable[[str], None]
 def cluster_capabilities_of(client: ClusterClient) -> Capabilities:
     """The `.Capabilities` charts render with for this cluster: its version and what discovery lists."""
     version = client.server_version()
-    return from_served(version, client.served_kinds().kinds, f"the cluster, {version}")
+    served = client.served_kinds()
+    return from_served(version, served.kinds, f"the cluster, {version}", served.namespaced)
 
 
 def stale_manifests(
@@ -54,7 +56,7 @@ def stale_manifests(
     desired = {m.ref for m in head} | keep
     stale = []
     for body in applyset.prune_candidates(client, set_id, desired):
-        stale.append(Manifest(body=body, ref=ref_of(body), path="", line=0))
+        stale.append(Manifest(body=body, ref=live_ref(body), path="", line=0))
     return stale
 
 
@@ -256,7 +258,7 @@ def deliver_drift(
     """
     hooks = hooks or DeliverHooks()
     set_id = applyset.applyset_id(options.target, options.namespace)
-    stale = [Manifest(body=body, ref=ref_of(body), path="", line=0) for body in extra]
+    stale = [Manifest(body=body, ref=live_ref(body), path="", line=0) for body in extra]
     plan = compute_plan(stale, reapply)
     timings: dict[str, float] = {}
     started = time.perf_counter()

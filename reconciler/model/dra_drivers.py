@@ -73,6 +73,11 @@ class DriverHints:
     declared: Mapping[tuple[str, str, str], str] = dataclasses.field(default_factory=dict)
     allow_no_nodes: frozenset[str] = frozenset()  # drivers whose main DaemonSet may run on no node
     rollouts: Mapping[str, RolloutSpec] = dataclasses.field(default_factory=dict)  # `rollout:` by driver
+    # How each workload body was recognized inside the block of these hints (by the body's identity; the
+    # body is kept so its id is not reused): a check asks for every workload from plan, stages and input.
+    recognized: dict[int, tuple[dict[str, Any], str | None]] = dataclasses.field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
 
 _HINTS: ContextVar[DriverHints | None] = ContextVar("driver_hints", default=None)
@@ -199,6 +204,18 @@ def recognized_by(body: dict[str, Any]) -> str | None:
     `drivers:` of `dra-gitops.yaml`. None for anything else."""
     if kind_of(body) not in DRIVER_WORKLOAD_KINDS:
         return None
+    hints = _HINTS.get()
+    if hints is None:
+        return _recognized_by(body, _NO_HINTS)
+    known = hints.recognized.get(id(body))
+    if known is not None and known[0] is body:
+        return known[1]
+    found = _recognized_by(body, hints)
+    hints.recognized[id(body)] = (body, found)
+    return found
+
+
+def _recognized_by(body: dict[str, Any], hints: DriverHints) -> str | None:
     spec = pod_spec_of(body)
     if spec is None:
         return None
@@ -211,7 +228,6 @@ def recognized_by(body: dict[str, Any]) -> str | None:
     mount = _plugin_mount(spec)
     if mount is not None:
         return f"mounts the kubelet plugin directory {mount}"
-    hints = current_hints()
     declared = hints.declared.get(_workload_key(body))
     if declared is not None:
         return f"declared in `drivers` of dra-gitops.yaml (driver {declared})"

@@ -17,6 +17,7 @@ from pathlib import Path
 from reconciler.errors import ManifestError, NotAnObject
 from reconciler.model.duplicates import Duplicate, deduplicate
 from reconciler.model.objects import Manifest
+from reconciler.model.scope import Scopes, rescope
 from reconciler.model.yamldocs import DEFAULT_LIMITS, Limits, load_repo_config, parse_documents
 
 __all__ = [
@@ -62,9 +63,22 @@ class LoadResult:
     skipped: list[SkippedFile] = field(default_factory=list)
     # Objects defined again with the same content: left out of `manifests`, reported as warnings.
     duplicates: list[Duplicate] = field(default_factory=list)
+    # (group, kind) of the kinds whose scope nothing knew (taken as namespaced): see `scope_kinds`.
+    unscoped: list[tuple[str, str]] = field(default_factory=list)
 
     def deduplicate(self) -> None:
         self.manifests, self.duplicates = deduplicate(self.manifests)
+
+    def scope_kinds(self, scopes: Scopes) -> None:
+        """References as `scopes` and the CustomResourceDefinitions among the manifests scope them: an object
+        of a cluster-scoped custom kind has no namespace (one defined twice in two namespaces is then a
+        duplicate like any other)."""
+        rescoped = rescope(self.manifests, scopes)
+        self.manifests, self.unscoped = rescoped.manifests, rescoped.unknown
+        if rescoped.changed:
+            earlier = self.duplicates
+            self.deduplicate()
+            self.duplicates = [*earlier, *self.duplicates]
 
 
 # Version-control metadata is never a manifest: not walked, not reported.

@@ -3,34 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
-# Kinds that live outside any namespace. Anything else is namespaced; an object of a namespaced kind
-# without metadata.namespace is placed in "default" the way kubectl does.
-CLUSTER_SCOPED_KINDS = frozenset(
-    {
-        "Namespace",
-        "Node",
-        "PersistentVolume",
-        "CustomResourceDefinition",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "PriorityClass",
-        "RuntimeClass",
-        "StorageClass",
-        "CSIDriver",
-        "IngressClass",
-        "APIService",
-        "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "DeviceClass",
-        "ResourceClass",
-        "ResourceSlice",
-        "DeviceTaintRule",
-    }
-)
+from reconciler.model.scope_table import NAMESPACED
 
 
 def api_group(api_version: str) -> str:
@@ -64,12 +40,33 @@ def located(path: str, line: int, via: str = "") -> str:
     return f"{via} from {at}" if via and via != path else at
 
 
+@cache
+def _namespaced_by_kind() -> dict[tuple[str, str], bool]:
+    return {(group, kind): namespaced for (group, _, kind), namespaced in NAMESPACED.items()}
+
+
+def builtin_namespaced(api_version: str, kind: str) -> bool | None:
+    """Whether a built-in kind is namespaced (scope_table.py; a version missing from it takes the kind's
+    scope in the others: a resource keeps its scope in every version); None for any other kind."""
+    group = api_group(api_version)
+    found = NAMESPACED.get((group, api_version_only(api_version), kind))
+    return _namespaced_by_kind().get((group, kind)) if found is None else found
+
+
 def ref_of(body: dict[str, Any], default_namespace: str = "default") -> ObjRef:
-    """The reference of a manifest dict (which must have apiVersion, kind and metadata.name)."""
+    """The reference of a manifest dict (which must have apiVersion, kind and metadata.name).
+
+    A built-in cluster-scoped kind has no namespace; any other kind is taken as namespaced, placed in
+    `default_namespace` when it names none the way kubectl does. Custom kinds and the cluster's discovery
+    are model/scope.py's: it corrects what this cannot know."""
     kind = str(body["kind"])
+    api_version = str(body["apiVersion"])
     meta = body.get("metadata") or {}
-    namespace = "" if kind in CLUSTER_SCOPED_KINDS else str(meta.get("namespace") or default_namespace)
-    return ObjRef(api_group(str(body["apiVersion"])), kind, namespace, str(meta["name"]))
+    if builtin_namespaced(api_version, kind) is False:
+        namespace = ""
+    else:
+        namespace = str(meta.get("namespace") or default_namespace)
+    return ObjRef(api_group(api_version), kind, namespace, str(meta["name"]))
 
 
 @dataclass(frozen=True)

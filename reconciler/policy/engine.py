@@ -21,6 +21,7 @@ import orjson
 import yaml
 
 from reconciler.errors import PolicyError
+from reconciler.policy.headcache import module_heads
 from reconciler.policy.rego_ast import RuleHead, parse_error, parse_module, rego_ref
 from reconciler.policy.result import Finding, RuleInfo, Severity
 
@@ -121,6 +122,7 @@ def load_policy_set(directories: Iterable[Path], *, include_bundled: bool = True
     """Read every Rego module and `data.json` under the directories (bundled pack first)."""
     roots = ([bundled_policy_dir()] if include_bundled else []) + list(directories)
     policy_set = PolicySet()
+    sources: list[tuple[Path, str, str, str]] = []  # path, shown, text, source id
     for root, label in zip(roots, _root_labels(roots), strict=True):
         if not root.is_dir():
             raise PolicyError("policy directory does not exist", where=str(root))
@@ -139,15 +141,30 @@ def load_policy_set(directories: Iterable[Path], *, include_bundled: bool = True
                     policy_set.params, data.get("params", {}) if isinstance(data.get("params"), dict) else {}
                 )
             elif path.suffix == ".rego":
-                _add_module(policy_set, path, f"{label}/{path.relative_to(root).as_posix()}")
+                shown = _display(path)
+                text = path.read_text(encoding="utf-8")
+                sources.append((path, shown, text, f"{label}/{path.relative_to(root).as_posix()}"))
+
+    def parse(index: int) -> tuple[tuple[str, ...], tuple[RuleHead, ...]]:
+        parsed = parse_module(sources[index][1], sources[index][2])
+        return parsed.package, parsed.rules
+
+    heads = module_heads([text for _, _, text, _ in sources], parse)
+    for (path, shown, text, source_id), (package, rules) in zip(sources, heads, strict=True):
+        _add_module(policy_set, path, shown, text, source_id, package, rules)
     return policy_set
 
 
-def _add_module(policy_set: PolicySet, path: Path, source_id: str) -> None:
-    shown = _display(path)
-    text = path.read_text(encoding="utf-8")
-    parsed = parse_module(shown, text)
-    module = Module(shown, text, parsed.package_name, source_id, parsed.rules, parsed.package)
+def _add_module(
+    policy_set: PolicySet,
+    path: Path,
+    shown: str,
+    text: str,
+    source_id: str,
+    package: tuple[str, ...],
+    rules: tuple[RuleHead, ...],
+) -> None:
+    module = Module(shown, text, ".".join(package), source_id, rules, package)
     if path.stem.endswith("_test"):
         policy_set.tests.append(module)
         return
@@ -175,7 +192,10 @@ def encode_input(input_doc: dict[str, Any]) -> str:
     YAML can yield values JSON has no type for (an explicit `!!binary` or `!!timestamp`); they become
     strings, as the Kubernetes API would render them.
     """
-    return orjson.dumps(input_doc, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    try:  # the common input has string keys only: orjson is a third faster when it need not look
+        return orjson.dumps(input_doc, default=str).decode()
+    except orjson.JSONEncodeError:  # a key YAML read as a number, a date: as a string, as kubectl would
+        return orjson.dumps(input_doc, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def rego_error(exc: Exception) -> PolicyError:

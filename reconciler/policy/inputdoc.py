@@ -39,6 +39,8 @@ class ClusterFacts:
     # group -> kind -> the versions whose resource list has the kind (discovery, preferred first)
     kinds: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     unavailable: list[str] = field(default_factory=list)  # group versions discovery could not read
+    # (group, kind) -> whether discovery lists the kind as namespaced
+    namespaced: dict[tuple[str, str], bool] = field(default_factory=dict)
     # the ConfigMaps and Secrets the live driver workloads read, their content as a digest only
     # (`dra.content_digest_only`): never in the input, only in the base of a check without a revision
     configs: list[Manifest] = field(default_factory=list)

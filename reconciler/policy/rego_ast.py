@@ -43,10 +43,6 @@ class ParsedModule:
     rules: tuple[RuleHead, ...]
     ast: dict[str, Any]  # regorus's module tree (`package`, `imports`, `rules`)
 
-    @property
-    def package_name(self) -> str:
-        return ".".join(self.package)
-
 
 def parse_error(exc: Exception, where: str) -> PolicyError:
     """A regorus error as a PolicyError at `file:line:col` with regorus's own message."""

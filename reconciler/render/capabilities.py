@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.errors import UserError
+from reconciler.model.scope import BUILTIN, Scopes
 from reconciler.model.served import DEFAULT_RELEASE, parse_release
 from reconciler.model.served_table import KINDS
 
@@ -26,6 +27,13 @@ class Capabilities:
     kube_version: str  # "v1.33.0"
     api_versions: tuple[str, ...]  # "group/version" and "group/version/Kind" (core: "v1", "v1/Pod")
     source: str  # where they come from, for messages
+    # A live cluster's (group, kind, namespaced) as discovery lists them: where `helm install` puts objects
+    # the templates leave without a namespace, and how the desired state's references are scoped.
+    namespaced: tuple[tuple[str, str, bool], ...] = ()
+
+    @property
+    def scopes(self) -> Scopes:
+        return Scopes(discovered={(group, kind): flag for group, kind, flag in self.namespaced})
 
     def to_opts(self) -> dict[str, Any]:
         return {"kube_version": self.kube_version, "api_versions": list(self.api_versions)}
@@ -53,15 +61,22 @@ def from_config(config: Mapping[str, Any], where: str) -> Capabilities:
     return Capabilities(f"v1.{minor}.0", tuple(sorted({*_served_by_default(minor), *extra})), source)
 
 
-def from_served(version: str, kinds: Mapping[str, Mapping[str, list[str]]], where: str) -> Capabilities:
-    """A live cluster's: its version and every group/version (and /Kind) discovery lists."""
+def from_served(
+    version: str,
+    kinds: Mapping[str, Mapping[str, list[str]]],
+    where: str,
+    namespaced: Mapping[tuple[str, str], bool] | None = None,
+) -> Capabilities:
+    """A live cluster's: its version, every group/version (and /Kind) discovery lists and (`namespaced`,
+    (group, kind) -> namespaced) the scope of each kind."""
     api_versions: set[str] = set()
     for group, by_kind in kinds.items():
         for kind, versions in by_kind.items():
             for v in versions:
                 gv = f"{group}/{v}" if group else v
                 api_versions.update((gv, f"{gv}/{kind}"))
-    return Capabilities(version, tuple(sorted(api_versions)), where)
+    scopes = tuple(sorted((group, kind, flag) for (group, kind), flag in (namespaced or {}).items()))
+    return Capabilities(version, tuple(sorted(api_versions)), where, scopes)
 
 
 _CLUSTER: ContextVar[Capabilities | None] = ContextVar("cluster_capabilities", default=None)
@@ -79,6 +94,13 @@ def cluster_capabilities(capabilities: Capabilities | None) -> Iterator[None]:
 
 def effective(config_capabilities: Capabilities | None) -> Capabilities | None:
     return _CLUSTER.get() or config_capabilities
+
+
+def effective_scopes() -> Scopes:
+    """What the cluster of the block (`cluster_capabilities`) says of kinds' scopes; the built-in table's
+    without one."""
+    cluster = _CLUSTER.get()
+    return cluster.scopes if cluster is not None else BUILTIN
 
 
 # --- kubeVersion constraints (Masterminds semver, as Helm reads them) ----------------------------------

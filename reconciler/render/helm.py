@@ -25,9 +25,16 @@ from reconciler.errors import EnvironmentProblem, ManifestError, UserError
 from reconciler.model import dra
 from reconciler.model.dra import CANARY_ANNOTATION
 from reconciler.model.loader import Limits
-from reconciler.model.objects import CLUSTER_SCOPED_KINDS, Manifest, ref_of
+from reconciler.model.objects import Manifest, ref_of
+from reconciler.model.scope import Scopes, scoped_ref
 from reconciler.model.yamldocs import parse_documents, yaml_error
-from reconciler.render.capabilities import Capabilities, check_kube_version, effective, from_config
+from reconciler.render.capabilities import (
+    Capabilities,
+    check_kube_version,
+    effective,
+    effective_scopes,
+    from_config,
+)
 from reconciler.render.kustomize_scan import Show
 
 __all__ = [
@@ -176,7 +183,7 @@ def render_release(
     key = _inputs_digest(root, chart_path, release, values, show, capabilities)
     cached = _RENDERED.get(key)
     if cached is None:
-        cached = _render(release, chart_path, values, show, limits, capabilities)
+        cached = _render(release, chart_path, values, show, limits, capabilities, effective_scopes())
         if len(_RENDERED) >= 32:
             _RENDERED.pop(next(iter(_RENDERED)))
         _RENDERED[key] = cached
@@ -207,6 +214,7 @@ def _inputs_digest(
         show(chart_path),
         values,
         capabilities.to_opts(),
+        sorted(effective_scopes().discovered.items()),  # which kinds get the release namespace
     ]
     hasher.update(json.dumps(identity, sort_keys=True, default=str).encode())
     files = [chart_path] if chart_path.is_file() else sorted(p for p in chart_path.rglob("*") if p.is_file())
@@ -223,6 +231,7 @@ def _render(
     show: Show,
     limits: Limits,
     capabilities: Capabilities,
+    scopes: Scopes,
 ) -> list[Manifest]:
     helm = _helm()
     try:
@@ -260,10 +269,10 @@ def _render(
             continue
         if archive:  # a .tgz: findings point at the archive, a real file; the label names the template
             inside = template.split("/", 1)[1] if "/" in template else template
-            manifests += _parsed(text, shown_chart, f"{release.label}, {inside}", release, limits)
+            manifests += _parsed(text, shown_chart, f"{release.label}, {inside}", limits)
         else:
-            manifests += _parsed(text, _template_file(shown_chart, template), release.label, release, limits)
-    return manifests
+            manifests += _parsed(text, _template_file(shown_chart, template), release.label, limits)
+    return _in_release_namespace(manifests, release, scopes)
 
 
 def _render_chart(
@@ -349,17 +358,29 @@ def _template_file(shown_chart: str, template: str) -> str:
     return f"{shown_chart}/{inside}" if shown_chart not in ("", ".") else inside
 
 
-def _parsed(text: str, shown: str, label: str, release: ChartRelease, limits: Limits) -> list[Manifest]:
+def _parsed(text: str, shown: str, label: str, limits: Limits) -> list[Manifest]:
     out: list[Manifest] = []
     for manifest in parse_documents(text, shown, limits):
         body = manifest.body
         hook = str((body.get("metadata") or {}).get("annotations", {}).get(HOOK_ANNOTATION, ""))
         if "test" in {h.strip() for h in hook.split(",")}:
             continue  # a test hook: `helm test` runs it, a delivery does not
+        out.append(replace(manifest, rendered_by=label))
+    return out
+
+
+def _in_release_namespace(manifests: list[Manifest], release: ChartRelease, scopes: Scopes) -> list[Manifest]:
+    """Objects of namespaced kinds the templates leave without a namespace get the release's, as `helm
+    install` puts them there; cluster-scoped kinds (built-in, the cluster's, or a CRD the chart renders)
+    get none."""
+    scopes = scopes.with_crds(manifests)
+    out = []
+    for manifest in manifests:
+        body = manifest.body
         meta = body.setdefault("metadata", {})
-        if body.get("kind") not in CLUSTER_SCOPED_KINDS and not meta.get("namespace"):
-            meta["namespace"] = release.namespace
-        out.append(Manifest(body=body, ref=ref_of(body), path=shown, line=manifest.line, rendered_by=label))
+        if scopes.namespaced(str(body.get("apiVersion")), str(body.get("kind"))) is not False:
+            meta["namespace"] = meta.get("namespace") or release.namespace
+        out.append(replace(manifest, ref=scoped_ref(body, scopes)))
     return out
 
 

@@ -80,3 +80,25 @@ def test_allow_no_nodes_never_covers_a_canary() -> None:
     assert dra.is_driver_workload(canary) and dra.allows_no_nodes(canary) is None
     del canary["metadata"]["annotations"]["dra-gitops.io/canary-for"]
     assert dra.allows_no_nodes(canary) == 'annotation dra-gitops.io/allow-no-nodes: "true"'
+
+
+def test_a_workload_is_recognized_once_per_block_of_hints_and_afresh_in_another() -> None:
+    """The answer is kept for the block's hints only: the same body under other hints is judged again."""
+    from reconciler.model.dra import DriverHints, driver_hints, recognized_by
+
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ctrl", "namespace": "gpu"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "args": ["--driver=gpu.example.com"]}]}}},
+    }
+    with driver_hints(DriverHints()):
+        assert recognized_by(body) is None
+        assert recognized_by(body) is None
+    with driver_hints(DriverHints(known_drivers=frozenset({"gpu.example.com"}))):
+        assert (
+            recognized_by(body)
+            == "container c names driver gpu.example.com, used by a DeviceClass or ResourceSlice"
+        )
+        assert recognized_by(dict(body)) == recognized_by(body)  # an equal body of its own
+    assert recognized_by(body) is None  # outside any block: no hints, nothing kept

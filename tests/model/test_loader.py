@@ -25,7 +25,6 @@ from reconciler.model.loader import (
     parse_documents,
 )
 from reconciler.model.objects import (
-    CLUSTER_SCOPED_KINDS,
     Manifest,
     ObjRef,
     api_group,
@@ -303,7 +302,13 @@ def test_ref_of_and_api_helpers() -> None:
     body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"}}
     assert ref_of(body) == ObjRef("apps", "DaemonSet", "default", "d")
     assert ref_of(body, default_namespace="other") == ObjRef("apps", "DaemonSet", "other", "d")
-    assert "DeviceClass" in CLUSTER_SCOPED_KINDS and "ResourceClaim" not in CLUSTER_SCOPED_KINDS
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "g", "namespace": "x"},
+    }
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}}
+    assert ref_of(cls).namespace == "" and ref_of(claim).namespace == "default"
 
 
 def test_ref_ignores_api_version_so_versions_are_the_same_object() -> None:

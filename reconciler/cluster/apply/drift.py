@@ -24,7 +24,8 @@ from reconciler.cluster.apply.changeset import strip_server_fields
 from reconciler.cluster.client import ClusterClient, NotFound, ResourceInfo
 from reconciler.errors import DraGitopsError
 from reconciler.model.compare import covers
-from reconciler.model.objects import Manifest, ObjRef, ref_of
+from reconciler.model.objects import Manifest, ObjRef
+from reconciler.model.scope import live_ref
 
 Fingerprints = dict[ObjRef, str]
 
@@ -45,7 +46,7 @@ class DriftReport:
         return {
             "missing": [str(m.ref) for m in self.missing],
             "changed": [str(m.ref) for m in self.changed],
-            "extra": [str(ref_of(body)) for body in self.extra],
+            "extra": [str(live_ref(body)) for body in self.extra],
         }
 
 
@@ -97,10 +98,11 @@ def scan_drift(
             continue
         for item in items:
             if not (item.get("metadata") or {}).get("deletionTimestamp"):
-                live[ref_of(item)] = item
-    wanted = {m.ref for m in desired}
+                live[live_ref(item)] = item
+    served = applyset.served_refs(client, (m.ref for m in desired))
+    wanted = set(served.values())
     for manifest in desired:
-        current = live.get(manifest.ref)
+        current = live.get(served[manifest.ref])
         if current is None:
             report.missing.append(manifest)
             fingerprints.pop(manifest.ref, None)

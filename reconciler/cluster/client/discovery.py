@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.cluster.client.errors import NotFound
@@ -64,6 +64,8 @@ class ServedKinds:
     # group versions whose resource list could not be read (an aggregated API that is down): their kinds
     # are unknown, not unserved
     unavailable: list[str]
+    # (group, kind) -> whether the resource is namespaced, as the resource lists say
+    namespaced: dict[tuple[str, str], bool] = field(default_factory=dict)
 
 
 def group_version(group: str, version: str) -> str:
@@ -200,16 +202,18 @@ class Discovery:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             listings = list(pool.map(read, pairs))
         kinds: dict[str, dict[str, list[str]]] = {}
+        namespaced: dict[tuple[str, str], bool] = {}
         unavailable: list[str] = []
         for (group, version), listing in zip(pairs, listings, strict=True):
             if listing is None:
                 unavailable.append(group_version(group, version))
                 continue
             for resource in listing:
+                namespaced.setdefault((group, resource.kind), resource.namespaced)
                 versions = kinds.setdefault(group, {}).setdefault(resource.kind, [])
                 if version not in versions:
                     versions.append(version)
-        return ServedKinds(kinds, unavailable)
+        return ServedKinds(kinds, unavailable, namespaced)
 
     def find_kind(self, group: str, kind: str) -> ResourceInfo | None:
         """The resource for a kind in its group's preferred version (any served version if needed)."""
