@@ -27,6 +27,7 @@ os.environ.setdefault("DRA_GITOPS_CACHE_DIR", tempfile.mkdtemp(prefix="dra-gitop
 # Slow by nature, by node id prefix (a folder, a module or one test): why each is slow.
 SLOW: dict[str, str] = {
     "tests/faults/": "real processes killed at chosen points, restarted, frozen (issue 18)",
+    "tests/waves/test_waves_kill.py": "a real controller killed mid-wave, another one resuming the rollout",
     "tests/ui/test_browser.py": "the browser suite: headless Chromium over every page",
     "tests/cluster/test_lease_sharding.py": "multi-replica sharding: Leases expiring in real time",
     "tests/deploy/test_sharding_rbac.py": "multi-replica sharding under the reconciler's role",

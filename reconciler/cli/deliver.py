@@ -114,7 +114,7 @@ def plan_command(
     """
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run, render_plan
-    from reconciler.delivery.pipeline import cluster_capabilities_of, stale_manifests
+    from reconciler.delivery.pipeline import cluster_capabilities_of, delivered_manifests, stale_manifests
     from reconciler.model.plan import compute_plan
     from reconciler.render.capabilities import cluster_capabilities
 
@@ -122,7 +122,7 @@ def plan_command(
     with connect(kubeconfig, kube_context) as client:
         with cluster_capabilities(cluster_capabilities_of(client)):  # charts render as for this cluster
             desired, _ = source.load()
-        head = desired.manifests.manifests
+        head = delivered_manifests(desired)  # as `apply` writes them (OnDelete for drivers in waves)
         for repeat in desired.duplicates:  # `apply` reports them with its policy check; `plan` runs none
             click.echo(f"warning: {repeat.where}: {repeat.message}", err=True)
         set_id = applyset.applyset_id(target_name, state_namespace)

@@ -329,7 +329,7 @@ def diff_command(**kwargs: Any) -> int:
     """
     from reconciler.cluster import applyset
     from reconciler.cluster.apply import dry_run, render_plan
-    from reconciler.delivery.pipeline import stale_manifests
+    from reconciler.delivery.pipeline import delivered_manifests, stale_manifests
     from reconciler.errors import EnvironmentProblem, UserError
     from reconciler.loop.passes.keep import KeptRevision
     from reconciler.loop.passes.revisions import GitRevisions
@@ -363,7 +363,7 @@ def diff_command(**kwargs: Any) -> int:
                 ) from exc
         finally:
             revisions.close()
-        manifests = desired.manifests.manifests
+        manifests = delivered_manifests(desired)  # as a pass writes them (OnDelete for drivers in waves)
         set_id = applyset.applyset_id(target.name, target.state_namespace)
         plan = compute_plan(stale_manifests(client, set_id, manifests), manifests)
         shown = (desired.revision.sha or "")[:12]

@@ -97,6 +97,11 @@ def _dns_name(*parts: str) -> str:
     return f"{clean[:200].rstrip('-.')}-{digest}"
 
 
+def rollout_label(namespace: str, daemonset: str) -> str:
+    """The value of ROLLOUT_LABEL on the DeviceTaintRules of one DaemonSet's waves."""
+    return _dns_name(namespace, daemonset)[-63:].lstrip("-.")
+
+
 class WaveRunner:
     """Runs one wave; `clock`/`sleep` are injectable, `progress` gets one line per step."""
 
@@ -119,6 +124,9 @@ class WaveRunner:
         self.sleep = sleep
         self.progress = progress
         self.result = WaveResult(target.number)
+        # Nodes whose old plugin pod this run deleted; the others already ran the current revision when the
+        # wave began (a wave resumed after a kill): their slices are not republished again, only checked.
+        self.replaced: set[str] = set()
 
     def _step(self, action: str, node: str, detail: str) -> None:
         self.result.steps.append(Step(self.clock(), action, node, detail))
@@ -230,7 +238,7 @@ class WaveRunner:
                     "kind": "DeviceTaintRule",
                     "metadata": {
                         "name": name,
-                        "labels": {ROLLOUT_LABEL: _dns_name(t.namespace, t.daemonset)[-63:].lstrip("-.")},
+                        "labels": {ROLLOUT_LABEL: rollout_label(t.namespace, t.daemonset)},
                     },
                     "spec": {
                         "deviceSelector": {"driver": t.driver, "pool": pool},
@@ -250,6 +258,7 @@ class WaveRunner:
             for pod in pods:
                 if as_dict(meta(pod).get("labels")).get(REVISION_LABEL) != revision:
                     self.client.delete(pod_api, self.target.namespace, name_of(pod))
+                    self.replaced.add(node)
                     self._step("delete-pod", node, name_of(pod))
 
     def _wait(self, ds: dict[str, Any], revision: str, before: dict[str, dict[str, Pool]]) -> None:
@@ -360,7 +369,7 @@ class WaveRunner:
         self, node: str, before: dict[str, Pool], after: dict[str, Pool], watched: set[str]
     ) -> str | None:
         """None: still waiting; "": republished with the same devices; else the evidence."""
-        if not before:
+        if not before or node not in self.replaced:
             return "" if any(p.complete for p in after.values()) else None
         for name, pool in sorted(before.items()):
             now = after.get(name)
@@ -416,5 +425,6 @@ __all__ = [
     "node_not_ready",
     "node_pools",
     "release_wave",
+    "rollout_label",
     "run_wave",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from reconciler.cluster import applyset
@@ -24,58 +23,23 @@ from reconciler.cluster.apply import (
 )
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.facts import collect_facts
-from reconciler.cluster.verify import verify_workloads
-from reconciler.cluster.verify.wait import STOPPED
 from reconciler.delivery.check import CheckOptions, CheckRun, run_check
 from reconciler.delivery.desired import DesiredState
+from reconciler.delivery.options import DeliverHooks, DeliverOptions
 from reconciler.delivery.recreate import recreate_refused
 from reconciler.delivery.result import Delivery
+from reconciler.delivery.writes import verify_delivery, workloads_of, write_delivery
 from reconciler.model import dra
 from reconciler.model.objects import Manifest, ObjRef
 from reconciler.model.plan import Plan, compute_plan
 from reconciler.model.repoconfig import allowing_no_nodes, declared_workloads, rollouts_of
 from reconciler.model.scope import live_ref
 from reconciler.model.stages import WORKLOADS, stage_label
+from reconciler.model.wave_progress import with_wave_strategy
 from reconciler.outcome import Outcome
 from reconciler.render.capabilities import Capabilities, from_served
 
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class DeliverOptions:
-    """How one revision is delivered. The reconcile loop holds one for all its deliveries
-    (`loop/passes/reconcile_types.py`'s `ReconcileOptions.delivery`) and sets the last four per delivery."""
-
-    target: str = applyset.DEFAULT_TARGET
-    namespace: str = applyset.DEFAULT_NAMESPACE
-    stage_timeout: float = 300.0
-    verify_timeout: float = 300.0
-    grace: float = 60.0
-    prune: bool = True
-    verify: bool = True
-    # Policies judge the revision (off for a rollback to a revision that was judged when it was applied).
-    check: bool = True
-    # Members of the set never pruned (objects that existed before a first pass adopted them).
-    keep: frozenset[ObjRef] = frozenset()
-    # A rollback prunes what the failed revision added before applying (those objects may hold the
-    # devices the last good revision needs to verify), and deletes and recreates claims and templates whose
-    # immutable spec differs (a forward change of one is refused by the dry-run and the `immutable-claim`
-    # rule instead).
-    prune_first: bool = False
-    recreate_immutable: bool = False
-
-
-@dataclass
-class DeliverHooks:
-    """How a caller (the reconcile loop) follows a delivery: state is marked before the first write."""
-
-    before_write: Callable[[], None] | None = None
-    after_stage: Callable[[str], None] | None = None
-    # Asked between stages: a reason to stop (shutting down), or None to go on.
-    cancelled: Callable[[], str | None] | None = None
-    # Asked at every poll of verification (an `abort` ends it at once), when given.
-    during_verify: Callable[[], str | None] | None = None
 
 
 def cluster_capabilities_of(client: ClusterClient) -> Capabilities:
@@ -96,13 +60,6 @@ def stale_manifests(
     return stale
 
 
-def workloads_of(head: list[Manifest]) -> list[dict[str, Any]]:
-    """Every workload of the revision (drivers are waited for in their own stage), changed or not."""
-    return [
-        m.body for m in head if dra.pod_spec_of(m.body) is not None and not dra.is_driver_workload(m.body)
-    ]
-
-
 def deliver(
     client: ClusterClient,
     desired: DesiredState,
@@ -114,15 +71,25 @@ def deliver(
     hooks: DeliverHooks | None = None,
 ) -> Delivery:
     """`_deliver` with driver workloads recognized by what the revision (and its base) say of drivers."""
+    with dra.driver_hints(_hints(desired, base)):
+        return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
+
+
+def _hints(desired: DesiredState, base: DesiredState | None = None) -> dra.DriverHints:
     seen = [*desired.manifests.manifests, *(base.manifests.manifests if base is not None else ())]
-    hints = dra.hints_of(
+    return dra.hints_of(
         seen,
         declared_workloads(desired.drivers),
         allowing_no_nodes(desired.drivers),
         rollouts_of(desired.drivers),
     )
-    with dra.driver_hints(hints):
-        return _deliver(client, desired, check_options, options, progress, base, hooks=hooks)
+
+
+def delivered_manifests(desired: DesiredState) -> list[Manifest]:
+    """The revision's objects as a delivery writes them: a main driver DaemonSet with a `rollout` gets
+    `updateStrategy: OnDelete` (dra-gitops owns that field; `model/wave_progress.py`)."""
+    with dra.driver_hints(_hints(desired)):
+        return with_wave_strategy(desired.manifests.manifests)
 
 
 def _deliver(
@@ -146,7 +113,8 @@ def _deliver(
     before_write = _once(hooks.before_write)
     timings: dict[str, float] = {}
     revision = desired.revision.sha
-    head = desired.manifests.manifests
+    # Policies judge the revision as written; the cluster gets the strategy waves need (OnDelete).
+    head = with_wave_strategy(desired.manifests.manifests)
     set_id = applyset.applyset_id(options.target, options.namespace)
 
     started = time.perf_counter()
@@ -194,7 +162,7 @@ def _deliver(
     if not dry.ok:
         return delivery
     before_write()
-    _write(client, delivery, head, digest, options, hooks, progress)
+    write_delivery(client, delivery, head, digest, options, hooks, progress)
     return delivery
 
 
@@ -241,124 +209,6 @@ def _check(
     )
 
 
-class _StagedWrites:
-    """Applies parts of a dry-run plan stage by stage, reporting each stage to `progress` and the hooks and
-    asking `hooks.cancelled` between stages; the first reason to stop is kept in `cancelled`."""
-
-    def __init__(
-        self,
-        client: ClusterClient,
-        set_id: str,
-        dry: DryRunResult,
-        options: DeliverOptions,
-        hooks: DeliverHooks,
-        progress: Progress,
-    ) -> None:
-        self.client = client
-        self.set_id = set_id
-        self.dry = dry
-        self.options = options
-        self.hooks = hooks
-        self.progress = progress
-        self.cancelled: str | None = None
-
-    def run(self, part: Plan) -> ApplyResult:
-        return apply_plan(
-            self.client,
-            part,
-            applyset_id=self.set_id,
-            stage_timeout=self.options.stage_timeout,
-            checked=self.dry,  # the dry-run's answers stand for objects unchanged since: no second dry-run
-            # Verification is the workloads stage's wait: it knows the DRA signals that should end it early.
-            waited_by_caller=frozenset({WORKLOADS}) if self.options.verify else frozenset(),
-            on_stage=self._on_stage,
-            fail_fast=self._stop_for_shutdown,
-        )
-
-    def _ask(self) -> str | None:
-        reason = self.hooks.cancelled() if self.hooks.cancelled is not None else None
-        if reason and self.cancelled is None:
-            self.cancelled = reason
-        return reason
-
-    def _stop_for_shutdown(self, _stage: int, _changes: Any) -> str | None:
-        return self._ask()
-
-    def _on_stage(self, stage: StageResult) -> None:
-        self.progress(
-            f"stage {stage.label}: {stage.applied} applied, {stage.unchanged} unchanged, {stage.deleted} deleted"
-        )
-        if self.hooks.after_stage is not None:
-            self.hooks.after_stage(stage.label)
-        if self.cancelled is None:
-            self._ask()
-
-
-def _write(
-    client: ClusterClient,
-    delivery: Delivery,
-    head: list[Manifest],
-    digest: str,
-    options: DeliverOptions,
-    hooks: DeliverHooks,
-    progress: Progress,
-) -> None:
-    """The writes after a dry-run that passed: ApplySet parent, stages (prune first in a rollback), then
-    verification and, once verified, the prune. The outcome lands in `delivery`."""
-    assert delivery.dry_run is not None
-    set_id = applyset.applyset_id(options.target, options.namespace)
-    started = time.perf_counter()
-    delivery.bookkeeping = _ensure_parent(client, options, head, progress)
-    writes = _StagedWrites(client, set_id, delivery.dry_run, options, hooks, progress)
-    applies = Plan(tuple(c for c in delivery.plan.changes if c.op != "delete"))
-    deletes = Plan(tuple(c for c in delivery.plan.changes if c.op == "delete"))
-    if options.prune_first and not deletes.empty:
-        delivery.pruned = writes.run(deletes)
-    delivery.pruned_first = options.prune_first
-    delivery.applied = writes.run(applies)
-    delivery.timings["apply"] = time.perf_counter() - started
-    if writes.cancelled:
-        delivery.outcome, delivery.cancelled = Outcome.APPLY_FAILED, writes.cancelled
-        return
-    if not delivery.applied.ok or (delivery.pruned is not None and not delivery.pruned.ok):
-        delivery.outcome = Outcome.APPLY_FAILED
-        return
-    if options.verify and not _verify(
-        client, delivery, workloads_of(head), options, progress, hooks.during_verify
-    ):
-        if delivery.verified is not None and delivery.verified.terminal == STOPPED:
-            delivery.cancelled = delivery.verified.message.removeprefix("verification stopped: ")
-        return
-    if not options.prune_first and not deletes.empty:
-        # Only a verified revision prunes: a failed one leaves the old objects for the rollback.
-        started = time.perf_counter()
-        delivery.pruned = writes.run(deletes)
-        delivery.timings["prune"] = time.perf_counter() - started
-        if not delivery.pruned.ok:
-            delivery.outcome = Outcome.APPLY_FAILED
-    if delivery.outcome == Outcome.APPLIED:
-        # The next delivery of this very state may skip its dry-run (cluster/apply/noop.py).
-        applyset.ensure_parent(client, options.target, options.namespace, delivered=digest)
-
-
-def _ensure_parent(
-    client: ClusterClient, options: DeliverOptions, head: list[Manifest], progress: Progress
-) -> dict[str, str]:
-    """The ApplySet parent (and its namespace) before the revision's objects; what it wrote, by ref."""
-    bookkeeping: dict[str, str] = {}
-    applyset.ensure_parent(
-        client,
-        options.target,
-        options.namespace,
-        sorted({applyset.group_kind(m.body) for m in head}),
-        record=bookkeeping,
-    )
-    progress(
-        f"bookkeeping (ApplySet parent): {', '.join(f'{r} {o}' for r, o in sorted(bookkeeping.items()))}"
-    )
-    return bookkeeping
-
-
 def _deliver_unchanged(
     client: ClusterClient,
     desired: DesiredState,
@@ -389,7 +239,7 @@ def _deliver_unchanged(
         preexisting=frozenset(change.ref for change in plan.changes),
     )
     if options.verify:
-        _verify(client, delivery, workloads_of(desired.manifests.manifests), options, progress)
+        verify_delivery(client, delivery, workloads_of(desired.manifests.manifests), options, progress)
     return delivery
 
 
@@ -434,31 +284,17 @@ def deliver_drift(
         return delivery
     workloads = workloads_of(reapply)
     if options.verify and workloads:
-        _verify(client, delivery, workloads, options, progress)
+        verify_delivery(client, delivery, workloads, options, progress)
     return delivery
 
 
-def _verify(
-    client: ClusterClient,
-    delivery: Delivery,
-    workloads: list[dict[str, Any]],
-    options: DeliverOptions,
-    progress: Progress,
-    stop: Callable[[], str | None] | None = None,
-) -> bool:
-    """Verify the workloads into `delivery` (evidence, timing, outcome); whether every chain held."""
-    started = time.perf_counter()
-    progress(f"verify: {len(workloads)} workload(s)")
-    delivery.verified = verify_workloads(
-        client,
-        workloads,
-        timeout=options.verify_timeout,
-        grace=options.grace,
-        poll=0.25,
-        progress=progress,
-        stop=stop,
-    )
-    delivery.timings["verify"] = time.perf_counter() - started
-    if not delivery.verified.ok:
-        delivery.outcome = Outcome.VERIFY_FAILED
-    return delivery.verified.ok
+__all__ = [
+    "DeliverHooks",
+    "DeliverOptions",
+    "cluster_capabilities_of",
+    "deliver",
+    "deliver_drift",
+    "delivered_manifests",
+    "stale_manifests",
+    "workloads_of",
+]

@@ -118,7 +118,10 @@ class Delivery:
             ],
             "writes": sum(r.writes for r in (self.applied, self.pruned) if r is not None),
             "evidence": [e.to_json() for e in (self.verified.evidence if self.verified else [])],
-            "diagnoses": [d.to_json() for d in (self.verified.diagnoses if self.verified else [])],
+            "diagnoses": [
+                *(d for stage in self.stages() for d in stage.diagnoses),
+                *(d.to_json() for d in (self.verified.diagnoses if self.verified else [])),
+            ],
             "exec": [
                 {"pod": x.pod, "container": x.container, "command": x.command, "ok": x.ok, "output": x.output}
                 for x in (self.verified.exec_results if self.verified else [])

@@ -53,6 +53,18 @@ class Metrics:
             buckets=PASS_DURATION_BUCKETS,
             registry=registry,
         )
+        self.rollout_wave = Gauge(
+            PREFIX + "driver_rollout_wave",
+            "The wave a driver upgrade in waves is at (its waves count in driver_rollout_waves).",
+            ["target", "driver"],
+            registry=registry,
+        )
+        self.rollout_waves = Gauge(
+            PREFIX + "driver_rollout_waves",
+            "How many waves the driver upgrade under way has.",
+            ["target", "driver"],
+            registry=registry,
+        )
         self.last_applied = Gauge(
             PREFIX + "last_applied_timestamp_seconds",
             "Unix time at which the target's last revision was applied and verified.",
@@ -171,6 +183,11 @@ class Metrics:
 
     def record_notification(self, target: str, kind: str, result: str) -> None:
         self.notifications.labels(target=target, kind=kind, result=result).inc()
+
+    def set_rollout_wave(self, target: str, driver: str, wave: int, waves: int) -> None:
+        """A driver upgrade in waves moved on (`model/wave_progress.RolloutProgress`)."""
+        self.rollout_wave.labels(target=target, driver=driver).set(wave)
+        self.rollout_waves.labels(target=target, driver=driver).set(waves)
 
     def set_lease_held(self, target: str, held: bool) -> None:
         self.lease_held.labels(target=target).set(1 if held else 0)

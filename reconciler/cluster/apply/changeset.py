@@ -119,6 +119,8 @@ class StageResult:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     direction: Literal["apply", "delete"] = "apply"
+    # What went wrong, as `diagnose` says it (a driver rollout's failed wave: its node and evidence).
+    diagnoses: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

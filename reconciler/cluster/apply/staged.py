@@ -32,11 +32,13 @@ from reconciler.cluster.apply.changeset import (
 from reconciler.cluster.apply.dryrun import check_item
 from reconciler.cluster.apply.stagewait import POLL_MAX, POLL_START, SLICE_GRACE, FailFast, StageWaiter
 from reconciler.cluster.client import ClusterClient
+from reconciler.cluster.waverollout import WaveControl, clear_wave_taints, run_rollout
 from reconciler.errors import DraGitopsError
 from reconciler.model import dra
 from reconciler.model.dra import DRA_GROUP
+from reconciler.model.driver_rollout import RolloutSpec
 from reconciler.model.plan import Plan
-from reconciler.model.stages import CLASSES, FOUNDATION, stage_label
+from reconciler.model.stages import CLASSES, DRIVERS, FOUNDATION, stage_label
 
 _PREREQUISITE_KINDS = frozenset({"Namespace", "CustomResourceDefinition"})
 
@@ -236,6 +238,61 @@ def _still_there(client: ClusterClient, item: WorkItem) -> dict[str, Any] | None
     return client.get(item.resource, item.namespace if item.resource.namespaced else None, item.name)
 
 
+def _waved(item: WorkItem) -> RolloutSpec | None:
+    """The rollout in waves of a main driver DaemonSet of stage 1 (None: waited for as any other)."""
+    if item.change.stage != DRIVERS or item.after is None or item.change.ref.kind != "DaemonSet":
+        return None
+    try:
+        return dra.rollout_of(item.body, item.result.ref)
+    except DraGitopsError:
+        return None  # an unreadable annotation: the check reported it
+
+
+def _wait_part(
+    client: ClusterClient,
+    part: list[WorkItem],
+    pool: ThreadPoolExecutor,
+    result: StageResult,
+    deadline: float,
+    fail_fast: FailFast | None,
+    slice_grace: float,
+    waves: WaveControl | None,
+) -> str | None:
+    """Wait for one applied part of a stage; main driver DaemonSets with a `rollout` go in waves instead
+    (`cluster/waverollout.py`), after the rest of the part is ready. The error, or None."""
+    rollouts = [(item, spec) for item in part if (spec := _waved(item)) is not None]
+    waved = {id(item) for item, _ in rollouts}
+    others = [item for item in part if id(item) not in waved]
+    waiter = StageWaiter(client, others, pool, deadline, fail_fast, slice_grace)
+    waited = waiter.run(result.stage, [item.change for item in others])
+    result.warnings.extend(waiter.warnings)
+    if waited is not None:
+        return waited
+    control = waves or WaveControl()
+    settled: list[WorkItem] = []
+    for item, spec in rollouts:
+        outcome = run_rollout(client, item.after or item.body, spec, control)
+        if outcome.warning:
+            result.warnings.append(outcome.warning)
+        if outcome.diagnosis is not None:
+            result.diagnoses.append(outcome.diagnosis)
+        if outcome.error:
+            item.result.error = outcome.error
+            return outcome.error if outcome.error.startswith("fail fast") else f"fail fast: {outcome.error}"
+        if outcome.not_needed:
+            settled.append(item)
+    if settled:  # nothing to replace in waves: judged as any driver DaemonSet
+        waiter = StageWaiter(client, settled, pool, deadline, fail_fast, slice_grace)
+        waited = waiter.run(result.stage, [item.change for item in settled])
+        result.warnings.extend(waiter.warnings)
+    if waited is None and control.revert:
+        # A rollback to a revision without waves: the drain a failed wave left goes too.
+        for item in others:
+            if item.change.stage == DRIVERS and item.change.ref.kind == "DaemonSet" and item.namespace:
+                clear_wave_taints(client, item.namespace, item.name)
+    return waited
+
+
 def _apply_stage(
     client: ClusterClient,
     group: list[WorkItem],
@@ -247,6 +304,7 @@ def _apply_stage(
     wait: bool,
     fail_fast: FailFast | None,
     slice_grace: float,
+    waves: WaveControl | None = None,
 ) -> None:
     """Apply one stage and wait for it; namespaces and CRDs first, as the rest may live in them."""
     first = [item for item in group if item.change.ref.kind in _PREREQUISITE_KINDS]
@@ -261,9 +319,7 @@ def _apply_stage(
         has_crds = any(item.change.ref.kind == "CustomResourceDefinition" for item in part)
         # Later objects need their namespaces Active and CRDs Established, even without `wait`.
         if wait or result.stage == FOUNDATION or has_crds or index < len(parts) - 1:
-            waiter = StageWaiter(client, part, pool, deadline, fail_fast, slice_grace)
-            waited = waiter.run(result.stage, [item.change for item in part])
-            result.warnings.extend(waiter.warnings)
+            waited = _wait_part(client, part, pool, result, deadline, fail_fast, slice_grace, waves)
             if waited is not None:
                 detail = waited if waited.startswith("fail fast") else f"{waited} (timeout {timeout:g}s)"
                 result.error = f"stage {result.label}: {detail}"
@@ -292,6 +348,7 @@ def apply_plan(
     slice_grace: float = SLICE_GRACE,
     stage_timeouts: dict[int, float] | None = None,
     waited_by_caller: frozenset[int] = frozenset(),
+    waves: WaveControl | None = None,
 ) -> ApplyResult:
     """Apply the plan stage by stage (canary step 1a before the main drivers), then delete in reverse order.
 
@@ -301,6 +358,7 @@ def apply_plan(
     `checked`: a `dry_run` answer from just before, reused for objects whose live state has not moved
     since (saves a second dry-run per object). `fail_fast(stage, changes)` is asked on every poll of a
     stage wait and stops the apply with its reason. `stage_timeouts` overrides the timeout per stage.
+    `waves`: how the caller follows main driver DaemonSets upgraded in waves (`cluster/waverollout.py`).
     """
     writes_before = client.writes_sent
     items = work_items(plan, applyset_id)
@@ -342,6 +400,7 @@ def apply_plan(
                     wait and stage not in waited_by_caller,
                     fail_fast,
                     slice_grace,
+                    waves,
                 )
             if result.error and not result.error.startswith("stage "):
                 result.error = f"stage {label}: {result.error}"

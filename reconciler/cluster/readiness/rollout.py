@@ -105,8 +105,16 @@ def _daemonset_current(ds: Mapping[str, Any], context: RolloutContext) -> Any:
     generation = meta(ds).get("generation")
     newest_hash = newest_revision_hash(ds, context.revisions) if context.revisions else None
 
+    # As the daemon controller's IsPodUpdated: the template generation OR the revision hash matches (a
+    # rollback to an older template makes the pods that never left it current again). The hash counts once
+    # the controller observed the spec (before, the newest revision is still the one replaced).
+    observed = as_dict(ds.get("status")).get("observedGeneration") == generation
+    by_hash = newest_hash if observed else None
+
     def current(pod: Mapping[str, Any]) -> bool:
         labels = _labels(pod)
+        if by_hash is not None and str(labels.get(REVISION_HASH_LABEL) or "") == by_hash:
+            return True
         if TEMPLATE_GENERATION_LABEL in labels and generation is not None:
             return str(labels[TEMPLATE_GENERATION_LABEL]) == str(generation)
         if newest_hash is not None and REVISION_HASH_LABEL in labels:
@@ -176,6 +184,7 @@ def rollout_context(
     """What `current_pods` needs besides pods: ReplicaSets where Deployments live; ControllerRevisions
     only where a DaemonSet's pod lacks `pod-template-generation` (every pod the real controller makes has it).
     """
+    workloads = list(workloads)
     deployment_namespaces: set[str] = set()
     daemonset_namespaces: set[str] = set()
     for wl in workloads:
@@ -187,10 +196,22 @@ def rollout_context(
     replica_sets: list[dict[str, Any]] = []
     for namespace in sorted(deployment_namespaces):
         replica_sets += client.list_kind("apps", "ReplicaSet", namespace or None)
+    generations = {
+        (str(meta(wl).get("namespace") or ""), str(meta(wl).get("generation")))
+        for wl in workloads
+        if wl.get("kind") == "DaemonSet"
+    }
+    # Revisions where a pod's generation label does not tell: it has none, or not the DaemonSet's (a pod of
+    # an older generation may run the current template again after a rollback).
     unlabelled = {
         str(meta(p).get("namespace") or "")
         for p in pods
-        if TEMPLATE_GENERATION_LABEL not in _labels(p) and REVISION_HASH_LABEL in _labels(p)
+        if REVISION_HASH_LABEL in _labels(p)
+        and (
+            TEMPLATE_GENERATION_LABEL not in _labels(p)
+            or (str(meta(p).get("namespace") or ""), str(_labels(p)[TEMPLATE_GENERATION_LABEL]))
+            not in generations
+        )
     }
     revisions: list[dict[str, Any]] = []
     for namespace in sorted(daemonset_namespaces & unlabelled):

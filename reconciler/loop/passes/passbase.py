@@ -12,6 +12,7 @@ from reconciler.cluster import applyset
 from reconciler.cluster.apply import Fingerprints
 from reconciler.cluster.client import ClusterClient, Forbidden
 from reconciler.cluster.events import EventRecorder
+from reconciler.cluster.waverollout import WaveControl
 from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.desired import DesiredState, empty_state
 from reconciler.delivery.pipeline import DeliverHooks, DeliverOptions, cluster_capabilities_of, deliver
@@ -21,6 +22,7 @@ from reconciler.loop.passes.reconcile_types import Cancelled, PassResult, Reconc
 from reconciler.loop.store.records import InProgress
 from reconciler.loop.store.state import StateConflict, StateStore, TargetState, now_iso
 from reconciler.model.objects import ObjRef
+from reconciler.model.wave_progress import RolloutProgress
 from reconciler.render.capabilities import cluster_capabilities
 
 Progress = Callable[[str], None]
@@ -67,6 +69,11 @@ class PassBase:
         self._desired_cache: dict[str, DesiredState] = {}
         self._drift_reported: dict[str, list[str]] = {}  # with selfHeal off: the drift last reported
         self.cluster_id: str | None = None  # the identity of the cluster this process first reached
+        # Told each step of a driver rollout in waves (the controller's metrics).
+        self.on_rollout: Callable[[RolloutProgress], None] = lambda progress: None
+        # The rollout in waves an interrupted (or suspended) apply left, by sha: the next delivery of that
+        # sha resumes it (`rollback.py`'s recovery sets it).
+        self.resumable: tuple[str | None, RolloutProgress] | None = None
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -169,6 +176,49 @@ class PassBase:
             after_stage=after_stage,
             cancelled=cancelled,
             during_verify=during_verify,
+            waves=self._wave_control(state, marker, during_verify),
+        )
+
+    def _wave_control(
+        self, state: TargetState, marker: InProgress, poll: Callable[[], str | None]
+    ) -> WaveControl:
+        """How a delivery's driver rollouts in waves follow the pass: progress saved in `inProgress.rollout`
+        (fenced as every write), resumed from what an interrupted pass left, stopped by an `abort` or a lost
+        Lease at every poll, paused between waves by `suspend`, told as Events and metrics."""
+
+        def resume(namespace: str, name: str) -> RolloutProgress | None:
+            if self.resumable is None or marker.operation != "apply":
+                return None
+            sha, progress = self.resumable
+            return progress if sha == marker.sha and progress.key == (namespace, name) else None
+
+        def save(progress: RolloutProgress) -> None:
+            self.on_rollout(progress)
+            if state.in_progress is None:
+                return
+            state.in_progress.rollout = progress.to_json()
+            try:
+                self.store.save_during_pass(state)
+            except StateConflict as exc:
+                raise Cancelled("the state was written by someone else during the pass") from exc
+
+        def pause() -> str | None:
+            poll()  # takes in what verbs wrote
+            s = state.suspended
+            return f"suspended by {s.by}" + (f": {s.reason}" if s.reason else "") if s is not None else None
+
+        def event(reason: str, message: str, warning: bool) -> None:
+            self.events.emit(reason, message, warning=warning)
+
+        return WaveControl(
+            resume=resume,
+            save=save,
+            stop=poll,
+            pause=pause,
+            event=event,
+            revert=marker.operation == "rollback",
+            wave_timeout=self.options.delivery.stage_timeout,
+            probe_namespace=self.options.state_namespace,  # deploy/base lets the probe write there only
         )
 
     def _deliver(

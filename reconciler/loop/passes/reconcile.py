@@ -16,7 +16,7 @@ import time
 from reconciler.cluster import applyset
 from reconciler.cluster.apply import scan_drift
 from reconciler.cluster.client import Forbidden
-from reconciler.delivery.pipeline import deliver_drift
+from reconciler.delivery.pipeline import deliver_drift, delivered_manifests
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.loop.passes.passbase import Progress, short_sha
 from reconciler.loop.passes.promotionstep import PromotionSteps
@@ -28,6 +28,7 @@ from reconciler.loop.passes.sourcehealth import observe_fetch
 from reconciler.loop.store.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import RECORD_ITEMS, TargetState, now_iso
+from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
 from reconciler.outcome import Outcome
 
 __all__ = ["Progress", "Reconciler"]
@@ -257,6 +258,9 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             )
             return self._finish(state, result)
         if delivery.cancelled and state.abort is None:
+            paused = self._rollout_paused(state)
+            if paused is not None:  # `suspend` between waves: the progress stays, `resume` goes on
+                return PassResult(target, Outcome.SUSPENDED, sha, message=f"{short_sha(sha)}: {paused}")
             raise Cancelled(f"{short_sha(sha)}: stopped between stages: {delivery.cancelled}")
         if state.abort is not None:  # asked for: what it wrote is rolled back, the commit held
             record.requested_by, state.abort = state.abort.by, None
@@ -267,13 +271,25 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.ABORTED, at=record.at)
         return self._roll_back(state, sha, delivery, record, violations)
 
+    @staticmethod
+    def _rollout_paused(state: TargetState) -> str | None:
+        """What a driver rollout in waves paused by `suspend` says of itself, or None."""
+        marker = state.in_progress
+        rollout = RolloutProgress.from_json(marker.rollout) if marker is not None else None
+        if state.suspended is None or rollout is None or rollout.phase != SUSPENDED:
+            return None
+        return (
+            f"the upgrade of DaemonSet/{rollout.namespace}/{rollout.daemonset} in waves is paused "
+            f"({rollout.line()}) by {state.suspended.by}; `dra-gitops resume` goes on with the next wave"
+        )
+
     def _steady(self, state: TargetState, sha: str | None, offline: bool = False) -> PassResult:
         """The last good revision is the head: compare live objects, correct drift, write nothing else.
         `offline`: Git cannot be reached; the revision is read from its kept copy (the Event says so)."""
         desired = self._desired(sha)
         if not offline:
             self.keep_last_good(sha)  # a state written before copies were kept, or a copy lost
-        manifests = desired.manifests.manifests
+        manifests = delivered_manifests(desired)  # as delivered: a driver upgraded in waves is OnDelete
         kinds = {applyset.group_kind(m.body) for m in manifests}
         report = scan_drift(self.client, manifests, self.set_id, self.fingerprints, kinds)
         result = PassResult(self.options.target, Outcome.UNCHANGED, sha, drift=report)

@@ -14,6 +14,7 @@ from reconciler.loop.store.evidence import evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.model.objects import ObjRef
+from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
 from reconciler.outcome import Outcome
 
 # How a person gets a target out of a failed rollback whose target cannot be read.
@@ -193,6 +194,16 @@ class RollbackSteps(PassBase):
             return self._finish(state, result)
         # An interrupted apply: clear the marker and let this pass deliver the head again (it is not a
         # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
+        # A driver rollout in waves it left goes on at the wave it was in (not from the first).
+        rollout = RolloutProgress.from_json(marker.rollout)
+        if rollout is not None and sha:
+            self.resumable = (sha, rollout)
+            why = "paused by `suspend`" if rollout.phase == SUSPENDED else record.message
+            record.message = f"{why}; the rollout of {rollout.daemonset} resumes: {rollout.line()}"
+            self.events.emit(
+                "RolloutResumed",
+                f"DaemonSet/{rollout.namespace}/{rollout.daemonset} ({rollout.driver}): {rollout.line()}",
+            )
         state.in_progress = None
         if sha:
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)

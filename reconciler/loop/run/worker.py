@@ -124,6 +124,9 @@ class TargetWorker:
             on_deliver=lambda sha: controller.notifier.started(target.name, sha),
         )
         self.reconciler.upstream = controller.upstream_reader(target, self.source.source)
+        self.reconciler.on_rollout = lambda progress: controller.metrics.set_rollout_wave(
+            target.name, progress.driver, progress.wave, progress.of
+        )
 
     def fence(self, method: str, where: str) -> None:
         """Before each write of a pass: the Lease must be held, renewed within the renew deadline on the

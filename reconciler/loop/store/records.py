@@ -129,6 +129,9 @@ class InProgress(_Record):
     from_sha: str | None = None  # the revision the cluster was on
     stage: str = ""  # the last stage finished ("" before the first)
     since: str = ""
+    # A driver upgrade in waves under way: `model/wave_progress.RolloutProgress.to_json()` (wave N of M,
+    # nodes done, failed nodes, phase, soakUntil); the next pass resumes from it.
+    rollout: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)

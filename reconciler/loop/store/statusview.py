@@ -7,6 +7,7 @@ from typing import Any
 
 from reconciler.loop.store.records import HistoryRecord
 from reconciler.loop.store.state import TargetState
+from reconciler.model.wave_progress import RolloutProgress
 
 
 def render_status(target: str, state: TargetState, history_count: int) -> str:
@@ -20,6 +21,11 @@ def render_status(target: str, state: TargetState, history_count: int) -> str:
     if state.in_progress:
         p = state.in_progress
         lines.append(f"in progress:   {p.operation} of {p.sha} at stage {p.stage or '-'} since {p.since}")
+        rollout = RolloutProgress.from_json(p.rollout)
+        if rollout is not None:
+            lines.append(
+                f"driver waves:  DaemonSet/{rollout.namespace}/{rollout.daemonset}: {rollout.line()}"
+            )
     else:
         lines.append("in progress:   (nothing)")
     if state.hold:
@@ -114,11 +120,19 @@ def target_row(name: str, state: TargetState) -> dict[str, Any]:
         "held": state.hold
         or (attempted.sha if attempted and attempted.sha and state.failed(attempted.sha) else None),
         "inProgress": f"{progress.operation} {(progress.sha or '')[:12]} stage {progress.stage or '-'}"
+        + _rollout_text(progress.rollout)
         if progress
         else None,
+        # A driver upgrade in waves under way (`model/wave_progress.py`): wave N of M, nodes done, soak end.
+        "rollout": progress.rollout if progress and progress.rollout else None,
         "suspended": state.suspended.to_json() if state.suspended else None,
         "source": source.to_json() if source else None,
     }
+
+
+def _rollout_text(raw: Any) -> str:
+    rollout = RolloutProgress.from_json(raw)
+    return f", {rollout.line()}" if rollout is not None else ""
 
 
 def render_targets(rows: list[dict[str, Any]]) -> str:
