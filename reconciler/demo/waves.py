@@ -36,6 +36,15 @@ _WAVE = re.compile(r"\bwave (\d+) of \d+")
 class _Line:
     text: str
     after: tuple[str, int] | None = None  # (event reason, wave): told right after that Event
+    wave: int = -1  # a drain's removal: told before the first Event that ends its wave (>= 0)
+
+    def ends_before(self, reason: str, wave: int) -> bool:
+        """Whether this removal comes before that Event: its wave verified, or the rollout ended."""
+        if self.wave < 0:
+            return False
+        if reason in ("RolloutReverted", "RolloutComplete"):
+            return True
+        return self.wave > 0 and (reason, wave) == ("WaveVerified", self.wave)  # a failed wave's stays
 
 
 @dataclass
@@ -45,14 +54,14 @@ class WaveWatch:
     client: Any
     target: str
     seen_events: set[str] = field(default_factory=set)
-    rules: dict[str, str] = field(default_factory=dict)  # rule name -> its line's wave node(s)
+    rules: dict[str, tuple[str, int]] = field(default_factory=dict)  # rule told -> (pool, wave)
     soaks: set[tuple[str, int]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.store = StateStore(self.client, self.target)
-        # What happened before this pass was told already.
+        # What happened before this pass was told already (or is not this pass's).
         self.seen_events = {e["metadata"]["name"] for e in self._events()}
-        self.rules = {r["metadata"]["name"]: "" for r in self._rules()}
+        self.before = {r["metadata"]["name"] for r in self._rules()}
 
     def _events(self) -> list[dict[str, Any]]:
         events = [
@@ -74,38 +83,43 @@ class WaveWatch:
         return RolloutProgress.from_json(marker.rollout) if marker is not None else None
 
     def poll(self) -> list[str]:
-        """The lines of what is new since the last poll, in the order it happened."""
+        """The lines of what is new since the last poll, in the order it happened.
+
+        The state and the taint rules are read before the Events: what they show that is new came after an
+        Event of the list that it follows (a soak after its WaveVerified, a drain after its WaveStarted). The
+        rules are read again after the Events: a drain removed before an Event of the list is seen gone."""
         progress = self._progress()
-        rules = self._rules()
+        made = self._made(self._rules())
         events = [e for e in self._events() if e["metadata"]["name"] not in self.seen_events]
-        extra = self._rule_lines(rules) + self._soak_lines(progress)
+        gone = self._gone(self._rules())
+        extra = made + self._soak_lines(progress)
         lines: list[str] = []
         for event in events:
             self.seen_events.add(event["metadata"]["name"])
             reason = str(event.get("reason"))
             message = str(event.get("message") or "").split("): ", 1)[-1]
-            lines.append(f"[Event {reason}] {message}")
             anchor = (reason, _wave_of(message))
+            lines += [x.text for x in gone if x.ends_before(*anchor)]
+            gone = [x for x in gone if not x.ends_before(*anchor)]
+            lines.append(f"[Event {reason}] {message}")
             lines += [x.text for x in extra if x.after == anchor]
             extra = [x for x in extra if x.after != anchor]
-        # The others belong to an Event told in an earlier poll (a drain removed before its wave verified):
-        # they happened before this poll's Events.
-        return [x.text for x in extra] + lines
+        # What follows an Event told in an earlier poll came before this poll's Events; a drain removed
+        # and not followed by one of them came after.
+        return [x.text for x in extra] + lines + [x.text for x in gone]
 
-    def _rule_lines(self, rules: list[dict[str, Any]]) -> list[_Line]:
+    def _made(self, rules: list[dict[str, Any]]) -> list[_Line]:
         out: list[_Line] = []
-        live = set()
         for rule in rules:
             name = rule["metadata"]["name"]
-            live.add(name)
-            if name in self.rules:
+            if name in self.rules or name in self.before:
                 continue
             spec = rule.get("spec") or {}
             selector, taint = spec.get("deviceSelector") or {}, spec.get("taint") or {}
             value = re.fullmatch(r"wave-(\d+)", str(taint.get("value") or ""))
             wave = int(value.group(1)) if value else 0
             pool = str(selector.get("pool") or "*")
-            self.rules[name] = pool
+            self.rules[name] = (pool, wave)
             # A wave's drain follows its WaveStarted; the revert's (wave-0) follows RolloutReverting.
             anchor = ("WaveStarted", wave) if wave else ("RolloutReverting", 0)
             out.append(
@@ -116,10 +130,15 @@ class WaveWatch:
                     anchor,
                 )
             )
+        return out
+
+    def _gone(self, rules: list[dict[str, Any]]) -> list[_Line]:
+        live = {r["metadata"]["name"] for r in rules}
+        self.before &= live  # a rule of before the pass, removed: made again, it is this pass's
+        out: list[_Line] = []
         for name in sorted(set(self.rules) - live):
-            pool = self.rules.pop(name)
-            if pool:
-                out.append(_Line(f"  [DeviceTaintRule] undrained: pool {pool} takes new claims again"))
+            pool, wave = self.rules.pop(name)
+            out.append(_Line(f"  [DeviceTaintRule] undrained: pool {pool} takes new claims again", wave=wave))
         return out
 
     def _soak_lines(self, progress: RolloutProgress | None) -> list[_Line]:

@@ -111,6 +111,16 @@ def test_each_wave_is_told_once_in_order_from_what_the_reconciler_wrote(client: 
         "  [DeviceTaintRule] drained: the gpu.example.com devices of pool n1 are tainted NoSchedule "
         "(for the revert): new claims go elsewhere"
     ]
+    # A removal no Event of the poll follows is told after them; the others before RolloutReverted.
+    rules = client.resource_for("resource.k8s.io/v1beta2", "DeviceTaintRule")
+    client.delete(rules, None, "dra-gitops-wave-plugin-n1")
+    assert watch.poll() == ["  [DeviceTaintRule] undrained: pool n1 takes new claims again"]
+    client.delete(rules, None, "dra-gitops-wave-plugin-n2")
+    events.emit("RolloutReverted", REF + "old plugin back on 2 node(s), 1 taint rule(s) removed")
+    assert watch.poll() == [
+        "  [DeviceTaintRule] undrained: pool n2 takes new claims again",
+        "[Event RolloutReverted] old plugin back on 2 node(s), 1 taint rule(s) removed",
+    ]
 
 
 def _replicas(edit: Edit) -> int:
