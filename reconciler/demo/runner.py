@@ -356,7 +356,8 @@ def _cluster_text() -> str:
         zones.setdefault(zone, []).append(f"sim-node-{index}")
     where = "; ".join(f"{zone}: {', '.join(nodes)}" for zone, nodes in zones.items())
     gpus = f"{GPUS_PER_NODE} GPU{'s' if GPUS_PER_NODE > 1 else ''} each"
-    return f"{len(NODE_ZONES)} nodes, driver {DRIVER}, {gpus}, sim-node-0 the canary; {where}"
+    flaw = f"{BAD_ZONE}'s GPUs run an older firmware that driver {BAD_IMAGE.rsplit(':', 1)[1]} crash-loops on"
+    return f"{len(NODE_ZONES)} nodes, driver {DRIVER}, {gpus}, sim-node-0 the canary; {where}; {flaw}"
 
 
 def _push_step(
@@ -369,8 +370,8 @@ def _push_step(
         repo.revert_head()
         narrator.say(f"    git revert {reverted} (the failed commit)")
     for edit in step.edits:
-        edit.apply(repo.work)
-        narrator.say(f"    {edit.describe()}")
+        for line in edit.apply(repo.work):
+            narrator.say(f"    {line}")
     sha = repo.commit(step.message)
     repo.push()
     narrator.say(f"    pushed {sha[:12]} {step.message!r}; expecting: {_expectation(step)}")

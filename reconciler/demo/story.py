@@ -67,7 +67,9 @@ class Edit:
         added = f" (+{len(new) - 1} line(s))" if len(new) > 1 else ""
         return f"{self.path}: {old[0].strip()}{more} → {new[0].strip()}{added}"
 
-    def apply(self, root: Path) -> None:
+    def apply(self, root: Path) -> list[str]:
+        """Make the edit; the lines that tell it: `describe()` for one line, else the lines removed (`-`)
+        and added (`+`) as the file has them, without those both keep at the start."""
         file = root / self.path
         lines = file.read_text().splitlines(keepends=True)
         old = [line.strip() for line in self.old.strip().splitlines()]
@@ -82,8 +84,15 @@ class Edit:
             )
         line = lines[hits[0]]
         indent = line[: len(line) - len(line.lstrip())]
+        removed = [x.rstrip("\n") for x in lines[hits[0] : hits[0] + len(old)]]
+        added = (indent + self.new.strip()).splitlines()
         lines[hits[0] : hits[0] + len(old)] = [indent + self.new.strip() + "\n"]
         file.write_text("".join(lines))
+        if len(removed) == 1 and len(added) == 1:
+            return [self.describe()]
+        while removed and added and removed[0] == added[0]:
+            removed, added = removed[1:], added[1:]
+        return [f"{self.path}:", *(f"  - {x}" for x in removed), *(f"  + {x}" for x in added)]
 
 
 @dataclass(frozen=True)

@@ -232,16 +232,18 @@ def test_workdir_is_kept(tmp_path: Path) -> None:
 def test_edit_replaces_exactly_one_line_and_keeps_indentation(tmp_path: Path) -> None:
     file = tmp_path / "a.yaml"
     file.write_text("spec:\n  replicas: 2  \n  other: x\n")
-    Edit("a.yaml", "replicas: 2", "replicas: 4").apply(tmp_path)
+    told = Edit("a.yaml", "replicas: 2", "replicas: 4").apply(tmp_path)
     assert file.read_text() == "spec:\n  replicas: 4\n  other: x\n"
+    assert told == ["a.yaml: replicas: 2 → replicas: 4"]
     with pytest.raises(DraGitopsError, match="expected exactly one line 'replicas: 2', found 0"):
         Edit("a.yaml", "replicas: 2", "replicas: 3").apply(tmp_path)
     # Several consecutive lines, compared without their indentation, become the new text.
     file.write_text("spec:\n  strategy:\n    type: A\n    a: 1\n  other: x\n")
     edit = Edit("a.yaml", "strategy:\ntype: A\na: 1", "strategy:\n    type: B")
-    edit.apply(tmp_path)
+    told = edit.apply(tmp_path)
     assert file.read_text() == "spec:\n  strategy:\n    type: B\n  other: x\n"
-    assert edit.describe() == "a.yaml: strategy: (+2 line(s)) → strategy: (+1 line(s))"
+    # told as the lines removed and added, without the first line both keep
+    assert told == ["a.yaml:", "  -     type: A", "  -     a: 1", "  +     type: B"]
     with pytest.raises(DraGitopsError, match="found 0"):
         Edit("a.yaml", "strategy:\nother: x", "y").apply(tmp_path)
 
