@@ -4,6 +4,11 @@ Everything is real except the hardware: the simulated cluster serves the Kuberne
 127.0.0.1 with its scheduler, controllers, kubelets and the `gpu.example.com` driver; the Git server is a
 bare repository the controller fetches from; the controller is the one `dra-gitops run` starts, triggered
 by its generic webhook after each push. Nothing outside the demo's temporary directory is touched.
+
+The hardware has one flaw, set up with the cluster and said when it starts: on the nodes of `BAD_ZONE` the
+kubelet makes the plugin of `BAD_IMAGE` crash-loop (an older GPU firmware), so that build passes the canary
+and halts the upgrade in waves at the first wave with a node of that zone. What the story then shows about
+it (the wave, the node, the evidence) is what the reconciler recorded.
 """
 
 from __future__ import annotations
