@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.model.wave_progress import SOAKING, SUSPENDED, RolloutProgress
+from reconciler.model.wave_progress import SOAKING, SUSPENDED, RolloutProgress, rollouts_from_json
 from reconciler.ui.html import short
 from reconciler.ui.render import render
 
@@ -101,10 +101,7 @@ class RolloutView:
 def rollouts_of(status: Mapping[str, Any]) -> list[RolloutView]:
     """The driver rollouts in waves of the target's in-progress delivery (`inProgress.rollout`: one
     object, or a list of them), in the order the state keeps them; what does not read as one is left out."""
-    raw = (status.get("inProgress") or {}).get("rollout")
-    items = raw if isinstance(raw, list) else [raw] if raw else []
-    found = (RolloutProgress.from_json(item) for item in items)
-    return [RolloutView.of(progress) for progress in found if progress is not None]
+    return [RolloutView.of(p) for p in rollouts_from_json((status.get("inProgress") or {}).get("rollout"))]
 
 
 @dataclass

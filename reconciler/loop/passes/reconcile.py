@@ -28,7 +28,7 @@ from reconciler.loop.passes.sourcehealth import observe_fetch
 from reconciler.loop.store.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import RECORD_ITEMS, TargetState, now_iso
-from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
+from reconciler.model.wave_progress import SUSPENDED, paused_rollout
 from reconciler.outcome import Outcome
 
 __all__ = ["Progress", "Reconciler"]
@@ -288,7 +288,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
     def _rollout_paused(state: TargetState) -> str | None:
         """What a driver rollout in waves paused by `suspend` says of itself, or None."""
         marker = state.in_progress
-        rollout = RolloutProgress.from_json(marker.rollout) if marker is not None else None
+        rollout = paused_rollout(marker.rollout) if marker is not None else None
         if state.suspended is None or rollout is None or rollout.phase != SUSPENDED:
             return None
         return (

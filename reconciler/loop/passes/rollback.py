@@ -14,7 +14,7 @@ from reconciler.loop.store.evidence import evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.model.objects import ObjRef
-from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
+from reconciler.model.wave_progress import DONE, SUSPENDED, paused_rollout, rollouts_from_json
 from reconciler.outcome import Outcome
 
 # How a person gets a target out of a failed rollback whose target cannot be read.
@@ -199,15 +199,22 @@ class RollbackSteps(PassBase):
         # An interrupted apply: clear the marker and let this pass deliver the head again (it is not a
         # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
         # A driver rollout in waves it left goes on at the wave it was in (not from the first).
-        rollout = RolloutProgress.from_json(marker.rollout)
-        if rollout is not None and sha:
-            self.resumable = (sha, rollout)
+        # (Each DaemonSet's: a delivery that upgrades two drivers in waves keeps both.)
+        rollouts = rollouts_from_json(marker.rollout)
+        if rollouts and sha:
+            self.resumable = (sha, {progress.key: progress for progress in rollouts})
+            rollout = rollouts[-1]  # the one under way when the pass ended
             why = "paused by `suspend`" if rollout.phase == SUSPENDED else record.message
-            record.message = f"{why}; the rollout of {rollout.daemonset} resumes: {rollout.line()}"
-            self.events.emit(
-                "RolloutResumed",
-                f"DaemonSet/{rollout.namespace}/{rollout.daemonset} ({rollout.driver}): {rollout.line()}",
+            record.message = f"{why}; the rollout of {rollout.daemonset} resumes: {rollout.line()}" + "".join(
+                f"; the rollout of {other.daemonset}: {other.line()}" for other in rollouts[:-1]
             )
+            for progress in rollouts:
+                if progress.phase != DONE:
+                    self.events.emit(
+                        "RolloutResumed",
+                        f"DaemonSet/{progress.namespace}/{progress.daemonset} ({progress.driver}): "
+                        f"{progress.line()}",
+                    )
         state.in_progress = None
         if sha:
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
@@ -225,7 +232,7 @@ class RollbackSteps(PassBase):
         if request is None or marker is None or marker.operation != "apply" or not marker.sha:
             return None
         sha = marker.sha
-        rollout = RolloutProgress.from_json(marker.rollout)
+        rollout = paused_rollout(marker.rollout)
         where = (
             f"its upgrade of DaemonSet/{rollout.namespace}/{rollout.daemonset} in waves was paused "
             f"({rollout.line()})"
