@@ -97,3 +97,36 @@ def test_a_suspended_target_without_an_abort_keeps_its_paused_rollout(env: Env) 
     paused = env.rollout()
     assert paused is not None and paused.phase == "suspended" and paused.wave == 2
     assert {n: p["metadata"]["uid"] for n, p in env.plugin_pods().items()} == before
+
+
+def test_an_aborts_rollback_that_dies_is_finished_by_the_next_pass_while_suspended(env: Env) -> None:
+    good, sha = suspended_after_wave_2(env)
+    abort(env.client, REF, "alice")
+    dying = env.reconciler()
+
+    class Died(BaseException):
+        pass
+
+    def die_reverting(progress: Any) -> None:
+        if progress.phase == "reverting":
+            raise Died()
+
+    dying.on_rollout = die_reverting
+    with pytest.raises(Died):
+        dying.reconcile()
+    left = env.store().load()
+    assert left.in_progress is not None and left.in_progress.operation == "rollback"
+    assert left.suspended is not None and left.abort is None
+    # Another replica's pass, the target still suspended: it finishes the rollback the abort began.
+    result = env.reconciler().reconcile()
+    assert result.outcome == Outcome.ROLLED_BACK, (result.outcome, result.message)
+    wait_for(lambda: env.ready_on(OLD, GPU_NODES), 30, "the old plugin Ready on every GPU node")
+    assert env.taint_rules() == []
+    state = env.store().load()
+    assert state.last_good == good and state.in_progress is None and state.suspended is not None
+    assert state.last_attempted is not None and state.last_attempted.sha == sha
+    assert state.last_attempted.rolled_back is True
+    aborted = next(r for r in state.history if r.sha == sha and r.operation == "apply")
+    assert aborted.outcome == Outcome.ABORTED and aborted.requested_by == "alice"
+    assert aborted.rollback == Outcome.APPLIED
+    assert env.reconciler().reconcile().outcome == Outcome.SUSPENDED  # and nothing more

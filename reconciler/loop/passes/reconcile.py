@@ -59,11 +59,9 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             state.abort = None
             self.store.save_during_pass(state)
         if state.suspended is not None:  # `dra-gitops suspend`: nothing applied, nothing corrected
-            if state.abort is not None and state.in_progress is not None:  # ... but an `abort` is taken
-                self._fetch_quietly(state)
-                aborted = self._abort_paused(state)
-                if aborted is not None:
-                    return aborted
+            taken = self._while_suspended(state)  # ... but an `abort` is taken, its rollback finished
+            if taken is not None:
+                return taken
             s = state.suspended
             why = f"suspended since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else "")
             return PassResult(self.options.target, Outcome.SUSPENDED, state.last_good, message=why)
@@ -109,14 +107,6 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             return self._apply(state, sha, head)
         except Cancelled as exc:
             return PassResult(self.options.target, Outcome.INTERRUPTED, sha, message=str(exc))
-
-    def _fetch_quietly(self, state: TargetState) -> None:
-        """Fetch the source (the revisions a rollback reads come from its cache); a failure is left to the
-        read, which falls back on the last good commit's copy kept beside the state."""
-        try:
-            self.source.head(state.last_good)
-        except DraGitopsError as exc:
-            log.debug("fetch before an abort: %s", exc, extra={"target": self.options.target})
 
     def _offline(self, state: TargetState, fetch_error: str) -> PassResult:
         """Git cannot be reached: the last good revision (its copy kept beside the state, or in memory) is

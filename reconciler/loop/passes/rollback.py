@@ -4,6 +4,7 @@ anything else happens."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from reconciler.delivery.result import Delivery
@@ -16,6 +17,8 @@ from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.model.objects import ObjRef
 from reconciler.model.wave_progress import DONE, SUSPENDED, paused_rollout, rollouts_from_json
 from reconciler.outcome import Outcome
+
+log = logging.getLogger("dra_gitops.reconcile")
 
 # How a person gets a target out of a failed rollback whose target cannot be read.
 RECOVER_HINT = "push a fix, or deliver a commit that can be read with `dra-gitops sync --revision SHA`"
@@ -221,6 +224,28 @@ class RollbackSteps(PassBase):
         state.record(record)
         self.store.save_during_pass(state)
         return None
+
+    def _while_suspended(self, state: TargetState) -> PassResult | None:
+        """What a pass of a suspended target still does, else None: take an `abort` of the apply it left
+        (`_abort_paused`), and finish the rollback of such an abort that a pass left half-way (killed)."""
+        marker, attempted = state.in_progress, state.last_attempted
+        if marker is None:
+            return None
+        aborted_rollback = (
+            marker.operation == "rollback"
+            and attempted is not None
+            and attempted.outcome == Outcome.ABORTED
+            and attempted.sha == marker.from_sha
+        )
+        if state.abort is None and not aborted_rollback:
+            return None
+        try:  # the revisions a rollback reads come from the cache; a failure is left to the read
+            self.source.head(state.last_good)
+        except DraGitopsError as exc:
+            log.debug("fetch while suspended: %s", exc, extra={"target": self.options.target})
+        if state.abort is not None:
+            return self._abort_paused(state)
+        return self._recover(state)
 
     def _abort_paused(self, state: TargetState) -> PassResult | None:
         """`abort` of an apply whose pass ended before it finished: a driver rollout in waves paused by
