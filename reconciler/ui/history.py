@@ -154,7 +154,9 @@ def in_progress_sha(target: TargetView, sha: str) -> str | None:
     at least 4 hex characters), else None: it has a page before the history holds a record of it."""
     current = str((target.status.get("inProgress") or {}).get("sha") or "")
     sha = sha.lower()
-    return current if current and len(sha) >= 4 and current.startswith(sha) else None
+    if len(sha) < 4 or len(sha) > 64 or any(c not in "0123456789abcdef" for c in sha):
+        return None
+    return current if current.startswith(sha) else None
 
 
 def commit_page(target: TargetView, records: Sequence[Mapping[str, Any]], sha: str = "") -> str:

@@ -114,7 +114,9 @@ def test_history_and_the_in_progress_commits_page_show_the_rollout() -> None:
     assert "wave 2 of 4 (suspended)" in history and "2/6 nodes done" in history
     # The commit being delivered has a page before the history holds a record of it.
     assert in_progress_sha(view, SHA[:7]) == SHA and in_progress_sha(view, "ccc") is None
-    assert in_progress_sha(view, GOOD) is None
+    assert in_progress_sha(view, GOOD) is None and in_progress_sha(view, "") is None
+    odd = TargetView("gpu", "dra-gitops", {"inProgress": {"sha": "<script>x", "operation": "apply"}})
+    assert in_progress_sha(odd, "<scr") is None  # only hex prefixes, as for the history's commits
     page = words(commit_page(view, [], SHA))
     assert "In progress: apply at stage - (suspended)" in page and "wave 2 of 4 (suspended)" in page
     assert "0 record(s) in the history" in page and "Policy report" not in page
