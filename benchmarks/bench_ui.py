@@ -130,6 +130,26 @@ def history(entries: int) -> TargetView:
         "lastGood": records[0]["sha"],
         "lastAttempted": {"sha": records[0]["sha"], "outcome": "applied"},
         "history": records,
+        # a driver upgrade in waves under way (issue 32): the targets and history pages show it
+        "inProgress": {
+            "sha": "f" * 40,
+            "operation": "apply",
+            "stage": "1",
+            "since": "2026-01-01T00:00:00Z",
+            "rollout": {
+                "driver": "gpu.example.com",
+                "namespace": "gpu-system",
+                "daemonset": "gpu-plugin",
+                "wave": 3,
+                "of": 4,
+                "nodes": 50,
+                "done": [f"node-{n}" for n in range(20)],
+                "failedNodes": {"node-20": "CrashLoopBackOff <b>"},
+                "phase": "soaking",
+                "soakUntil": "2026-01-01T00:02:00Z",
+                "since": "2026-01-01T00:00:00Z",
+            },
+        },
     }
     commits = {
         r["sha"]: {"subject": f"change {r['id']} <b>", "author": "Dev <dev@example.com>"} for r in records

@@ -34,7 +34,9 @@ PACKAGE = REPO / "reconciler"
 
 # Control flow, not an error: `HookReply` ends a request to the controller's HTTP server with a status (a 200
 # "ignored" as well as a 400); raised in loop/webhooks.py, caught in loop/httpserver.py, never further.
-CONTROL_FLOW = {"reconciler.loop.webhooks.HookReply"}
+# `Stopped` ends a driver rollout in waves where it is (an abort, a Lease lost): raised and caught in
+# cluster/waverollout.py, which turns it into the stage's failure.
+CONTROL_FLOW = {"reconciler.loop.webhooks.HookReply", "reconciler.cluster.wavecontrol.Stopped"}
 
 
 def _module_name(path: Path) -> str:

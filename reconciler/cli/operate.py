@@ -272,7 +272,8 @@ def abort_command(
     quiet: bool,
 ) -> int:
     """Stop the running apply at its next stage boundary (at once while it verifies) and roll back what it
-    wrote (recorded with who).
+    wrote (recorded with who). An apply paused by `suspend` (a driver rollout between waves) is rolled
+    back by the next pass, without `resume`; the target stays suspended.
 
     The aborted commit is held, as a failed one is, until a newer commit or `retry`. Exit 1 when no apply
     is in progress; with --wait, 0 once rolled back, 5 when the rollback failed.
@@ -288,10 +289,13 @@ def abort_command(
         target = TargetRef(connection.name, connection.namespace)
         target_name = target.name
         before = load_known(client, target)
-        sha = abort(client, target, requester(client))
-        progress(
-            f"{target_name}: abort of {sha[:12]} asked for; the pass stops at its next stage boundary (at once while it verifies)"
+        sha = abort(client, target, requester(client), lease_client=connection.lease)
+        when = (
+            "the next pass rolls back its suspended rollout"
+            if before.suspended is not None
+            else "the pass stops at its next stage boundary (at once while it verifies)"
         )
+        progress(f"{target_name}: abort of {sha[:12]} asked for; {when}")
         if not wait:
             return 0
         after = wait_for_pass(client, target, before, timeout)

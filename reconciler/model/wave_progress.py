@@ -1,7 +1,9 @@
 """Where a driver upgrade in waves stands (issue 32): the progress the reconciler keeps in its state (pure).
 
 The reconcile pass saves it in `inProgress.rollout` after each step that matters, so a pass that dies
-(kill -9, a Lease handed over) or a rollout paused by `suspend` resumes at the wave it was in. JSON keys:
+(kill -9, a Lease handed over) or a rollout paused by `suspend` resumes at the wave it was in. That key holds
+a list, one object per DaemonSet the delivery upgrades in waves (in the order they started); a state written
+before holds one object, read as a list of one (`rollouts_from_json`). Each object's JSON keys:
 
     {"driver", "namespace", "daemonset", "revision", "wave", "of", "nodes", "done", "failedNodes",
      "phase", "soakUntil", "since"}
@@ -116,6 +118,38 @@ class RolloutProgress:
             return None
 
 
+def rollouts_from_json(raw: object) -> list[RolloutProgress]:
+    """Every rollout `inProgress.rollout` holds, in the order they started: a list of progress objects (one
+    per DaemonSet a delivery upgrades in waves), or the single object states written before kept. What
+    does not read as one (a state edited by hand) is left out."""
+    items = raw if isinstance(raw, list) else [raw] if raw else []
+    found = (RolloutProgress.from_json(item) for item in items)
+    return [progress for progress in found if progress is not None]
+
+
+def current_rollout(raw: object) -> RolloutProgress | None:
+    """The rollout under way (or paused, or last to run) of those `inProgress.rollout` holds: the newest."""
+    rollouts = rollouts_from_json(raw)
+    return rollouts[-1] if rollouts else None
+
+
+def paused_rollout(raw: object) -> RolloutProgress | None:
+    """Of those `inProgress.rollout` holds, the rollout `suspend` paused, else the newest."""
+    rollouts = rollouts_from_json(raw)
+    paused = [p for p in rollouts if p.phase == SUSPENDED]
+    return paused[-1] if paused else rollouts[-1] if rollouts else None
+
+
+def with_rollout(raw: object, progress: RolloutProgress) -> list[dict[str, Any]]:
+    """`inProgress.rollout` with `progress` put in: in its DaemonSet's place (namespace/name) if it was
+    there, else after the others. Always a list (a single object read is taken in as its first item)."""
+    existing = rollouts_from_json(raw)
+    out = [progress if p.key == progress.key else p for p in existing]
+    if all(p.key != progress.key for p in existing):
+        out.append(progress)
+    return [p.to_json() for p in out]
+
+
 def is_waved(body: dict[str, Any], where: str = "") -> bool:
     """A main driver DaemonSet upgraded in waves (its driver, or its annotation, has a `rollout`)."""
     try:
@@ -140,4 +174,13 @@ def with_wave_strategy(manifests: Sequence[Manifest]) -> list[Manifest]:
     return out
 
 
-__all__ = ["PHASES", "RolloutProgress", "is_waved", "with_wave_strategy"]
+__all__ = [
+    "PHASES",
+    "RolloutProgress",
+    "current_rollout",
+    "is_waved",
+    "paused_rollout",
+    "rollouts_from_json",
+    "with_rollout",
+    "with_wave_strategy",
+]

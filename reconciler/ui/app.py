@@ -23,7 +23,7 @@ from reconciler.errors import DraGitopsError
 from reconciler.ui.auth import SESSION_COOKIE, Access, Gate, read_token
 from reconciler.ui.devicemap import device_map_page
 from reconciler.ui.devices import DeviceFilter
-from reconciler.ui.history import commit_page, history_page, matching
+from reconciler.ui.history import commit_page, history_page, in_progress_sha, matching
 from reconciler.ui.html import path
 from reconciler.ui.render import render
 from reconciler.ui.report import report_markdown, report_page
@@ -226,6 +226,11 @@ class Dashboard:
             page = _number(query.get("page", "1"))
             return _html(503 if view.error else 200, history_page(view, query.get("outcome", ""), page))
         records = matching(view.status.get("history") or [], sha)
+        current = in_progress_sha(view, sha)
+        if not records and current is not None and endpoint == "commit":  # its pass is still delivering it
+            if view.commits.get(current) is None and len(sha) != 40:
+                view = self.data.target(name, [current]) or view
+            return _html(200, commit_page(view, [], current))
         if not records:
             return _message(
                 404,

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from reconciler.ui.html import path, short
 from reconciler.ui.render import render
-from reconciler.ui.targets import TargetView
+from reconciler.ui.targets import RolloutView, TargetView, rollouts_of
 
 GOOD = frozenset({"applied", "unchanged", "drift-corrected"})
 # Outcomes that wait or record a person's word: their message is no failure.
@@ -110,10 +110,13 @@ def history_page(target: TargetView, outcome: str = "", page: int = 1) -> str:
         query = {k: v for k, v in (("outcome", chosen), ("page", str(number))) if v}
         return path("targets", target.name, "history") + "?" + urlencode(query)
 
+    marker, rollouts = in_progress(target)
     return render(
         "history.html",
         title=title,
         t=target,
+        marker=marker,
+        rollouts=rollouts,
         rows=rows,
         choices=choices,
         chosen=chosen,
@@ -137,11 +140,32 @@ def matching(records: Sequence[Mapping[str, Any]], sha: str) -> list[Mapping[str
     return found
 
 
-def commit_page(target: TargetView, records: Sequence[Mapping[str, Any]]) -> str:
-    """The page of a commit the history holds (`records`: its records, from `matching`)."""
+def in_progress(target: TargetView, sha: str | None = None) -> tuple[Mapping[str, Any], list[RolloutView]]:
+    """The target's delivery in progress (`inProgress`, {} when none, or when `sha` is given and it
+    delivers another commit) and its driver rollouts in waves."""
+    marker = target.status.get("inProgress") or {}
+    if not marker or (sha is not None and marker.get("sha") != sha):
+        return {}, []
+    return marker, rollouts_of(target.status)
+
+
+def in_progress_sha(target: TargetView, sha: str) -> str | None:
+    """The full sha of the commit the target is delivering, when `sha` names it (in full, or a prefix of
+    at least 4 hex characters), else None: it has a page before the history holds a record of it."""
+    current = str((target.status.get("inProgress") or {}).get("sha") or "")
+    sha = sha.lower()
+    if len(sha) < 4 or len(sha) > 64 or any(c not in "0123456789abcdef" for c in sha):
+        return None
+    return current if current.startswith(sha) else None
+
+
+def commit_page(target: TargetView, records: Sequence[Mapping[str, Any]], sha: str = "") -> str:
+    """The page of a commit the history holds (`records`: its records, from `matching`), or of the commit
+    in progress (`sha`, its records none yet)."""
     from markupsafe import Markup
 
-    full = str(records[0].get("sha"))
+    full = str(records[0].get("sha")) if records else sha
+    marker, rollouts = in_progress(target, full)
     link_target = Markup('<a href="{}">{}</a>').format(path("targets", target.name, "history"), target.name)
     return render(
         "commit.html",
@@ -149,6 +173,8 @@ def commit_page(target: TargetView, records: Sequence[Mapping[str, Any]]) -> str
         t=target,
         full=full,
         records=list(records),
+        marker=marker,
+        rollouts=rollouts,
         link_target=link_target,
         sha_code=Markup("<code>{}</code>").format(full),
     )

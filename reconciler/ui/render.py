@@ -72,6 +72,28 @@ def when(value: object) -> Markup:
     return Markup('<time datetime="{}" title="{}">{}</time>').format(str(value), stamp, age(moment))
 
 
+def due(value: object, now: datetime | None = None) -> Markup:
+    """A time still to come (a soak's end): its UTC time and how far off it is ("passed" once it was)."""
+    moment = parse_time(value)
+    if moment is None:
+        return text(value) if value else Markup("—")
+    stamp = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    left = int((moment - (now or datetime.now(UTC))).total_seconds())
+    off = (
+        "passed"
+        if left < 0
+        else next(
+            (
+                f"in {left // size} {unit}"
+                for unit, size in (("d", 86400), ("h", 3600), ("min", 60))
+                if left >= size
+            ),
+            f"in {left} s",
+        )
+    )
+    return Markup('<time datetime="{}" title="{}">{} ({})</time>').format(str(value), stamp, stamp, off)
+
+
 def seconds(value: object) -> str:
     return f"{value:.1f}s" if isinstance(value, int | float) else ""
 
@@ -83,7 +105,7 @@ _ENV = Environment(
     lstrip_blocks=True,
     undefined=StrictUndefined,
 )
-_ENV.filters.update(text=text, when=when, short=short, seconds=seconds, visible=visible)
+_ENV.filters.update(text=text, when=when, due=due, short=short, seconds=seconds, visible=visible)
 
 
 def stages(timings: dict[str, Any]) -> str:

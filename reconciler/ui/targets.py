@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.model.wave_progress import SOAKING, SUSPENDED, RolloutProgress, rollouts_from_json
 from reconciler.ui.html import short
 from reconciler.ui.render import render
 
@@ -69,6 +70,41 @@ SYNC_SYMBOLS = {
 
 
 @dataclass
+class RolloutView:
+    """A driver upgrade in waves under way, as the pages show it: the DaemonSet, `wave N of M (phase)`,
+    nodes done of all, the failed nodes with their evidence, and the end of the soak that comes next."""
+
+    daemonset: str
+    driver: str
+    wave: str
+    done: int
+    nodes: int
+    failed: list[tuple[str, str]]
+    soak_until: str | None
+    since: str
+
+    @classmethod
+    def of(cls, progress: RolloutProgress) -> RolloutView:
+        soak = progress.soak_until if progress.phase in (SOAKING, SUSPENDED) else None
+        return cls(
+            daemonset=f"DaemonSet/{progress.namespace}/{progress.daemonset}",
+            driver=progress.driver,
+            wave=f"wave {progress.wave} of {progress.of} ({progress.phase})",
+            done=len(progress.done),
+            nodes=progress.nodes,
+            failed=sorted(progress.failed_nodes.items()),
+            soak_until=soak,
+            since=progress.since,
+        )
+
+
+def rollouts_of(status: Mapping[str, Any]) -> list[RolloutView]:
+    """The driver rollouts in waves of the target's in-progress delivery (`inProgress.rollout`: one
+    object, or a list of them), in the order the state keeps them; what does not read as one is left out."""
+    return [RolloutView.of(p) for p in rollouts_from_json((status.get("inProgress") or {}).get("rollout"))]
+
+
+@dataclass
 class TargetRow:
     """One line of the Targets page: what an on-call reader asks first."""
 
@@ -81,6 +117,7 @@ class TargetRow:
     live_unknown: bool = False
     flags: list[tuple[str, str]] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    rollouts: list[RolloutView] = field(default_factory=list)
 
     @property
     def symbol(self) -> str:
@@ -104,10 +141,14 @@ def sync_row(view: TargetView) -> TargetRow:
     act = [base.format(verb="history")]
     approval = status.get("approval") or {}
     progress = status.get("inProgress")
+    if progress:
+        row.rollouts = rollouts_of(status)
     if status.get("suspended"):
         s = status["suspended"]
         row.sync, row.reason = "Suspended", f"suspended since {s.get('at')} by {s.get('by')}"
         act.insert(0, base.format(verb="resume"))
+        if row.rollouts:  # an apply paused between waves: `abort` reverts it without `resume`
+            act.insert(1, base.format(verb="abort"))
     elif progress:
         row.sync = "Progressing"
         row.reason = f"{progress.get('operation') or '?'} {short(progress.get('sha'))} at stage {progress.get('stage') or '-'} since {progress.get('since') or '?'}"

@@ -9,7 +9,14 @@ from reconciler.loop.metrics import Metrics
 from reconciler.model import dra
 from reconciler.model.driver_rollout import RolloutSpec, Wave
 from reconciler.model.objects import Manifest, ref_of
-from reconciler.model.wave_progress import RolloutProgress, with_wave_strategy
+from reconciler.model.wave_progress import (
+    RolloutProgress,
+    current_rollout,
+    paused_rollout,
+    rollouts_from_json,
+    with_rollout,
+    with_wave_strategy,
+)
 
 
 def test_progress_round_trips_and_says_where_it_is() -> None:
@@ -83,3 +90,22 @@ def test_the_wave_gauge() -> None:
     text = metrics.render()[0].decode()
     assert 'dra_gitops_driver_rollout_wave{driver="gpu.example.com",target="gpu-cluster"} 3.0' in text
     assert 'dra_gitops_driver_rollout_waves{driver="gpu.example.com",target="gpu-cluster"} 4.0' in text
+
+
+def test_each_daemonsets_progress_is_kept_and_the_single_object_form_still_reads() -> None:
+    gpu = RolloutProgress("gpu.example.com", "gpu-system", "gpu-plugin", wave=2, of=2, phase="done")
+    nic = RolloutProgress("nic.example.com", "gpu-system", "nic-plugin", wave=1, of=2, phase="soaking")
+    # A state written before holds one object: read as a list of one, the new progress put after it.
+    assert rollouts_from_json(gpu.to_json()) == [gpu] and current_rollout(gpu.to_json()) == gpu
+    both = with_rollout(gpu.to_json(), nic)
+    assert both == [gpu.to_json(), nic.to_json()]
+    # A DaemonSet's newer progress takes its own place; the other's stays.
+    later = RolloutProgress("nic.example.com", "gpu-system", "nic-plugin", wave=1, of=2, phase="suspended")
+    again = with_rollout(both, later)
+    assert rollouts_from_json(again) == [gpu, later] and current_rollout(again) == later
+    assert paused_rollout([later.to_json(), gpu.to_json()]) == later  # the paused one, not the newest
+    assert paused_rollout(both) == nic
+    # Nothing, or what does not read as progress (a state edited by hand), is left out.
+    assert rollouts_from_json(None) == [] and current_rollout([]) is None and paused_rollout(None) is None
+    assert rollouts_from_json([{"wave": 1}, "x", gpu.to_json()]) == [gpu]
+    assert with_rollout("garbage", gpu) == [gpu.to_json()]

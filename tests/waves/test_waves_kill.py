@@ -19,7 +19,7 @@ from waves_support import CANARY, GPU_NODES, MAIN, NEW, NS, WAVES, node_labels, 
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.loop.store.state import StateStore, TargetState
-from reconciler.model.wave_progress import RolloutProgress
+from reconciler.model.wave_progress import current_rollout
 from reconciler.outcome import Outcome
 from reconciler.sim.controlplane import install
 from reconciler.sim.server import SimCluster
@@ -44,7 +44,7 @@ class WaveKiller:
         if rtype.plural != "configmaps" or obj["metadata"].get("name") != STATE_NAME:
             return
         marker = json.loads((obj.get("data") or {}).get("inProgress") or "null") or {}
-        rollout = RolloutProgress.from_json(marker.get("rollout"))
+        rollout = current_rollout(marker.get("rollout"))
         if rollout is None or (rollout.wave, rollout.phase) != (self.wave, self.phase):
             return
         if self.pid is not None and not self.fired.is_set():
@@ -130,7 +130,7 @@ def test_kill_9_mid_wave_then_another_controller_resumes_at_that_wave(
     finally:
         first.stop(signal.SIGKILL)
     left = state(sim)
-    rollout = RolloutProgress.from_json(left.in_progress.rollout if left.in_progress else None)
+    rollout = current_rollout(left.in_progress.rollout if left.in_progress else None)
     assert rollout is not None and rollout.wave == 2 and rollout.done == WAVES[0], left.in_progress
     with ClusterClient.for_url(sim.url) as client:
         pods = client.list_kind("", "Pod", NS)

@@ -26,7 +26,7 @@ from reconciler.loop.passes.reconcile import Reconciler
 from reconciler.loop.passes.reconcile_types import ReconcileOptions
 from reconciler.loop.passes.revisions import GitRevisions
 from reconciler.loop.store.state import StateStore
-from reconciler.model.wave_progress import RolloutProgress
+from reconciler.model.wave_progress import RolloutProgress, current_rollout
 from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource
@@ -71,7 +71,7 @@ class Env:
 
     def rollout(self) -> RolloutProgress | None:
         marker = self.store().load().in_progress
-        return RolloutProgress.from_json(marker.rollout) if marker is not None else None
+        return current_rollout(marker.rollout) if marker is not None else None
 
     def set_image(self, name: str, image: str) -> str:
         """Commit the driver workload `name` (main or canary) running `image`; the sha."""

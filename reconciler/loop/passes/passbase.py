@@ -22,7 +22,7 @@ from reconciler.loop.passes.reconcile_types import Cancelled, PassResult, Reconc
 from reconciler.loop.store.records import InProgress
 from reconciler.loop.store.state import StateConflict, StateStore, TargetState, now_iso
 from reconciler.model.objects import ObjRef
-from reconciler.model.wave_progress import RolloutProgress
+from reconciler.model.wave_progress import RolloutProgress, with_rollout
 from reconciler.render.capabilities import cluster_capabilities
 
 Progress = Callable[[str], None]
@@ -73,7 +73,7 @@ class PassBase:
         self.on_rollout: Callable[[RolloutProgress], None] = lambda progress: None
         # The rollout in waves an interrupted (or suspended) apply left, by sha: the next delivery of that
         # sha resumes it (`rollback.py`'s recovery sets it).
-        self.resumable: tuple[str | None, RolloutProgress] | None = None
+        self.resumable: tuple[str | None, dict[tuple[str, str], RolloutProgress]] | None = None
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -189,14 +189,14 @@ class PassBase:
         def resume(namespace: str, name: str) -> RolloutProgress | None:
             if self.resumable is None or marker.operation != "apply":
                 return None
-            sha, progress = self.resumable
-            return progress if sha == marker.sha and progress.key == (namespace, name) else None
+            sha, left = self.resumable
+            return left.get((namespace, name)) if sha == marker.sha else None
 
         def save(progress: RolloutProgress) -> None:
             self.on_rollout(progress)
             if state.in_progress is None:
                 return
-            state.in_progress.rollout = progress.to_json()
+            state.in_progress.rollout = with_rollout(state.in_progress.rollout, progress)
             try:
                 self.store.save_during_pass(state)
             except StateConflict as exc:

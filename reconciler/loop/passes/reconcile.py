@@ -28,7 +28,7 @@ from reconciler.loop.passes.sourcehealth import observe_fetch
 from reconciler.loop.store.evidence import count_violations, drift_text, evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import RECORD_ITEMS, TargetState, now_iso
-from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
+from reconciler.model.wave_progress import SUSPENDED, paused_rollout
 from reconciler.outcome import Outcome
 
 __all__ = ["Progress", "Reconciler"]
@@ -59,6 +59,9 @@ class Reconciler(PromotionSteps, RehearsalSteps):
             state.abort = None
             self.store.save_during_pass(state)
         if state.suspended is not None:  # `dra-gitops suspend`: nothing applied, nothing corrected
+            taken = self._while_suspended(state)  # ... but an `abort` is taken, its rollback finished
+            if taken is not None:
+                return taken
             s = state.suspended
             why = f"suspended since {s.at} by {s.by}" + (f": {s.reason}" if s.reason else "")
             return PassResult(self.options.target, Outcome.SUSPENDED, state.last_good, message=why)
@@ -275,7 +278,7 @@ class Reconciler(PromotionSteps, RehearsalSteps):
     def _rollout_paused(state: TargetState) -> str | None:
         """What a driver rollout in waves paused by `suspend` says of itself, or None."""
         marker = state.in_progress
-        rollout = RolloutProgress.from_json(marker.rollout) if marker is not None else None
+        rollout = paused_rollout(marker.rollout) if marker is not None else None
         if state.suspended is None or rollout is None or rollout.phase != SUSPENDED:
             return None
         return (

@@ -4,6 +4,7 @@ anything else happens."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from reconciler.delivery.result import Delivery
@@ -14,8 +15,10 @@ from reconciler.loop.store.evidence import evidence_record
 from reconciler.loop.store.records import AttemptRecord, HistoryRecord, InProgress
 from reconciler.loop.store.state import TargetState, now_iso
 from reconciler.model.objects import ObjRef
-from reconciler.model.wave_progress import SUSPENDED, RolloutProgress
+from reconciler.model.wave_progress import DONE, SUSPENDED, paused_rollout, rollouts_from_json
 from reconciler.outcome import Outcome
+
+log = logging.getLogger("dra_gitops.reconcile")
 
 # How a person gets a target out of a failed rollback whose target cannot be read.
 RECOVER_HINT = "push a fix, or deliver a commit that can be read with `dra-gitops sync --revision SHA`"
@@ -28,14 +31,17 @@ class RollbackSteps(PassBase):
         self,
         state: TargetState,
         failed_sha: str,
-        failed: Delivery,
+        failed: Delivery | None,
         failed_record: HistoryRecord,
         violations: dict[tuple[str, str], int],
     ) -> PassResult:
+        """Deliver the last good revision after `failed` (None: an apply whose pass ended before, such as
+        a rollout in waves paused by `suspend` and then aborted; its record says what it was)."""
         target_sha = state.last_good
-        why = failed_record.message or failed.outcome
+        failed_outcome = failed.outcome if failed is not None else failed_record.outcome
+        why = failed_record.message or failed_outcome
         self.progress(
-            f"{self.options.target}: {short_sha(failed_sha)} {failed.outcome}: rolling back to {short_sha(target_sha)}"
+            f"{self.options.target}: {short_sha(failed_sha)} {failed_outcome}: rolling back to {short_sha(target_sha)}"
         )
         # The failed apply's record (its diagnosis) is saved before the rollback writes anything: a kill
         # during the rollback must not lose it. The rollback's first state write carries it.
@@ -51,7 +57,7 @@ class RollbackSteps(PassBase):
         state.in_progress = None
         state.last_attempted = AttemptRecord(
             sha=failed_sha,
-            outcome=failed.outcome,
+            outcome=failed_outcome,
             at=failed_record.at,
             rolled_back=rollback.outcome == Outcome.APPLIED,
         )
@@ -60,7 +66,7 @@ class RollbackSteps(PassBase):
             outcome = Outcome.ROLLED_BACK
             self.events.emit(
                 "RolledBack",
-                f"{short_sha(failed_sha)} {failed.outcome} ({why}); rolled back to {short_sha(target_sha)} and verified",
+                f"{short_sha(failed_sha)} {failed_outcome} ({why}); rolled back to {short_sha(target_sha)} and verified",
                 warning=True,
             )
             if self.options.git_revert_branch:
@@ -69,7 +75,7 @@ class RollbackSteps(PassBase):
             outcome = Outcome.ROLLBACK_FAILED
             self.events.emit(
                 "RollbackFailed",
-                f"{short_sha(failed_sha)} {failed.outcome} ({why}); rollback to {short_sha(target_sha)} "
+                f"{short_sha(failed_sha)} {failed_outcome} ({why}); rollback to {short_sha(target_sha)} "
                 f"failed: {rb_record.message or rollback.outcome}. The cluster needs a human.",
                 warning=True,
             )
@@ -101,7 +107,7 @@ class RollbackSteps(PassBase):
         self,
         state: TargetState,
         failed_sha: str,
-        failed: Delivery,
+        failed: Delivery | None,
         failed_record: HistoryRecord,
         violations: dict[tuple[str, str], int],
         why: str,
@@ -109,8 +115,9 @@ class RollbackSteps(PassBase):
         """The last good revision cannot be read: nothing to roll back to. The failed commit is held (not
         applied again), the outcome is rollback-failed, and the message says how a person gets out."""
         target_sha = state.last_good
+        failed_outcome = failed.outcome if failed is not None else failed_record.outcome
         message = (
-            f"{short_sha(failed_sha)} {failed.outcome} ({failed_record.message or failed.outcome}); the rollback "
+            f"{short_sha(failed_sha)} {failed_outcome} ({failed_record.message or failed_outcome}); the rollback "
             f"to {short_sha(target_sha)} is impossible: {why}. {short_sha(failed_sha)} stays on the cluster, "
             f"held; the cluster needs a human: {RECOVER_HINT}"
         )
@@ -119,7 +126,7 @@ class RollbackSteps(PassBase):
         failed_record.message = message
         state.in_progress = None
         state.last_attempted = AttemptRecord(
-            sha=failed_sha, outcome=failed.outcome, at=failed_record.at, rolled_back=False
+            sha=failed_sha, outcome=failed_outcome, at=failed_record.at, rolled_back=False
         )
         self.fingerprints.clear()
         self.events.emit("RollbackFailed", message, warning=True)
@@ -195,21 +202,82 @@ class RollbackSteps(PassBase):
         # An interrupted apply: clear the marker and let this pass deliver the head again (it is not a
         # failure, so it is retried); if that fails, the usual rollback puts back the last good revision.
         # A driver rollout in waves it left goes on at the wave it was in (not from the first).
-        rollout = RolloutProgress.from_json(marker.rollout)
-        if rollout is not None and sha:
-            self.resumable = (sha, rollout)
+        # (Each DaemonSet's: a delivery that upgrades two drivers in waves keeps both.)
+        rollouts = rollouts_from_json(marker.rollout)
+        if rollouts and sha:
+            self.resumable = (sha, {progress.key: progress for progress in rollouts})
+            rollout = rollouts[-1]  # the one under way when the pass ended
             why = "paused by `suspend`" if rollout.phase == SUSPENDED else record.message
-            record.message = f"{why}; the rollout of {rollout.daemonset} resumes: {rollout.line()}"
-            self.events.emit(
-                "RolloutResumed",
-                f"DaemonSet/{rollout.namespace}/{rollout.daemonset} ({rollout.driver}): {rollout.line()}",
+            record.message = f"{why}; the rollout of {rollout.daemonset} resumes: {rollout.line()}" + "".join(
+                f"; the rollout of {other.daemonset}: {other.line()}" for other in rollouts[:-1]
             )
+            for progress in rollouts:
+                if progress.phase != DONE:
+                    self.events.emit(
+                        "RolloutResumed",
+                        f"DaemonSet/{progress.namespace}/{progress.daemonset} ({progress.driver}): "
+                        f"{progress.line()}",
+                    )
         state.in_progress = None
         if sha:
             state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.INTERRUPTED, at=record.at)
         state.record(record)
         self.store.save_during_pass(state)
         return None
+
+    def _while_suspended(self, state: TargetState) -> PassResult | None:
+        """What a pass of a suspended target still does, else None: take an `abort` of the apply it left
+        (`_abort_paused`), and finish the rollback of such an abort that a pass left half-way (killed)."""
+        marker, attempted = state.in_progress, state.last_attempted
+        if marker is None:
+            return None
+        aborted_rollback = (
+            marker.operation == "rollback"
+            and attempted is not None
+            and attempted.outcome == Outcome.ABORTED
+            and attempted.sha == marker.from_sha
+        )
+        if state.abort is None and not aborted_rollback:
+            return None
+        try:  # the revisions a rollback reads come from the cache; a failure is left to the read
+            self.source.head(state.last_good)
+        except DraGitopsError as exc:
+            log.debug("fetch while suspended: %s", exc, extra={"target": self.options.target})
+        if state.abort is not None:
+            return self._abort_paused(state)
+        return self._recover(state)
+
+    def _abort_paused(self, state: TargetState) -> PassResult | None:
+        """`abort` of an apply whose pass ended before it finished: a driver rollout in waves paused by
+        `suspend` between waves (or a pass that died while the target was suspended). No pass runs that
+        could stop at a stage boundary, so this one rolls it back now, without `resume`: the last good
+        revision re-applied, the old plugin back on the nodes the rollout touched, its taints removed. The
+        target stays suspended. None when there is no such abort to take."""
+        marker, request = state.in_progress, state.abort
+        if request is None or marker is None or marker.operation != "apply" or not marker.sha:
+            return None
+        sha = marker.sha
+        rollout = paused_rollout(marker.rollout)
+        where = (
+            f"its upgrade of DaemonSet/{rollout.namespace}/{rollout.daemonset} in waves was paused "
+            f"({rollout.line()})"
+            if rollout is not None
+            else f"its pass had ended after stage {marker.stage or 'none'}"
+        )
+        suspended = f" by {state.suspended.by}" if state.suspended is not None else ""
+        record = HistoryRecord(
+            sha=sha,
+            operation="apply",
+            outcome=Outcome.ABORTED,
+            at=now_iso(),
+            message=f"aborted by {request.by} while the target was suspended{suspended}: {where}",
+            requested_by=request.by,
+        )
+        state.abort = None
+        # The rollback's first state write shows it so: `abort --wait` may read that one.
+        state.last_attempted = AttemptRecord(sha=sha, outcome=Outcome.ABORTED, at=record.at)
+        self.events.emit("Aborted", f"{short_sha(sha)}: {record.message}", warning=True)
+        return self._roll_back(state, sha, None, record, {})
 
     def _recovery_impossible(
         self,

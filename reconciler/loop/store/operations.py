@@ -87,9 +87,13 @@ def resume(
     return state
 
 
-def abort(client: ClusterClient, target: TargetRef, by: str) -> str:
+def abort(
+    client: ClusterClient, target: TargetRef, by: str, lease_client: ClusterClient | None = None
+) -> str:
     """Ask the running pass to stop at its next stage boundary and roll back what it wrote; the sha of
-    the revision it was delivering. A UserError when no pass is running."""
+    the revision it was delivering. A UserError when no pass is running. When the apply's pass ended
+    suspended (a rollout in waves paused by `suspend`), the controller is asked for a pass at once: that
+    pass rolls it back without `resume` (`lease_client` as for `resume`)."""
     store = StateStore(client, target.name, target.namespace)
     aborted: list[str] = []
 
@@ -100,7 +104,9 @@ def abort(client: ClusterClient, target: TargetRef, by: str) -> str:
         state.abort = AbortRequest(at=now_iso(), by=by, sha=marker.sha)
         aborted[:] = [marker.sha or ""]
 
-    store.update(change)
+    state = store.update(change)
+    if state.suspended is not None:
+        request_pass(lease_client or client, target, f"abort by {by} of a suspended apply")
     return aborted[0]
 
 

@@ -129,9 +129,10 @@ class InProgress(_Record):
     from_sha: str | None = None  # the revision the cluster was on
     stage: str = ""  # the last stage finished ("" before the first)
     since: str = ""
-    # A driver upgrade in waves under way: `model/wave_progress.RolloutProgress.to_json()` (wave N of M,
-    # nodes done, failed nodes, phase, soakUntil); the next pass resumes from it.
-    rollout: dict[str, Any] | None = None
+    # The driver upgrades in waves of the delivery: a list of `model/wave_progress.RolloutProgress.to_json()`
+    # (wave N of M, nodes done, failed nodes, phase, soakUntil), one per DaemonSet; a state written before
+    # holds one object (`wave_progress.rollouts_from_json` reads both). The next pass resumes from it.
+    rollout: dict[str, Any] | list[dict[str, Any]] | None = None
 
 
 @dataclass(kw_only=True)

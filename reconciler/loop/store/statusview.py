@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.loop.store.records import HistoryRecord
 from reconciler.loop.store.state import TargetState
-from reconciler.model.wave_progress import RolloutProgress
+from reconciler.model.wave_progress import current_rollout, rollouts_from_json
 
 
 def render_status(target: str, state: TargetState, history_count: int) -> str:
@@ -21,8 +21,7 @@ def render_status(target: str, state: TargetState, history_count: int) -> str:
     if state.in_progress:
         p = state.in_progress
         lines.append(f"in progress:   {p.operation} of {p.sha} at stage {p.stage or '-'} since {p.since}")
-        rollout = RolloutProgress.from_json(p.rollout)
-        if rollout is not None:
+        for rollout in rollouts_from_json(p.rollout):  # one line per DaemonSet upgraded in waves
             lines.append(
                 f"driver waves:  DaemonSet/{rollout.namespace}/{rollout.daemonset}: {rollout.line()}"
             )
@@ -123,16 +122,20 @@ def target_row(name: str, state: TargetState) -> dict[str, Any]:
         + _rollout_text(progress.rollout)
         if progress
         else None,
-        # A driver upgrade in waves under way (`model/wave_progress.py`): wave N of M, nodes done, soak end.
-        "rollout": progress.rollout if progress and progress.rollout else None,
+        # A driver upgrade in waves under way (`model/wave_progress.py`): wave N of M, nodes done, soak end;
+        # `rollout` the newest (under way, or paused), `rollouts` each DaemonSet's of the delivery.
+        "rollout": current.to_json() if (current := current_rollout(progress and progress.rollout)) else None,
+        "rollouts": [r.to_json() for r in rollouts_from_json(progress and progress.rollout)],
         "suspended": state.suspended.to_json() if state.suspended else None,
         "source": source.to_json() if source else None,
     }
 
 
 def _rollout_text(raw: Any) -> str:
-    rollout = RolloutProgress.from_json(raw)
-    return f", {rollout.line()}" if rollout is not None else ""
+    rollouts = rollouts_from_json(raw)
+    if len(rollouts) == 1:
+        return f", {rollouts[0].line()}"
+    return "".join(f", {r.daemonset}: {r.line()}" for r in rollouts)
 
 
 def render_targets(rows: list[dict[str, Any]]) -> str:
