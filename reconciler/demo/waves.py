@@ -4,7 +4,8 @@ Three sources, each told once, as it is seen: the Events the reconciler records 
 ConfigMap (`WaveStarted`, `WaveVerified`, `WaveFailed`, `RolloutReverting`, `RolloutReverted`,
 `RolloutComplete`), the DeviceTaintRules of the drain in the cluster (made and removed by the wave), and the
 rollout's progress in the state (`inProgress.rollout`: the soak after a wave and when it ends). Nothing is
-inferred: a drain shorter than the poll is not told, and the Events alone tell every wave.
+inferred: a drain shorter than the poll is not told, and the Events alone tell every wave. The Events and
+rules are matched to waves by number: this follows one waved DaemonSet at a time (the demo has one).
 
 A poll reads the state and the taint rules before the Events, so an Event that came before what the
 state or the cluster shows is always in the same poll's list: the lines of a wave's drain are told after its
@@ -19,7 +20,7 @@ from typing import Any
 
 from reconciler.cluster.probe import TAINT_KEY
 from reconciler.loop.store.state import StateStore
-from reconciler.model.wave_progress import SOAKING, RolloutProgress
+from reconciler.model.wave_progress import SOAKING, RolloutProgress, rollouts_from_json
 
 REASONS = (
     "WaveStarted",
@@ -78,9 +79,9 @@ class WaveWatch:
             if ((r.get("spec") or {}).get("taint") or {}).get("key") == TAINT_KEY
         ]
 
-    def _progress(self) -> RolloutProgress | None:
+    def _progress(self) -> list[RolloutProgress]:
         marker = self.store.load().in_progress
-        return RolloutProgress.from_json(marker.rollout) if marker is not None else None
+        return rollouts_from_json(marker.rollout) if marker is not None else []
 
     def poll(self) -> list[str]:
         """The lines of what is new since the last poll, in the order it happened.
@@ -141,14 +142,15 @@ class WaveWatch:
             out.append(_Line(f"  [DeviceTaintRule] undrained: pool {pool} takes new claims again", wave=wave))
         return out
 
-    def _soak_lines(self, progress: RolloutProgress | None) -> list[_Line]:
-        if progress is None or progress.phase != SOAKING or not progress.soak_until:
-            return []
-        key = (f"{progress.namespace}/{progress.daemonset}", progress.wave)
-        if key in self.soaks:
-            return []
-        self.soaks.add(key)
-        return [_Line(f"  [state] soaking: {progress.line()}", ("WaveVerified", progress.wave))]
+    def _soak_lines(self, rollouts: list[RolloutProgress]) -> list[_Line]:
+        out: list[_Line] = []
+        for progress in rollouts:
+            key = (f"{progress.namespace}/{progress.daemonset}", progress.wave)
+            if progress.phase != SOAKING or not progress.soak_until or key in self.soaks:
+                continue
+            self.soaks.add(key)
+            out.append(_Line(f"  [state] soaking: {progress.line()}", ("WaveVerified", progress.wave)))
+        return out
 
 
 def _wave_of(text: str) -> int:

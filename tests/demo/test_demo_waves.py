@@ -64,7 +64,7 @@ def _soaking(store: StateStore, wave: int) -> None:
         phase="soaking",
         soak_until="2026-01-01T00:00:01Z",
     )
-    state.in_progress = InProgress(sha="a" * 40, operation="apply", rollout=progress.to_json())
+    state.in_progress = InProgress(sha="a" * 40, operation="apply", rollout=[progress.to_json()])
     store.save(state)
 
 
