@@ -28,12 +28,14 @@ from reconciler.cli.options import grace_option, handle_errors, wait_for_signal
 def demo_command(keep: bool, workdir: Path | None, grace: float, plain: bool) -> int:
     """Play a GitOps history of a GPU stack on an embedded cluster, narrating each step.
 
-    Starts the simulated cluster (two nodes, driver gpu.example.com with two GPUs each, sim-node-0 the
-    canary node), a Git server seeded with the example manifests, and the reconciler. Then pushes: a good
-    baseline; a template naming a missing class (denied); a driver upgrade without a canary (denied); the
-    canary (applied on the canary node); the promotion; more GPUs than exist (applied, verification fails,
-    rolled back, diagnosis exhaustion); the fix. Ends with `status`'s history. No network; nothing is
-    left behind unless --workdir or --keep says so.
+    Starts the simulated cluster (five nodes in two zones, driver gpu.example.com with one GPU each,
+    sim-node-0 the canary node), a Git server seeded with the example manifests, and the reconciler. Then
+    pushes: a good baseline; a template naming a missing class (denied); a driver upgrade without a canary
+    (denied); the canary (applied on the canary node); upgrades in waves declared (the driver's `rollout`);
+    the promotion, told wave by wave (drain, replace, verify, soak); a build that crash-loops on zone-b
+    (halted at wave 2, reverted, rolled back); more GPUs than exist (applied, verification fails, rolled
+    back, diagnosis exhaustion); the fix. Ends with `status`'s history. No network; nothing is left behind
+    unless --workdir or --keep says so.
 
     Exit 0 when every step ended as the story says, 1 otherwise.
     """

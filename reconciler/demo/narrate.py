@@ -45,8 +45,13 @@ def _rolled_back(step: Step, result: Any, record: HistoryRecord) -> tuple[bool, 
     diagnoses = []
     verified = getattr(result.delivery, "verified", None)
     if verified is not None:
-        diagnoses = list(verified.diagnoses)
-    modes = [d.mode for d in diagnoses]
+        diagnoses = [(d.mode, d.summary, list(d.evidence)) for d in verified.diagnoses]
+    # A stage that failed before verification (a driver wave halted) has its diagnosis in the record.
+    known = {mode for mode, _, _ in diagnoses}
+    for raw in record.diagnoses or []:
+        if raw.get("mode") not in known:
+            diagnoses.append((str(raw.get("mode")), str(raw.get("summary")), list(raw.get("evidence") or [])))
+    modes = [mode for mode, _, _ in diagnoses]
     rollback = result.records[1] if len(result.records) > 1 else HistoryRecord()
     lines = [
         f"rolled back to {(record.rolled_back_to or '(nothing)')[:12]} and verified",
@@ -57,8 +62,10 @@ def _rolled_back(step: Step, result: Any, record: HistoryRecord) -> tuple[bool, 
         if decision.get("severity") == "warn":
             lines.append(f"warned before applying: {decision.get('rule')}: {decision.get('msg')}")
     lines.append(f"verification failed: {_first_line(result.message).removeprefix('verification failed: ')}")
-    for diagnosis in diagnoses[:3]:
-        lines.append(f"diagnosis {diagnosis.mode}: {diagnosis.summary}")
+    for mode, summary, evidence in diagnoses[:3]:
+        lines.append(f"diagnosis {mode}: {summary}")
+        if mode == "driver-wave-failed":  # the wave, the node and what was seen there
+            lines += [f"  evidence: {line}" for line in evidence[:3]]
     lines.append(f"rollback: {rollback.summary}")
     lines += _device_lines(rollback)
     if step.expect_diagnosis and step.expect_diagnosis not in modes:

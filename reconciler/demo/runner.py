@@ -4,6 +4,11 @@ Everything is real except the hardware: the simulated cluster serves the Kuberne
 127.0.0.1 with its scheduler, controllers, kubelets and the `gpu.example.com` driver; the Git server is a
 bare repository the controller fetches from; the controller is the one `dra-gitops run` starts, triggered
 by its generic webhook after each push. Nothing outside the demo's temporary directory is touched.
+
+The hardware has one flaw, set up with the cluster and said when it starts: on the nodes of `BAD_ZONE` the
+kubelet makes the plugin of `BAD_IMAGE` crash-loop (an older GPU firmware), so that build passes the canary
+and halts the upgrade in waves at the first wave with a node of that zone. What the story then shows about
+it (the wave, the node, the evidence) is what the reconciler recorded.
 """
 
 from __future__ import annotations
@@ -18,11 +23,21 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.demo.story import SEED_EDITS, STORY, Step
+from reconciler.demo.story import (
+    BAD_IMAGE,
+    BAD_ZONE,
+    GPUS_PER_NODE,
+    NODE_ZONES,
+    SEED_EDITS,
+    STORY,
+    ZONE_LABEL,
+    Step,
+)
 from reconciler.demo.terminal import Narrator
 from reconciler.errors import DraGitopsError, EnvironmentProblem, UserError
 from reconciler.outcome import Outcome
@@ -33,6 +48,8 @@ CANARY_LABEL = "dra-gitops.io/canary"
 EXAMPLE = Path(__file__).resolve().parent / "example"
 # Passes that are not the answer to a push.
 SETTLED = (Outcome.UNCHANGED, Outcome.HELD, Outcome.DRIFT_CORRECTED)
+# How often the demo looks at the state, the Events and the taint rules while a rollout in waves runs.
+WATCH_INTERVAL = 0.05
 
 
 class DemoFailed(DraGitopsError):
@@ -109,6 +126,7 @@ class DemoWorld:
         self.cluster: Any = None
         self.control: Any = None
         self.client: Any = None
+        self.watch_client: Any = None  # the demo's own reads while the controller works
         self.controller: Any = None
         self.repo: DemoRepo | None = None
         self.port = 0
@@ -118,13 +136,25 @@ class DemoWorld:
         from reconciler.sim import controlplane
         from reconciler.sim.server import SimCluster
 
-        self.cluster = SimCluster(port=0).start()
+        # v1beta2 beside v1: the cluster serves DeviceTaintRule, which the waves' drain writes.
+        self.cluster = SimCluster(port=0, served_versions=("v1", "v1beta2")).start()
+        labels = [{ZONE_LABEL: zone} for zone in NODE_ZONES]
+        labels[0][CANARY_LABEL] = "true"
         self.control = controlplane.install(
             self.cluster,
-            nodes=2,
-            devices_per_node=2,
+            nodes=len(NODE_ZONES),
+            devices_per_node=GPUS_PER_NODE,
             drivers=[DRIVER],
-            node_labels=[{CANARY_LABEL: "true"}, {}],
+            node_labels=labels,
+        )
+        bad_nodes = {f"sim-node-{i}" for i, zone in enumerate(NODE_ZONES) if zone == BAD_ZONE}
+        bad_image = BAD_IMAGE.split(": ", 1)[1]
+        self.control.fail_pods(
+            lambda pod: (
+                (pod.get("spec") or {}).get("nodeName") in bad_nodes
+                and any(c.get("image") == bad_image for c in (pod.get("spec") or {}).get("containers") or [])
+            ),
+            "CrashLoopBackOff",
         )
         self.cluster.write_kubeconfig(self.kubeconfig)
 
@@ -145,6 +175,7 @@ class DemoWorld:
 
         assert self.repo is not None
         self.client = ClusterClient.from_kubeconfig(str(self.kubeconfig))
+        self.watch_client = ClusterClient.from_kubeconfig(str(self.kubeconfig))
         target = Target(
             name=TARGET,
             repo=str(self.repo.bare),
@@ -181,14 +212,20 @@ class DemoWorld:
             if answer.status != 202:
                 raise DemoFailed(f"webhook answered {answer.status}", where="/hooks/generic")
 
-    def wait_for_pass(self, sha: str, timeout: float) -> Any:
-        """The controller's answer to the push of `sha`: its first pass of that sha that did something."""
+    def wait_for_pass(self, sha: str, timeout: float, tick: Callable[[], None] | None = None) -> Any:
+        """The controller's answer to the push of `sha`: its first pass of that sha that did something.
+        `tick` is called about every WATCH_INTERVAL while waiting (and once more at the end)."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
-                result = self.passes.get(timeout=left)
+                result = self.passes.get(timeout=min(left, WATCH_INTERVAL) if tick else left)
             except queue.Empty:
+                if tick is not None:
+                    tick()
+                    continue
                 break
+            if tick is not None:
+                tick()
             if result.sha == sha and result.outcome not in SETTLED:
                 return result
             if result.outcome == Outcome.SOURCE_ERROR:
@@ -200,6 +237,8 @@ class DemoWorld:
             self.controller.stop()
         if self.client is not None:
             self.client.close()
+        if self.watch_client is not None:
+            self.watch_client.close()
         if self.control is not None:
             self.control.stop()
         if self.cluster is not None:
@@ -260,22 +299,21 @@ def run_demo(options: DemoOptions, narrator: Narrator, wait_forever: Any = None)
     started = time.monotonic()
     try:
         narrator.say("dra-gitops demo: a GitOps history of a GPU stack, reconciled on an embedded cluster")
-        narrator.begin(
-            "Starting a cluster (2 nodes, driver gpu.example.com, 2 GPUs each, sim-node-0 the canary)"
-        )
+        narrator.begin(f"Starting a cluster ({_cluster_text()})")
         world.start_cluster()
         repo = world.start_repo()
         narrator.end(True, f"cluster at {world.cluster.url}; Git server {repo.bare}")
         failures = 0
         previous_failed = False
         for number, step in enumerate(STORY, start=1):
+            tick = _wave_ticker(world, step, narrator)  # made before the push: what follows it is new
             sha = _push_step(world, repo, step, previous_failed, narrator, number)
             if number == 1:
                 narrator.detail("starting the controller")
                 world.start_controller()
             else:
                 world.push_hook()
-            result = world.wait_for_pass(sha, options.step_timeout)
+            result = world.wait_for_pass(sha, options.step_timeout, tick)
             ok, lines = describe_result(world.client, step, result)
             previous_failed = result.outcome != Outcome.APPLIED
             narrator.end(ok, lines[0])
@@ -302,6 +340,31 @@ def run_demo(options: DemoOptions, narrator: Narrator, wait_forever: Any = None)
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _wave_ticker(world: DemoWorld, step: Step, narrator: Narrator) -> Callable[[], None] | None:
+    """For a step whose push upgrades the driver in waves: tell each wave as it happens."""
+    from reconciler.demo.waves import WaveWatch
+
+    if not step.waves:
+        return None
+    watch = WaveWatch(world.watch_client, TARGET)
+
+    def tick() -> None:
+        for line in watch.poll():
+            narrator.say(f"    {line}")
+
+    return tick
+
+
+def _cluster_text() -> str:
+    zones: dict[str, list[str]] = {}
+    for index, zone in enumerate(NODE_ZONES):
+        zones.setdefault(zone, []).append(f"sim-node-{index}")
+    where = "; ".join(f"{zone}: {', '.join(nodes)}" for zone, nodes in zones.items())
+    gpus = f"{GPUS_PER_NODE} GPU{'s' if GPUS_PER_NODE > 1 else ''} each"
+    flaw = f"{BAD_ZONE}'s GPUs run an older firmware that driver {BAD_IMAGE.rsplit(':', 1)[1]} crash-loops on"
+    return f"{len(NODE_ZONES)} nodes, driver {DRIVER}, {gpus}, sim-node-0 the canary; {where}; {flaw}"
+
+
 def _push_step(
     world: DemoWorld, repo: DemoRepo, step: Step, previous_failed: bool, narrator: Narrator, number: int
 ) -> str:
@@ -312,8 +375,8 @@ def _push_step(
         repo.revert_head()
         narrator.say(f"    git revert {reverted} (the failed commit)")
     for edit in step.edits:
-        edit.apply(repo.work)
-        narrator.say(f"    {edit.describe()}")
+        for line in edit.apply(repo.work):
+            narrator.say(f"    {line}")
     sha = repo.commit(step.message)
     repo.push()
     narrator.say(f"    pushed {sha[:12]} {step.message!r}; expecting: {_expectation(step)}")

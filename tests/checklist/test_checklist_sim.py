@@ -384,7 +384,7 @@ def test_the_command_against_demo_keep(tmp_path: Path) -> None:
         data = json.loads(done.stdout)
         assert [(i["id"], i["status"]) for i in data["items"]] == [(i, CHECKED) for i in ITEM_IDS]
         inside = next(i for i in data["items"] if i["id"] == "devices-in-container")
-        assert inside["evidence"][0].endswith("3/3 container(s) ok")  # the fix's three trainers, over exec
+        assert inside["evidence"][0].endswith("4/4 container(s) ok")  # the fix's four trainers, over exec
         assert all("'printenv GPU_DEVICE_0': ok: gpu-" in line for line in inside["evidence"][1:])
         verified = next(i for i in data["items"] if i["id"] == "verified")
         assert verified["evidence"][0].startswith(f"{data['lastGood'][:12]} applied and verified at")

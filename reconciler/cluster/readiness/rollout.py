@@ -196,12 +196,14 @@ def rollout_context(
     replica_sets: list[dict[str, Any]] = []
     for namespace in sorted(deployment_namespaces):
         replica_sets += client.list_kind("apps", "ReplicaSet", namespace or None)
+    # Each DaemonSet's generation, by uid: a pod's label is compared with its own DaemonSet's (another one
+    # in the namespace may be at the same generation number).
     generations = {
-        (str(meta(wl).get("namespace") or ""), str(meta(wl).get("generation")))
+        str(meta(wl).get("uid")): str(meta(wl).get("generation"))
         for wl in workloads
         if wl.get("kind") == "DaemonSet"
     }
-    # Revisions where a pod's generation label does not tell: it has none, or not the DaemonSet's (a pod of
+    # Revisions where a pod's generation label does not tell: it has none, or not its DaemonSet's (a pod of
     # an older generation may run the current template again after a rollback).
     unlabelled = {
         str(meta(p).get("namespace") or "")
@@ -209,8 +211,11 @@ def rollout_context(
         if REVISION_HASH_LABEL in _labels(p)
         and (
             TEMPLATE_GENERATION_LABEL not in _labels(p)
-            or (str(meta(p).get("namespace") or ""), str(_labels(p)[TEMPLATE_GENERATION_LABEL]))
-            not in generations
+            or not any(
+                generations.get(str(owner.get("uid"))) == str(_labels(p)[TEMPLATE_GENERATION_LABEL])
+                for owner in meta(p).get("ownerReferences") or []
+                if isinstance(owner, Mapping)
+            )
         )
     }
     revisions: list[dict[str, Any]] = []
