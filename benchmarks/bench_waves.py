@@ -22,6 +22,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from wave_fixtures import plugin_daemonset  # noqa: E402
 
 from reconciler.cluster.client import ClusterClient  # noqa: E402
 from reconciler.cluster.waverollout import WaveControl, run_rollout  # noqa: E402
@@ -34,19 +37,7 @@ TARGET_SECONDS = 2.0
 
 
 def daemonset(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": DS, "namespace": NS, "annotations": {"dra-gitops.io/driver": DRIVER}},
-        "spec": {
-            "selector": {"matchLabels": {"app": DS}},
-            "updateStrategy": {"type": "OnDelete"},
-            "template": {
-                "metadata": {"labels": {"app": DS, "app.kubernetes.io/component": "kubelet-plugin"}},
-                "spec": {"containers": [{"name": "plugin", "image": image}]},
-            },
-        },
-    }
+    return plugin_daemonset(image, NS, DS, DRIVER)
 
 
 def pods_by_node(client: ClusterClient) -> dict[str, dict[str, Any]]:

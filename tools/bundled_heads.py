@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from generated import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -42,14 +44,7 @@ def build() -> str:
 
 
 def main() -> int:
-    text = build()
-    if "--check" in sys.argv[1:]:
-        if not TARGET.exists() or TARGET.read_text(encoding="utf-8") != text:
-            print(f"{TARGET} is out of date: run python tools/bundled_heads.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, build(), "tools/bundled_heads.py")
 
 
 if __name__ == "__main__":

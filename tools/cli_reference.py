@@ -6,10 +6,10 @@ python tools/cli_reference.py --check    # exit 1 when docs/cli.md is out of dat
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
+from generated import write_or_check
 
 from reconciler.cli import cli
 
@@ -38,14 +38,7 @@ def render() -> str:
 
 
 def main() -> int:
-    text = render()
-    if "--check" in sys.argv[1:]:
-        if not TARGET.exists() or TARGET.read_text(encoding="utf-8") != text:
-            print(f"{TARGET} is out of date: run python tools/cli_reference.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, render(), "tools/cli_reference.py")
 
 
 if __name__ == "__main__":

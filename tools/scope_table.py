@@ -21,6 +21,8 @@ import re
 import sys
 from pathlib import Path
 
+from generated import write_or_check
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "reconciler" / "model" / "scope_table.py"
 sys.path.insert(0, str(ROOT))
@@ -111,14 +113,7 @@ def render(table: dict[Gvk, bool]) -> str:
 
 
 def main() -> int:
-    text = render(build())
-    if "--check" in sys.argv[1:]:
-        if not TARGET.exists() or TARGET.read_text(encoding="utf-8") != text:
-            print(f"{TARGET} is out of date: run python tools/scope_table.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, render(build()), "tools/scope_table.py")
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ python tools/served_table.py --check    # exit 1 when it is out of date
 from __future__ import annotations
 
 import json
-import sys
 from importlib import resources
 from pathlib import Path
+
+from generated import write_or_check
 
 TARGET = Path(__file__).resolve().parents[1] / "reconciler" / "model" / "served_table.py"
 FIRST_RELEASE = 26  # the first release the DRA reference (docs/policy-input.md) covers
@@ -80,14 +81,7 @@ def render(table: Table) -> str:
 
 
 def main() -> int:
-    text = render(build())
-    if "--check" in sys.argv[1:]:
-        if not TARGET.exists() or TARGET.read_text(encoding="utf-8") != text:
-            print(f"{TARGET} is out of date: run python tools/served_table.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, render(build()), "tools/served_table.py")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from helpers import wait_for
+from wave_fixtures import plugin_daemonset
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.probe import PROBE_LABEL
@@ -32,19 +33,7 @@ class Env:
 
 
 def daemonset(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": DS, "namespace": NS, "annotations": {"dra-gitops.io/driver": DRIVER}},
-        "spec": {
-            "selector": {"matchLabels": {"app": DS}},
-            "updateStrategy": {"type": "OnDelete"},
-            "template": {
-                "metadata": {"labels": {"app": DS, "app.kubernetes.io/component": "kubelet-plugin"}},
-                "spec": {"containers": [{"name": "plugin", "image": image}]},
-            },
-        },
-    }
+    return plugin_daemonset(image, NS, DS, DRIVER)
 
 
 DEVICE_CLASS = {

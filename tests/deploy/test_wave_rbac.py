@@ -32,6 +32,7 @@ from deploy_support import (
     token_kubeconfig,
 )
 from helpers import wait_for
+from wave_fixtures import plugin_daemonset
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.probe import PROBE_LABEL
@@ -70,19 +71,7 @@ WAVES: dict[Permission, str] = {
 
 
 def daemonset(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": DS, "namespace": DRIVER_NS, "annotations": {"dra-gitops.io/driver": DRIVER}},
-        "spec": {
-            "selector": {"matchLabels": {"app": DS}},
-            "updateStrategy": {"type": "OnDelete"},
-            "template": {
-                "metadata": {"labels": {"app": DS, "app.kubernetes.io/component": "kubelet-plugin"}},
-                "spec": {"containers": [{"name": "plugin", "image": image}]},
-            },
-        },
-    }
+    return plugin_daemonset(image, DRIVER_NS, DS, DRIVER)
 
 
 @dataclass

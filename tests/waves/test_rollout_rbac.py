@@ -22,6 +22,7 @@ from deploy_support import (
     token_kubeconfig,
 )
 from helpers import wait_for
+from wave_fixtures import plugin_daemonset
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.waverollout import WaveControl, run_rollout
@@ -41,19 +42,7 @@ SPEC = RolloutSpec(
 
 
 def daemonset(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": DS, "namespace": DRIVER_NS, "annotations": {"dra-gitops.io/driver": DRIVER}},
-        "spec": {
-            "selector": {"matchLabels": {"app": DS}},
-            "updateStrategy": {"type": "OnDelete"},
-            "template": {
-                "metadata": {"labels": {"app": DS, "app.kubernetes.io/component": "kubelet-plugin"}},
-                "spec": {"containers": [{"name": "plugin", "image": image}]},
-            },
-        },
-    }
+    return plugin_daemonset(image, DRIVER_NS, DS, DRIVER)
 
 
 def images(client: ClusterClient) -> dict[str, str]:
