@@ -214,7 +214,9 @@ class WaveRunner:
             before.update({n: dict(self.saved.pools[n]) for n in t.nodes if n in self.saved.pools})
             watched = set(self.saved.selects)
         if self.keep is not None:
-            self.keep(WaveSnapshot.of(t.number, before, watched))
+            self.keep(
+                WaveSnapshot.of(t.number, before, watched, self.saved is not None and self.saved.digests)
+            )
         self._check_nodes(self._nodes())  # a node not Ready already fails before it is touched
         rules = self._taint(before) if rules_api is not None else {}
         self._replace(ds, revision)
@@ -386,6 +388,7 @@ class WaveRunner:
     ) -> str | None:
         """None: still waiting; "": republished with the same devices; else the evidence."""
         saved = self.saved is not None and node in self.saved.pools
+        after = self.saved.comparable(after) if saved and self.saved is not None else after
         if not before or (node not in self.replaced and not saved):
             return "" if any(p.complete for p in after.values()) else None
         for name, pool in sorted(before.items()):

@@ -21,6 +21,7 @@ A device's list holds, for each of `attributes`, the index of its value in `valu
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,19 @@ from typing import Any
 from reconciler.cluster.wave_pools import Pool
 
 SAME = "="  # the key of a node's pool named after the node (the common case; no pool name has a "=")
+# Over this many bytes of distinct attribute values (a class that selects on an attribute of its own on each
+# device), the snapshot keeps a digest of each value instead (`digests`): the evidence still names the device
+# and the attribute, with the digests of its values.
+VALUES_BUDGET = 64_000
+
+
+def _digested(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) == {"sha256"}
+
+
+def digest(value: Any) -> dict[str, str]:
+    """What a digested snapshot keeps of an attribute's value."""
+    return {"sha256": hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]}
 
 
 @dataclass(frozen=True)
@@ -38,10 +52,14 @@ class WaveSnapshot:
     wave: int
     selects: frozenset[str]  # short names of the attributes the driver's DeviceClasses select on
     pools: Mapping[str, Mapping[str, Pool]]  # node -> pool name -> pool
+    digests: bool = False  # the attributes' values are digests (`digest`): compare with `comparable(...)`
 
     @classmethod
-    def of(cls, wave: int, before: Mapping[str, Mapping[str, Pool]], selects: set[str]) -> WaveSnapshot:
-        """What a wave keeps of `before` (node -> pools, as read): the attributes in `selects` only."""
+    def of(
+        cls, wave: int, before: Mapping[str, Mapping[str, Pool]], selects: set[str], digests: bool = False
+    ) -> WaveSnapshot:
+        """What a wave keeps of `before` (node -> pools, as read, or as a digested snapshot kept them: then
+        `digests`): the attributes in `selects` only."""
         kept = {
             node: {
                 name: Pool(
@@ -57,7 +75,7 @@ class WaveSnapshot:
             }
             for node, pools in before.items()
         }
-        return cls(wave, frozenset(selects), kept)
+        return cls(wave, frozenset(selects), kept, digests)
 
     def to_json(self) -> dict[str, Any]:
         attributes = sorted(
@@ -99,11 +117,15 @@ class WaveSnapshot:
             }
             for node, pools in sorted(self.pools.items())
         }
+        kept = values
+        if self.digests or len(json.dumps(values)) > VALUES_BUDGET:  # (a value read digested stays so)
+            kept = [v["sha256"] if _digested(v) else digest(v)["sha256"] for v in values]
         return {
             "wave": self.wave,
             "selects": sorted(self.selects),
+            **({"digests": True} if kept is not values else {}),
             "attributes": attributes,
-            "values": values,
+            "values": kept,
             "devices": profiles,
             "nodes": nodes,
         }
@@ -115,7 +137,8 @@ class WaveSnapshot:
             return None
         try:
             attributes = [str(a) for a in raw["attributes"]]
-            values = list(raw["values"])
+            digests = raw.get("digests") is True
+            values = [{"sha256": str(v)} for v in raw["values"]] if digests else list(raw["values"])
             profiles = [
                 {
                     str(device): {attributes[i]: values[v] for i, v in enumerate(vector) if v is not None}
@@ -132,9 +155,26 @@ class WaveSnapshot:
                 }
                 for node, of_node in raw["nodes"].items()
             }
-            return cls(int(raw["wave"]), frozenset(str(s) for s in raw["selects"]), pools)
+            return cls(int(raw["wave"]), frozenset(str(s) for s in raw["selects"]), pools, digests)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
             return None
 
+    def comparable(self, pools: Mapping[str, Pool]) -> dict[str, Pool]:
+        """`pools` (as republished) as they compare with this snapshot's: digested if it keeps digests."""
+        if not self.digests:
+            return dict(pools)
+        return {
+            name: Pool(
+                pool.generation,
+                pool.slice_uids,
+                pool.complete,
+                {
+                    d: {k: v if _digested(v) else digest(v) for k, v in attrs.items()}
+                    for d, attrs in pool.devices.items()
+                },
+            )
+            for name, pool in pools.items()
+        }
 
-__all__ = ["WaveSnapshot"]
+
+__all__ = ["VALUES_BUDGET", "WaveSnapshot", "digest"]
