@@ -82,7 +82,9 @@ class RolloutProgress:
             text += f", next soak ends at {self.soak_until}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, snapshot: bool = True) -> dict[str, Any]:
+        """The JSON form; without the running wave's device snapshot (`snapshot=False`) for what people read
+        (`get -o json`): it is the state's, for a resumed wave."""
         return {
             "driver": self.driver,
             "namespace": self.namespace,
@@ -96,7 +98,7 @@ class RolloutProgress:
             "phase": self.phase,
             "soakUntil": self.soak_until,
             "since": self.since,
-            **({"snapshot": self.snapshot} if self.snapshot is not None else {}),
+            **({"snapshot": self.snapshot} if snapshot and self.snapshot is not None else {}),
         }
 
     @classmethod

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from helpers import wait_for
-from waves_support import DRIVER, GPU_NODES, MAIN, NEW, OLD, WAVES, Env, start, upgraded_canary
+from waves_support import DRIVER, GPU_NODES, MAIN, NEW, OLD, TARGET, WAVES, Env, start, upgraded_canary
 
 from reconciler.cluster.wave_snapshot import WaveSnapshot
+from reconciler.loop.store.statusview import target_row
 from reconciler.outcome import Outcome
 
 ROLLOUT = {"waves": ["1", "2", "50%", "100%"], "soak": "200ms", "drainDevices": True}
@@ -51,6 +52,12 @@ def die_in_wave_2(env: Env, devices_after: int | None = None) -> None:
     kept = WaveSnapshot.from_json(left.snapshot)
     assert kept is not None and kept.wave == 2 and set(kept.pools) == set(WAVES[1])
     assert sorted(kept.pools["sim-node-4"]["sim-node-4"].devices) == ["gpu-0", "gpu-1"]
+    row = target_row(TARGET, env.store().load())  # `get -o json`: the wave, not its devices
+    assert (
+        row["rollout"]["wave"] == 2
+        and "snapshot" not in row["rollout"]
+        and "snapshot" not in row["rollouts"][0]
+    )
     # the old pod was deleted before the pass died: the new one comes up and republishes the node's slices
     wait_for(lambda: env.ready_on(NEW, ["sim-node-4"]), 30, "the new plugin Ready on sim-node-4")
 
