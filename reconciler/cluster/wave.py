@@ -3,7 +3,9 @@
 `run_wave` works on the nodes of one planned wave (`reconciler.model.waves`) of a main driver DaemonSet that
 was delivered with `updateStrategy: OnDelete` and a new template, so its controller replaces nothing by itself:
 
-1. it reads each wave node's ResourceSlices of the driver (pools, devices, slice objects, generations);
+1. it reads each wave node's ResourceSlices of the driver (pools, devices, slice objects, generations) and
+   gives what the comparison of step 5 needs to `keep` (`wave_snapshot.WaveSnapshot`, saved in the rollout's
+   progress); a wave resumed after a pass that died compares its nodes with the `saved` snapshot instead;
 2. with `drain_devices`, one DeviceTaintRule per pool of those nodes (`NoSchedule`: new claims go elsewhere,
    running pods keep their devices), in the version the cluster serves; a cluster that serves none fails the
    wave before anything is touched (a drain is never skipped silently);
@@ -39,6 +41,7 @@ from reconciler.cluster.objects import condition, meta, name_of, owned_by, pod_r
 from reconciler.cluster.probe import TAINT_KEY, run_probe
 from reconciler.cluster.readiness.health import pod_failure
 from reconciler.cluster.wave_pools import Pool, devices_problem, node_pools, republished, selected_attributes
+from reconciler.cluster.wave_snapshot import WaveSnapshot
 from reconciler.model.driver_rollout import Probe
 from reconciler.model.readers import as_dict
 
@@ -115,6 +118,8 @@ class WaveRunner:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         progress: Callable[[str], None] | None = None,
+        saved: WaveSnapshot | None = None,
+        keep: Callable[[WaveSnapshot], None] | None = None,
     ) -> None:
         self.client = client
         self.target = target
@@ -127,6 +132,10 @@ class WaveRunner:
         # Nodes whose old plugin pod this run deleted; the others already ran the current revision when the
         # wave began (a wave resumed after a kill): their slices are not republished again, only checked.
         self.replaced: set[str] = set()
+        # The wave's snapshot kept before a pass that died (`saved`): its nodes are compared with it, as if
+        # this run had replaced them; `keep` is given the snapshot before any old plugin pod is deleted.
+        self.saved = saved if saved is not None and saved.wave == target.number else None
+        self.keep = keep
 
     def _step(self, action: str, node: str, detail: str) -> None:
         self.result.steps.append(Step(self.clock(), action, node, detail))
@@ -198,12 +207,20 @@ class WaveRunner:
                 f"{self.timeout:g}s (no current ControllerRevision): nothing was touched"
             )
             return self.result
+        watched = selected_attributes(self.client.list_kind(DRA_GROUP, "DeviceClass"), t.driver)
         slices = self._slices()
         before = {node: node_pools(slices, t.driver, node) for node in t.nodes}
+        if self.saved is not None:  # what the old plugin published, read before a pass that died replaced it
+            before.update({n: dict(self.saved.pools[n]) for n in t.nodes if n in self.saved.pools})
+            watched = set(self.saved.selects)
+        if self.keep is not None:
+            self.keep(
+                WaveSnapshot.of(t.number, before, watched, self.saved is not None and self.saved.digests)
+            )
         self._check_nodes(self._nodes())  # a node not Ready already fails before it is touched
         rules = self._taint(before) if rules_api is not None else {}
         self._replace(ds, revision)
-        self._wait(ds, revision, before)
+        self._wait(ds, revision, before, watched)
         if t.probe is not None:
             self._probe(t.probe)
         self._check_nodes(self._nodes())
@@ -261,9 +278,10 @@ class WaveRunner:
                     self.replaced.add(node)
                     self._step("delete-pod", node, name_of(pod))
 
-    def _wait(self, ds: dict[str, Any], revision: str, before: dict[str, dict[str, Pool]]) -> None:
+    def _wait(
+        self, ds: dict[str, Any], revision: str, before: dict[str, dict[str, Pool]], watched: set[str]
+    ) -> None:
         t = self.target
-        watched = selected_attributes(self.client.list_kind(DRA_GROUP, "DeviceClass"), t.driver)
         waiting_pod, waiting_slices = set(self._good_nodes()), set[str]()
         last: dict[str, str] = dict.fromkeys(t.nodes, "no pod of the current revision yet")
         deadline = self.clock() + self.timeout
@@ -369,7 +387,9 @@ class WaveRunner:
         self, node: str, before: dict[str, Pool], after: dict[str, Pool], watched: set[str]
     ) -> str | None:
         """None: still waiting; "": republished with the same devices; else the evidence."""
-        if not before or node not in self.replaced:
+        saved = self.saved is not None and node in self.saved.pools
+        after = self.saved.comparable(after) if saved and self.saved is not None else after
+        if not before or (node not in self.replaced and not saved):
             return "" if any(p.complete for p in after.values()) else None
         for name, pool in sorted(before.items()):
             now = after.get(name)

@@ -31,6 +31,7 @@ from typing import Any
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.objects import meta, name_of, node_ready, owned_by
 from reconciler.cluster.wave import REVISION_LABEL, WaveResult, WaveTarget, release_wave, run_wave
+from reconciler.cluster.wave_snapshot import WaveSnapshot
 from reconciler.cluster.wavecontrol import (
     NOT_NEEDED,
     RolloutOutcome,
@@ -195,6 +196,7 @@ class DriverRollout:
             self.progress.done = [n for n in resumed.done if n in plan.order]
             self.progress.failed_nodes = dict(resumed.failed_nodes)
             self.progress.since = resumed.since or self.progress.since
+            self.progress.snapshot = None if resumed.verified else resumed.snapshot
             first = resumed.wave + 1 if resumed.verified else max(1, resumed.wave)
             if resumed.verified and resumed.wave < len(plan.waves):
                 self._save(wave=resumed.wave, phase=SOAKING, soak_until=resumed.soak_until)
@@ -271,7 +273,11 @@ class DriverRollout:
             poll=self.control.poll,
             sleep=self._sleep,
             progress=step,
+            # the devices before, kept before any old pod is deleted; kept by a pass that died, compared with
+            saved=WaveSnapshot.from_json(self.progress.snapshot),
+            keep=lambda snapshot: self._save(snapshot=snapshot.to_json()),
         )
+        self.progress.snapshot = None  # the wave is over: saved with its outcome just below
         if result.problem is not None:
             self._save(phase=FAILED)
             self._event("WaveFailed", f"wave {wave.number} of {total}: {result.problem}", True)

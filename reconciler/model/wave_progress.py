@@ -6,11 +6,15 @@ a list, one object per DaemonSet the delivery upgrades in waves (in the order th
 before holds one object, read as a list of one (`rollouts_from_json`). Each object's JSON keys:
 
     {"driver", "namespace", "daemonset", "revision", "wave", "of", "nodes", "done", "failedNodes",
-     "phase", "soakUntil", "since"}
+     "phase", "soakUntil", "since", "snapshot"}
 
 `wave` is the wave being run (1-based) of `of`; `done` the nodes replaced and verified so far (`nodes` of
 them in all); `failedNodes` node -> evidence; `phase` one of PHASES; `soakUntil` the end of the soak after
-the wave (ISO 8601, UTC), `revision` the DaemonSet's ControllerRevision hash the rollout delivers.
+the wave (ISO 8601, UTC), `revision` the DaemonSet's ControllerRevision hash the rollout delivers;
+`snapshot` (only while a wave runs) the devices its nodes had before their old plugin pods were deleted, so a
+resumed wave compares them as an unbroken one does (`reconciler/cluster/wave_snapshot.py`; opaque here).
+A state written before it has none: its resumed wave checks a node replaced before the kill for a Ready pod
+and complete slices only.
 
 Also here: the strategy a main driver DaemonSet with a `rollout` is delivered with (`with_wave_strategy`).
 """
@@ -58,6 +62,7 @@ class RolloutProgress:
     phase: str = PLANNING
     soak_until: str | None = None
     since: str = ""
+    snapshot: dict[str, Any] | None = None  # the running wave's devices before (cluster/wave_snapshot.py)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -77,7 +82,9 @@ class RolloutProgress:
             text += f", next soak ends at {self.soak_until}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, snapshot: bool = True) -> dict[str, Any]:
+        """The JSON form; without the running wave's device snapshot (`snapshot=False`) for what people read
+        (`get -o json`): it is the state's, for a resumed wave."""
         return {
             "driver": self.driver,
             "namespace": self.namespace,
@@ -91,6 +98,7 @@ class RolloutProgress:
             "phase": self.phase,
             "soakUntil": self.soak_until,
             "since": self.since,
+            **({"snapshot": self.snapshot} if snapshot and self.snapshot is not None else {}),
         }
 
     @classmethod
@@ -113,6 +121,7 @@ class RolloutProgress:
                 phase=str(raw.get("phase") or PLANNING),
                 soak_until=str(raw["soakUntil"]) if raw.get("soakUntil") else None,
                 since=str(raw.get("since") or ""),
+                snapshot=raw["snapshot"] if isinstance(raw.get("snapshot"), dict) else None,
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -124,8 +124,10 @@ def target_row(name: str, state: TargetState) -> dict[str, Any]:
         else None,
         # A driver upgrade in waves under way (`model/wave_progress.py`): wave N of M, nodes done, soak end;
         # `rollout` the newest (under way, or paused), `rollouts` each DaemonSet's of the delivery.
-        "rollout": current.to_json() if (current := current_rollout(progress and progress.rollout)) else None,
-        "rollouts": [r.to_json() for r in rollouts_from_json(progress and progress.rollout)],
+        "rollout": current.to_json(snapshot=False)
+        if (current := current_rollout(progress and progress.rollout))
+        else None,
+        "rollouts": [r.to_json(snapshot=False) for r in rollouts_from_json(progress and progress.rollout)],
         "suspended": state.suspended.to_json() if state.suspended else None,
         "source": source.to_json() if source else None,
     }
