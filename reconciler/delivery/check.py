@@ -184,39 +184,42 @@ def _run_check(
     started = time.perf_counter()
     policy_set = load_policy_set(options.policy_dirs)
     engine = make_engine(policy_set, options)
-    if settings is not None:
-        # The protected side's settings judge the change: its own take effect from the next commit.
-        repo_params = dict(settings[0].params)
-    params = _merge_params(policy_set.params, repo_params or {}, options.params)
-    capacity = None
-    changed_classes: list[dict[str, Any]] = []
-    if cluster is not None:
-        # Imported here: it brings the CEL runtime, which an offline check never needs (~0.1 s at start-up).
-        from reconciler.dra.capacity import capacity_input
-        from reconciler.dra.class_change import class_changes
+    try:
+        if settings is not None:
+            # The protected side's settings judge the change: its own take effect from the next commit.
+            repo_params = dict(settings[0].params)
+        params = _merge_params(policy_set.params, repo_params or {}, options.params)
+        capacity = None
+        changed_classes: list[dict[str, Any]] = []
+        if cluster is not None:
+            # Imported here: it brings the CEL runtime, which an offline check never needs (~0.1 s at start-up).
+            from reconciler.dra.capacity import capacity_input
+            from reconciler.dra.class_change import class_changes
 
-        capacity = capacity_input(plan, head.manifests, cluster.objects)
-        changed_classes = class_changes(head.manifests, cluster.objects)
-    input_doc = build_input(
-        head=head.manifests,
-        base=base_manifests,
-        plan=plan,
-        revision=revision,
-        base_sha=base_sha,
-        has_base=base is not None,
-        cluster=cluster,
-        capacity=capacity,
-        class_changes=changed_classes,
-        params=params,
-    )
-    timings["input"] = time.perf_counter() - started
-    started = time.perf_counter()
-    changed = {str(change.ref) for change in plan.changes} if base is not None else None
-    version = _kubernetes_version(options, repo_params or {}, cluster)
-    schema = check_schemas(head.manifests, minor_of(version), changed)
-    timings["schema"] = time.perf_counter() - started
-    started = time.perf_counter()
-    findings = evaluate(engine, policy_set, input_doc)
+            capacity = capacity_input(plan, head.manifests, cluster.objects)
+            changed_classes = class_changes(head.manifests, cluster.objects)
+        input_doc = build_input(
+            head=head.manifests,
+            base=base_manifests,
+            plan=plan,
+            revision=revision,
+            base_sha=base_sha,
+            has_base=base is not None,
+            cluster=cluster,
+            capacity=capacity,
+            class_changes=changed_classes,
+            params=params,
+        )
+        timings["input"] = time.perf_counter() - started
+        started = time.perf_counter()
+        changed = {str(change.ref) for change in plan.changes} if base is not None else None
+        version = _kubernetes_version(options, repo_params or {}, cluster)
+        schema = check_schemas(head.manifests, minor_of(version), changed)
+        timings["schema"] = time.perf_counter() - started
+        started = time.perf_counter()
+        findings = evaluate(engine, policy_set, input_doc)
+    finally:
+        engine.close()  # a regorus engine is dropped in this thread, whatever was raised (see EmbeddedEngine)
     if changed is not None:
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
         findings = [f for f in findings if f.ref in changed]

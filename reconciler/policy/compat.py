@@ -123,12 +123,15 @@ def _regorus_knows(name: str) -> bool:
     import regorus
 
     engine = regorus.Engine()
-    engine.add_policy("probe.rego", f"package probe\n\nx := {name}()\n")
     try:
-        engine.eval_rule("data.probe.x")
-    except RuntimeError as exc:
-        return "could not find function" not in str(exc)
-    return True
+        engine.add_policy("probe.rego", f"package probe\n\nx := {name}()\n")
+        try:
+            engine.eval_rule("data.probe.x")
+        except RuntimeError as exc:
+            return "could not find function" not in str(exc)
+        return True
+    finally:
+        del engine  # unsendable: dropped in this thread (see EmbeddedEngine)
 
 
 def _calls(

@@ -210,9 +210,18 @@ class Engine(Protocol):
 
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]: ...
 
+    def close(self) -> None:
+        """Let go of what the engine holds; it evaluates no more."""
+
 
 class EmbeddedEngine:
-    """regorus in-process: no server, compiled once per policy set."""
+    """regorus in-process: no server, compiled once per policy set.
+
+    regorus engines are unsendable: one dropped on another thread is leaked by PyO3 with an unraisable
+    RuntimeError. An engine left in a frame of an exception's traceback is freed by the cyclic collector
+    when something keeps the exception (`raise ... from exc` does), on whichever thread collects: so the
+    engine is dropped in its thread, by `close()` and at the end of `evaluate`, whatever is raised.
+    """
 
     name = "embedded"
 
@@ -226,26 +235,34 @@ class EmbeddedEngine:
                 engine.add_policy(module.path, module.text)
             except RuntimeError as exc:
                 error = rego_error(exc)
-                del engine  # unsendable: never left for the collector of another thread (see rego_ast)
+                del engine  # unsendable: never left for the collector of another thread (see the class)
                 raise error from exc
-        self._engine = engine
+        self._engine: Any = engine
 
     def evaluate(self, input_doc: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        if self._engine is None:
+            raise PolicyError("the embedded engine was closed")
         engine = self._engine.clone()
-        engine.set_input_json(encode_input(input_doc))
-        found: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        # Ask for deny and warn only: evaluating `data.dra` whole would also serialise every helper rule.
-        for package in self._packages:
-            sets: dict[str, list[dict[str, Any]]] = {}
-            for name in ("deny", "warn"):
-                try:
-                    answer = json.loads(engine.eval_query_as_json(rego_ref([*package, name])))
-                except RuntimeError as exc:
-                    raise rego_error(exc) from exc
-                results = answer.get("result") or []
-                sets[name] = list(results[0]["expressions"][0]["value"]) if results else []
-            found[".".join(package)] = sets
-        return found
+        try:
+            engine.set_input_json(encode_input(input_doc))
+            found: dict[str, dict[str, list[dict[str, Any]]]] = {}
+            # Ask for deny and warn only: evaluating `data.dra` whole would also serialise every helper rule.
+            for package in self._packages:
+                sets: dict[str, list[dict[str, Any]]] = {}
+                for name in ("deny", "warn"):
+                    try:
+                        answer = json.loads(engine.eval_query_as_json(rego_ref([*package, name])))
+                    except RuntimeError as exc:
+                        raise rego_error(exc) from exc
+                    results = answer.get("result") or []
+                    sets[name] = list(results[0]["expressions"][0]["value"]) if results else []
+                found[".".join(package)] = sets
+            return found
+        finally:
+            del engine  # not left in this frame for a traceback to keep
+
+    def close(self) -> None:
+        self._engine = None  # dropped here, in the thread that closes
 
 
 def _waivers(objects: Sequence[dict[str, Any]]) -> dict[str, dict[str, str]]:

@@ -103,6 +103,7 @@ def parse_module(path: str, text: str) -> ParsedModule:
         del engine
         raise error from exc
     (module,) = json.loads(engine.get_ast_as_json())
+    del engine  # before anything below raises with this frame in its traceback
     ast = module["ast"]
     names, dynamic = ref_parts(ast["package"]["refr"])
     if dynamic or names[0] == "?":

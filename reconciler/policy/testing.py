@@ -191,16 +191,21 @@ def run_policy_tests(dirs: list[Path], filter: str | None = None) -> TestReport:
     import regorus  # imported here so importing this module stays cheap
 
     policy_set = load_policy_set(dirs, include_bundled=False)
-    engine = regorus.Engine()
-    engine.set_rego_v0(False)
-    for module in [*policy_set.modules, *policy_set.tests]:
-        try:
-            engine.add_policy(module.path, module.text)
-        except RuntimeError as exc:
-            raise rego_error(exc) from exc
-    engine.add_data_json(json.dumps({"params": policy_set.params}))
+    engine: Any = regorus.Engine()
+    try:
+        engine.set_rego_v0(False)
+        for module in [*policy_set.modules, *policy_set.tests]:
+            try:
+                engine.add_policy(module.path, module.text)
+            except RuntimeError as exc:
+                raise rego_error(exc) from exc
+        engine.add_data_json(json.dumps({"params": policy_set.params}))
 
-    def query(path: tuple[str, ...]) -> Any:
-        return engine.eval_rule(rego_ref(path))
+        def query(path: tuple[str, ...]) -> Any:
+            return engine.eval_rule(rego_ref(path))
 
-    return run_tests_with(query, policy_set, filter)
+        return run_tests_with(query, policy_set, filter)
+    finally:
+        # Unsendable: dropped here, in this thread, not left in a traceback's frame (or `query`'s cell) for
+        # the cyclic collector of another thread (see EmbeddedEngine).
+        engine = None
