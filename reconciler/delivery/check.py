@@ -35,8 +35,8 @@ from reconciler.model.scope import unknown_scope_notice
 from reconciler.policy.engine import WAIVER_RULE, EmbeddedEngine, Engine, PolicySet, evaluate, load_policy_set
 from reconciler.policy.gate import GATE_RULE, GateSettings, judge_gate
 from reconciler.policy.inputdoc import ClusterFacts, Revision, build_input
-from reconciler.policy.result import ChangeSummary, CheckResult
-from reconciler.policy.schema import SCHEMA_RULE, check_schemas
+from reconciler.policy.result import ChangeSummary, CheckResult, Finding
+from reconciler.policy.schema import SCHEMA_RULE, SchemaCheck, check_schemas
 from reconciler.render.capabilities import Capabilities, cluster_capabilities, from_served
 
 Progress = Callable[[str], None]
@@ -157,38 +157,118 @@ def _run_check(
     apply will delete (what it last delivered and `head` no longer has): the policies see them as deletes."""
     timings = dict(timings or {})
     started = time.perf_counter()
-    base_manifests: list[Manifest] = base.manifests if base else []
-    if base is None and cluster is not None:
-        # No revision to compare with: a driver upgrade, and a change of the config its pods read, is
-        # judged against what the cluster runs.
-        base_manifests = live_driver_base(head.manifests, cluster.objects, cluster.configs)
-    if base is None:
-        base_manifests = base_manifests + list(pruned)
+    base_manifests = _policy_base(head, base, cluster, pruned)
     plan = compute_plan(base_manifests, head.manifests)
     timings["plan"] = time.perf_counter() - started
-    # The policies' view (head against base), not what an apply would write: that is the dry-run's.
-    base_name = f"base {base_sha[:12]}" if base_sha else "the base"
-    if base is not None:
-        against = f"changes against {base_name}: {plan.summary()}"
-    elif base_manifests:
-        against = (
-            f"no base revision; driver workloads and pruned objects against the cluster: {plan.summary()}"
-        )
-    else:
-        against = "no base revision"
-    options.progress(f"policy input: {len(head.manifests)} object(s), {against}")
+    options.progress(
+        f"policy input: {len(head.manifests)} object(s), {_against(base, base_sha, base_manifests, plan)}"
+    )
     notice = unknown_scope_notice(head.unscoped, cluster is not None)
     if notice:
         options.progress(notice)
+    if settings is not None:
+        # The protected side's settings judge the change: its own take effect from the next commit.
+        repo_params = dict(settings[0].params)
+    judged = _judge(head, base, base_manifests, plan, options, revision, base_sha, repo_params or {}, cluster)
+    timings.update(judged.timings)
+    started = time.perf_counter()
+    findings, changed = judged.findings, judged.changed
+    gate = None
+    if settings is not None and base is not None:
+        gate = judge_gate(
+            findings,
+            *settings,
+            head.manifests,
+            base.manifests,
+            defaults=judged.policy_set.params,
+            reviewed=options.reviewed,
+            newly_skipped=_left_out_by_settings(head, base),
+        )
+        findings = gate.judged + gate.findings
+    # What the API server would reject comes first: no policy verdict matters for an object it refuses.
+    findings = judged.schema.findings + findings + duplicate_findings(head, base)
+    findings += nothing_checked(head)
+    findings += [f for f in missing_namespaces(head, cluster) if changed is None or f.ref in changed]
+    timings["policy"] = timings.get("policy", 0.0) + time.perf_counter() - started
+    rules = dict(judged.policy_set.rules)
+    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE, GATE_RULE):
+        if any(f.rule == extra.id for f in findings):
+            rules[extra.id] = extra
+    result = CheckResult(
+        findings=findings,
+        rules=rules,
+        objects_checked=len(head.manifests),
+        files_checked=len(head.files),
+        changes=ChangeSummary(plan.count("create"), plan.count("update"), plan.count("delete")),
+        engine=judged.engine,
+        skipped=list(head.skipped),
+        capacity=judged.capacity,
+        uninspected=uninspected_objects(head.manifests, changed),
+        unvalidated=judged.schema.unvalidated,
+        settings_changes=[c.to_json() for c in gate.changes] if gate is not None else [],
+    )
+    options.progress(
+        f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({judged.engine} engine)"
+    )
+    return CheckRun(result=result, plan=plan, input_doc=judged.input_doc, timings=timings)
 
+
+def _policy_base(
+    head: LoadResult, base: LoadResult | None, cluster: ClusterFacts | None, pruned: Sequence[Manifest]
+) -> list[Manifest]:
+    """What the change is judged against: the base revision, else what the cluster runs of the head's driver
+    workloads (and the config their pods read) plus what a one-shot apply will prune."""
+    if base is not None:
+        return base.manifests
+    live = live_driver_base(head.manifests, cluster.objects, cluster.configs) if cluster is not None else []
+    return live + list(pruned)
+
+
+def _against(
+    base: LoadResult | None, base_sha: str | None, base_manifests: list[Manifest], plan: Plan
+) -> str:
+    """The policies' view (head against base) in the progress line, not what an apply would write."""
+    if base is not None:
+        base_name = f"base {base_sha[:12]}" if base_sha else "the base"
+        return f"changes against {base_name}: {plan.summary()}"
+    if base_manifests:
+        return f"no base revision; driver workloads and pruned objects against the cluster: {plan.summary()}"
+    return "no base revision"
+
+
+@dataclass
+class _Judged:
+    """What the policy engine and the offline schema said of a change."""
+
+    policy_set: PolicySet
+    engine: str
+    input_doc: dict[str, Any]
+    findings: list[Finding]
+    schema: SchemaCheck
+    changed: set[str] | None  # the refs a check against a base judges; None: every object
+    capacity: dict[str, Any] | None
+    timings: dict[str, float]
+
+
+def _judge(
+    head: LoadResult,
+    base: LoadResult | None,
+    base_manifests: list[Manifest],
+    plan: Plan,
+    options: CheckOptions,
+    revision: Revision,
+    base_sha: str | None,
+    repo_params: dict[str, Any],
+    cluster: ClusterFacts | None,
+) -> _Judged:
+    """The policy input built and evaluated, and every object validated against its schema. The engine is
+    closed in this thread whatever is raised (a regorus engine is unsendable: see EmbeddedEngine)."""
+    timings: dict[str, float] = {}
     started = time.perf_counter()
     policy_set = load_policy_set(options.policy_dirs)
     engine = make_engine(policy_set, options)
     try:
-        if settings is not None:
-            # The protected side's settings judge the change: its own take effect from the next commit.
-            repo_params = dict(settings[0].params)
-        params = _merge_params(policy_set.params, repo_params or {}, options.params)
+        params = _merge_params(policy_set.params, repo_params, options.params)
         capacity = None
         changed_classes: list[dict[str, Any]] = []
         if cluster is not None:
@@ -213,54 +293,18 @@ def _run_check(
         timings["input"] = time.perf_counter() - started
         started = time.perf_counter()
         changed = {str(change.ref) for change in plan.changes} if base is not None else None
-        version = _kubernetes_version(options, repo_params or {}, cluster)
+        version = _kubernetes_version(options, repo_params, cluster)
         schema = check_schemas(head.manifests, minor_of(version), changed)
         timings["schema"] = time.perf_counter() - started
         started = time.perf_counter()
         findings = evaluate(engine, policy_set, input_doc)
     finally:
-        engine.close()  # a regorus engine is dropped in this thread, whatever was raised (see EmbeddedEngine)
+        engine.close()
     if changed is not None:
         # A check against a base judges the change: objects it leaves untouched keep their old findings out.
         findings = [f for f in findings if f.ref in changed]
-    gate = None
-    if settings is not None and base is not None:
-        gate = judge_gate(
-            findings,
-            *settings,
-            head.manifests,
-            base.manifests,
-            defaults=policy_set.params,
-            reviewed=options.reviewed,
-            newly_skipped=_left_out_by_settings(head, base),
-        )
-        findings = gate.judged + gate.findings
-    # What the API server would reject comes first: no policy verdict matters for an object it refuses.
-    findings = schema.findings + findings + duplicate_findings(head, base)
-    findings += nothing_checked(head)
-    findings += [f for f in missing_namespaces(head, cluster) if changed is None or f.ref in changed]
     timings["policy"] = time.perf_counter() - started
-    rules = dict(policy_set.rules)
-    for extra in (WAIVER_RULE, DUPLICATE_RULE, SCHEMA_RULE, NOTHING_CHECKED_RULE, NAMESPACE_RULE, GATE_RULE):
-        if any(f.rule == extra.id for f in findings):
-            rules[extra.id] = extra
-    result = CheckResult(
-        findings=findings,
-        rules=rules,
-        objects_checked=len(head.manifests),
-        files_checked=len(head.files),
-        changes=ChangeSummary(plan.count("create"), plan.count("update"), plan.count("delete")),
-        engine=engine.name,
-        skipped=list(head.skipped),
-        capacity=capacity,
-        uninspected=uninspected_objects(head.manifests, changed),
-        unvalidated=schema.unvalidated,
-        settings_changes=[c.to_json() for c in gate.changes] if gate is not None else [],
-    )
-    options.progress(
-        f"policy: {len(result.denials)} denied, {len(result.warnings)} warnings ({engine.name} engine)"
-    )
-    return CheckRun(result=result, plan=plan, input_doc=input_doc, timings=timings)
+    return _Judged(policy_set, engine.name, input_doc, findings, schema, changed, capacity, timings)
 
 
 def recognized_drivers(run: CheckRun) -> list[str]:
