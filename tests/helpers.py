@@ -116,3 +116,28 @@ def widget_crd(group: str = "example.com") -> dict[str, Any]:
             ],
         },
     }
+
+
+def crd_of(group: str, kind: str, scope: str) -> dict[str, Any]:
+    """A CustomResourceDefinition of `kind` in `group` (v1alpha1, any content), `Cluster` or `Namespaced`."""
+    plural = f"{kind.lower()}s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "listKind": f"{kind}List", "singular": kind.lower()},
+            "scope": scope,
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }

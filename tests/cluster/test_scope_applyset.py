@@ -8,36 +8,13 @@ import json
 from pathlib import Path
 
 import yaml
+from helpers import crd_of
 from test_apply_command import run, sim  # noqa: F401  (fixture)
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.sim.server import SimCluster
 
 NFD = "nfd.k8s-sigs.io"
-
-
-def crd(kind: str, scope: str) -> dict:
-    plural = f"{kind.lower()}s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{NFD}"},
-        "spec": {
-            "group": NFD,
-            "names": {"kind": kind, "plural": plural, "listKind": f"{kind}List", "singular": kind.lower()},
-            "scope": scope,
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
 
 
 def rule(name: str) -> dict:
@@ -80,7 +57,11 @@ def test_cluster_scoped_crd_objects_are_kept_while_desired_and_pruned_when_gone(
 ) -> None:
     cluster, kubeconfig = sim
     repo = tmp_path / "repo"
-    write(repo / "00-crds.yaml", crd("NodeFeatureRule", "Cluster"), crd("NodeFeature", "Namespaced"))
+    write(
+        repo / "00-crds.yaml",
+        crd_of(NFD, "NodeFeatureRule", "Cluster"),
+        crd_of(NFD, "NodeFeature", "Namespaced"),
+    )
     write(repo / "10-rules.yaml", rule("gpu-labels"), rule("nic-labels"), FEATURE)
     apply(repo, kubeconfig)
     assert live(cluster, "NodeFeatureRule") == {"gpu-labels": "", "nic-labels": ""}
@@ -101,7 +82,7 @@ def test_a_crd_only_on_the_cluster_scopes_the_desired_objects_by_discovery(
 ) -> None:
     cluster, kubeconfig = sim
     operator = tmp_path / "operator"  # the CRD comes from another tool (NFD's own chart)
-    write(operator / "crd.yaml", crd("NodeFeatureRule", "Cluster"))
+    write(operator / "crd.yaml", crd_of(NFD, "NodeFeatureRule", "Cluster"))
     apply_other = run(
         "apply",
         str(operator),

@@ -13,26 +13,15 @@ condition with a deadline.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from contract_support import until
 from kubernetes.dynamic import DynamicClient
 
 HASH = "controller-revision-hash"
 GENERATION = "pod-template-generation"
 IMAGE = "registry.k8s.io/pause:3.10"
-
-
-def until(check: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def daemonset(name: str, strategy: dict[str, Any] | None) -> dict[str, Any]:

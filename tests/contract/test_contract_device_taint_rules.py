@@ -14,28 +14,18 @@ serves DeviceTaintRule (v1 from 1.37; v1beta2 on 1.36 with DRADeviceTaintRules o
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from contract_support import until
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
 TAINT_KEY = "kube-contract.example.com/drain"
 IMAGE = "registry.k8s.io/pause:3.10"
-
-
-def until(check: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def taint_rule_api(dyn: DynamicClient) -> Resource:

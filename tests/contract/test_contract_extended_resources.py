@@ -22,28 +22,18 @@ needs a cluster with DRAExtendedResource on (beta on 1.36): a DeviceClass that l
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from contract_support import until
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 IMAGE = "registry.k8s.io/pause:3.10"
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 IMPLICIT = "deviceclass.resource.kubernetes.io/"
-
-
-def until(check: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def schedulable_node(dyn: DynamicClient) -> str:

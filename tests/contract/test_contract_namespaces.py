@@ -11,20 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from contract_support import until
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 
 HOLD = "kube-contract.example.com/hold"
-
-
-def until(check: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def namespace(dyn: DynamicClient, name: str) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
+from helpers import crd_of
 
 from reconciler.cli import cli
 from reconciler.delivery.desired import load_directories
@@ -15,30 +16,6 @@ from reconciler.model.loader import DEFAULT_LIMITS
 from reconciler.render.capabilities import cluster_capabilities, from_served
 
 NFD = "nfd.k8s-sigs.io"
-
-
-def crd(kind: str, scope: str) -> dict:
-    plural = f"{kind.lower()}s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{NFD}"},
-        "spec": {
-            "group": NFD,
-            "names": {"kind": kind, "plural": plural, "listKind": f"{kind}List", "singular": kind.lower()},
-            "scope": scope,
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
 
 
 RULE = {
@@ -71,7 +48,7 @@ def chart_repo(root: Path, *, crds_in_chart: bool) -> Path:
         chart / "templates" / "config.yaml",
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
     )
-    crds = [crd("NodeFeatureRule", "Cluster"), crd("NodeFeature", "Namespaced")]
+    crds = [crd_of(NFD, "NodeFeatureRule", "Cluster"), crd_of(NFD, "NodeFeature", "Namespaced")]
     if crds_in_chart:
         write(chart / "crds" / "nfd.yaml", *crds)
     else:
@@ -114,7 +91,11 @@ def test_the_clusters_discovery_scopes_a_kind_whose_crd_is_only_on_the_cluster(t
 
 
 def test_check_shows_cluster_scoped_kinds_without_a_namespace(tmp_path: Path) -> None:
-    write(tmp_path / "crds.yaml", crd("NodeFeatureRule", "Cluster"), crd("NodeFeature", "Namespaced"))
+    write(
+        tmp_path / "crds.yaml",
+        crd_of(NFD, "NodeFeatureRule", "Cluster"),
+        crd_of(NFD, "NodeFeature", "Namespaced"),
+    )
     write(tmp_path / "objects.yaml", RULE, FEATURE, POOL_REQUEST)
     result = CliRunner().invoke(cli, ["check", str(tmp_path), "-v", "-o", "json"])
     assert result.exit_code == 0, result.output
@@ -137,7 +118,11 @@ def test_check_says_once_per_kind_when_nothing_knows_its_scope(tmp_path: Path) -
 
 
 def test_a_kustomization_namespace_leaves_a_cluster_scoped_crd_kind_without_one(tmp_path: Path) -> None:
-    write(tmp_path / "crds.yaml", crd("NodeFeatureRule", "Cluster"), crd("NodeFeature", "Namespaced"))
+    write(
+        tmp_path / "crds.yaml",
+        crd_of(NFD, "NodeFeatureRule", "Cluster"),
+        crd_of(NFD, "NodeFeature", "Namespaced"),
+    )
     write(tmp_path / "objects.yaml", RULE, FEATURE)
     (tmp_path / "kustomization.yaml").write_text("namespace: nfd\nresources: [crds.yaml, objects.yaml]\n")
     found = loaded(tmp_path)
