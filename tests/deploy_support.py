@@ -5,6 +5,7 @@ and `dra-gitops run --once` driven with it."""
 from __future__ import annotations
 
 import base64
+import copy
 import os
 import subprocess
 import sys
@@ -134,3 +135,31 @@ def edit(work: Path, relative: str, change: Any) -> None:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     change(docs[0])
     path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def base_roles() -> dict[str, dict[str, Any]]:
+    """The ClusterRoles and Roles of deploy/base, by Kind[/namespace]/name."""
+    out = {}
+    for doc in kustomize("base"):
+        if doc["kind"] in ("ClusterRole", "Role"):
+            ns = doc["metadata"].get("namespace")
+            out["/".join(p for p in (doc["kind"], ns, doc["metadata"]["name"]) if p)] = doc
+    return out
+
+
+def role_without(role: dict[str, Any], verb: str, group: str, resource: str) -> dict[str, Any]:
+    """The role with one permission taken out (its rule split so the rest stays)."""
+    out = copy.deepcopy(role)
+    rules = []
+    for rule in out["rules"]:
+        if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
+            rest = {**rule, "resources": [r for r in rule["resources"] if r != resource]}
+            if rest["resources"]:
+                rules.append(rest)
+            verbs = [v for v in rule["verbs"] if v != verb]
+            if verbs:
+                rules.append({**rule, "resources": [resource], "verbs": verbs})
+        else:
+            rules.append(rule)
+    out["rules"] = rules
+    return out

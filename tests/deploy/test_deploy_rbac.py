@@ -28,10 +28,10 @@ from deploy_support import (
     NO_KUBECTL,
     RECONCILER_USER,
     SERVICE_ACCOUNT,
+    base_roles,
     edit,
     explain,
     kubectl,
-    kustomize,
     reconcile_once,
     request_token,
     token_kubeconfig,
@@ -127,15 +127,6 @@ class Run:
     outputs: list[str]
 
 
-def _roles() -> dict[str, dict[str, Any]]:
-    out = {}
-    for doc in kustomize("base"):
-        if doc["kind"] in ("ClusterRole", "Role"):
-            ns = doc["metadata"].get("namespace")
-            out["/".join(p for p in (doc["kind"], ns, doc["metadata"]["name"]) if p)] = doc
-    return out
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     tmp = tmp_path_factory.mktemp("deploy-rbac")
@@ -167,7 +158,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             with ClusterClient.for_url(sim.url) as admin_client:
                 deployments = admin_client.list_kind("apps", "Deployment", "ml-team")
             assert sorted(d["metadata"]["name"] for d in deployments) == ["notebook", "trainer"]
-            yield Run(sim.api.audit.events, _roles(), outputs)
+            yield Run(sim.api.audit.events, base_roles(), outputs)
         finally:
             plane.stop()
 

@@ -16,7 +16,6 @@ To add a verb: one line in VERBS (its command line), and move the permissions it
 
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 import subprocess
@@ -38,6 +37,7 @@ from deploy_support import (
     kubectl,
     kustomize,
     request_token,
+    role_without,
     token_kubeconfig,
 )
 from helpers import GitRemote, wait_for
@@ -255,24 +255,6 @@ def test_every_permission_is_used_by_a_verb_or_awaits_one(run: Run) -> None:
     assert stale == [], f"AWAITING lists permissions the roles lack or a verb used (move them): {stale}"
 
 
-def _without(role: dict[str, Any], verb: str, group: str, resource: str) -> dict[str, Any]:
-    """The role with one permission taken out (its rule split so the rest stays)."""
-    out = copy.deepcopy(role)
-    rules = []
-    for rule in out["rules"]:
-        if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
-            rest = {**rule, "resources": [r for r in rule["resources"] if r != resource]}
-            if rest["resources"]:
-                rules.append(rest)
-            verbs = [v for v in rule["verbs"] if v != verb]
-            if verbs:
-                rules.append({**rule, "resources": [resource], "verbs": verbs})
-        else:
-            rules.append(rule)
-    out["rules"] = rules
-    return out
-
-
 def exercised() -> list[Permission]:
     """The permissions the verbs of this branch need: every granted one not awaiting a verb."""
     roles = {role_id(d): d for d in operator_docs() if d["kind"] in ("Role", "ClusterRole")}
@@ -285,7 +267,7 @@ def test_without_any_permission_some_verb_fails(run: Run, permission: Permission
     role = run.roles[rid]
     with ClusterClient.for_url(run.sim.url) as client:
         store = StateStore(client, TARGET, NAMESPACE)
-        client.apply(_without(role, verb, group, resource))
+        client.apply(role_without(role, verb, group, resource))
         try:
             failed = None
             for name in VERBS:

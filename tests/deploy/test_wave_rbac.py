@@ -13,7 +13,6 @@ deploy/base added for them is no more than that.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +25,10 @@ from deploy_support import (
     NO_KUBECTL,
     RECONCILER_USER,
     SERVICE_ACCOUNT,
+    base_roles,
     kubectl,
-    kustomize,
     request_token,
+    role_without,
     token_kubeconfig,
 )
 from helpers import wait_for
@@ -127,15 +127,6 @@ def plugin_ready(client: ClusterClient) -> bool:
     return ready == slices == set(NODES) and len(pods) == len(NODES)
 
 
-def _roles() -> dict[str, dict[str, Any]]:
-    out = {}
-    for doc in kustomize("base"):
-        if doc["kind"] in ("ClusterRole", "Role"):
-            ns = doc["metadata"].get("namespace")
-            out["/".join(p for p in (doc["kind"], ns, doc["metadata"]["name"]) if p)] = doc
-    return out
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("wave-rbac")
@@ -161,7 +152,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             )
             admin.apply(daemonset("registry.example.com/gpu-plugin:1"))
             wait_for(lambda: plugin_ready(admin), 60, "the plugin Ready with its slices on every node")
-            yield Cluster(sim, plane, admin, kubeconfig, _roles())
+            yield Cluster(sim, plane, admin, kubeconfig, base_roles())
         finally:
             plane.stop()
             admin.close()
@@ -232,24 +223,6 @@ def _grants(role: dict[str, Any], permission: Permission) -> bool:
     )
 
 
-def _without(role: dict[str, Any], verb: str, group: str, resource: str) -> dict[str, Any]:
-    """The role with one permission taken out (its rule split so the rest stays)."""
-    out = copy.deepcopy(role)
-    rules = []
-    for rule in out["rules"]:
-        if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
-            rest = {**rule, "resources": [r for r in rule["resources"] if r != resource]}
-            if rest["resources"]:
-                rules.append(rest)
-            verbs = [v for v in rule["verbs"] if v != verb]
-            if verbs:
-                rules.append({**rule, "resources": [resource], "verbs": verbs})
-        else:
-            rules.append(rule)
-    out["rules"] = rules
-    return out
-
-
 def wave_needs() -> list[tuple[str, str, str]]:
     """(verb, apiGroup, resource) a good wave with its probe asks for: every one must be needed."""
     return sorted(
@@ -289,7 +262,7 @@ def test_without_any_permission_it_used_the_wave_fails_forbidden(
     cluster.upgrade()
     try:
         for role in holding.values():
-            cluster.admin.apply(_without(role, verb, group, resource))
+            cluster.admin.apply(role_without(role, verb, group, resource))
         result, error, _ = cluster.wave(cluster.releases)
     finally:
         for role in holding.values():

@@ -5,17 +5,27 @@ Against the simulated cluster (waves_support.py)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import wait_for
-from waves_support import GPU_NODES, MAIN, NEW, NS, OLD, TARGET, WAVES, Env, start, upgraded_canary
+from waves_support import (
+    GPU_NODES,
+    MAIN,
+    NEW,
+    NS,
+    OLD,
+    TARGET,
+    WAVES,
+    Env,
+    start,
+    suspended_while_soaking,
+    upgraded_canary,
+)
 
-from reconciler.loop.passes.reconcile_types import PassResult
-from reconciler.loop.store.operations import TargetRef, abort, resume, suspend
+from reconciler.loop.store.operations import TargetRef, abort, resume
 from reconciler.outcome import Outcome
 
 ROLLOUT = {"waves": ["1", "2", "50%", "100%"], "soak": "3s", "drainDevices": True}
@@ -32,19 +42,7 @@ def suspended_after_wave_2(env: Env) -> tuple[str | None, str]:
     before it and the new commit's sha."""
     upgraded_canary(env)
     good = env.store().load().last_good
-    sha = env.set_image(MAIN, NEW)
-    out: list[PassResult] = []
-    thread = threading.Thread(target=lambda: out.append(env.reconciler().reconcile()), daemon=True)
-    thread.start()
-    wait_for(
-        lambda: (p := env.rollout()) is not None and p.wave == 2 and p.phase == "soaking",
-        60,
-        "the rollout soaking after wave 2",
-        interval=0.02,
-    )
-    suspend(env.client, REF, "tester", "hold the waves")
-    thread.join(120)
-    assert out and out[0].outcome == Outcome.SUSPENDED, out
+    sha = suspended_while_soaking(env, 2)
     return good, sha
 
 

@@ -8,19 +8,16 @@ from __future__ import annotations
 import html
 import http.client
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import wait_for
-from waves_support import MAIN, NEW, NS, TARGET, Env, start, upgraded_canary
+from waves_support import MAIN, NS, TARGET, Env, start, suspended_while_soaking, upgraded_canary
 
 from reconciler.loop.config.targets import target_from_flags
 from reconciler.loop.httpserver import ControllerServer
 from reconciler.loop.metrics import Metrics
-from reconciler.loop.passes.reconcile_types import PassResult
-from reconciler.loop.store.operations import TargetRef, abort, suspend
+from reconciler.loop.store.operations import TargetRef, abort
 from reconciler.outcome import Outcome
 from reconciler.ui.build import build_dashboard
 
@@ -48,19 +45,7 @@ def words(document: str) -> str:
 
 def test_the_dashboard_shows_a_suspended_rollout_then_its_abort(env: Env, tmp_path: Path) -> None:
     upgraded_canary(env)
-    sha = env.set_image(MAIN, NEW)
-    out: list[PassResult] = []
-    thread = threading.Thread(target=lambda: out.append(env.reconciler().reconcile()), daemon=True)
-    thread.start()
-    wait_for(
-        lambda: (p := env.rollout()) is not None and p.wave == 1 and p.phase == "soaking",
-        60,
-        "the rollout soaking after wave 1",
-        interval=0.02,
-    )
-    suspend(env.client, TargetRef(TARGET, "dra-gitops"), "tester", "hold the waves")
-    thread.join(120)
-    assert out and out[0].outcome == Outcome.SUSPENDED, out
+    sha = suspended_while_soaking(env, 1)
     progress = env.rollout()
     assert progress is not None and progress.soak_until
 

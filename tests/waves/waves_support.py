@@ -10,6 +10,7 @@ the names' order: waves ["1", "2", "50%", "100%"] over six nodes are [1], [4], [
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +24,12 @@ from reconciler.delivery.check import CheckOptions
 from reconciler.delivery.pipeline import DeliverOptions
 from reconciler.loop.passes.keep import KeptRevision
 from reconciler.loop.passes.reconcile import Reconciler
-from reconciler.loop.passes.reconcile_types import ReconcileOptions
+from reconciler.loop.passes.reconcile_types import PassResult, ReconcileOptions
 from reconciler.loop.passes.revisions import GitRevisions
+from reconciler.loop.store.operations import TargetRef, suspend
 from reconciler.loop.store.state import StateStore
 from reconciler.model.wave_progress import RolloutProgress, current_rollout
+from reconciler.outcome import Outcome
 from reconciler.sim.controlplane import ControlPlane, install
 from reconciler.sim.server import SimCluster
 from reconciler.source.remote import GitSource
@@ -189,3 +192,22 @@ def node_of_writes(
         node = next((n for n in sorted(GPU_NODES, key=len, reverse=True) if n in name), "?")
         out.append(("taint" if verb == "patch" else "untaint", node))
     return out
+
+
+def suspended_while_soaking(env: Env, wave: int) -> str:
+    """Deliver the new plugin to the main DaemonSet and `suspend` the rollout while it soaks after `wave`; the
+    pass ends suspended. The new commit's sha."""
+    sha = env.set_image(MAIN, NEW)
+    out: list[PassResult] = []
+    thread = threading.Thread(target=lambda: out.append(env.reconciler().reconcile()), daemon=True)
+    thread.start()
+    wait_for(
+        lambda: (p := env.rollout()) is not None and p.wave == wave and p.phase == "soaking",
+        60,
+        f"the rollout soaking after wave {wave}",
+        interval=0.02,
+    )
+    suspend(env.client, TargetRef(TARGET, "dra-gitops"), "tester", "hold the waves")
+    thread.join(120)
+    assert out and out[0].outcome == Outcome.SUSPENDED, out
+    return sha
