@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from reconciler.cluster.objects import condition, meta, name_of, owned_by, pod_ready
 from reconciler.cluster.probe import TAINT_KEY, run_probe
 from reconciler.cluster.readiness.health import pod_failure
+from reconciler.cluster.readiness.rollout import newest_revision_hash
 from reconciler.cluster.wave_pools import Pool, devices_problem, node_pools, republished, selected_attributes
 from reconciler.cluster.wave_snapshot import WaveSnapshot
 from reconciler.model.driver_rollout import Probe
@@ -105,6 +106,14 @@ def rollout_label(namespace: str, daemonset: str) -> str:
     return _dns_name(namespace, daemonset)[-63:].lstrip("-.")
 
 
+def observed_revision(client: ClusterClient, ds: dict[str, Any]) -> str | None:
+    """The hash of the DaemonSet's newest ControllerRevision, once its controller observed its spec."""
+    if as_dict(ds.get("status")).get("observedGeneration") != meta(ds).get("generation"):
+        return None
+    namespace = str(meta(ds).get("namespace") or "")
+    return newest_revision_hash(ds, client.list_kind("apps", "ControllerRevision", namespace))
+
+
 class WaveRunner:
     """Runs one wave; `clock`/`sleep` are injectable, `progress` gets one line per step."""
 
@@ -155,20 +164,6 @@ class WaveRunner:
         if found is None:
             raise LookupError(f"DaemonSet/{t.namespace}/{t.daemonset} does not exist")
         return found
-
-    def _current_revision(self, ds: dict[str, Any]) -> str | None:
-        """The hash of the DaemonSet's newest ControllerRevision, once its controller observed its spec."""
-        if as_dict(ds.get("status")).get("observedGeneration") != meta(ds).get("generation"):
-            return None
-        owned = [
-            r
-            for r in self.client.list_kind("apps", "ControllerRevision", self.target.namespace)
-            if owned_by(r, ds)
-        ]
-        if not owned:
-            return None
-        newest = max(owned, key=lambda r: int(r.get("revision") or 0))
-        return str(as_dict(meta(newest).get("labels")).get(REVISION_LABEL) or "") or None
 
     def _pods(self, ds: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {n: [] for n in self.target.nodes}
@@ -236,7 +231,7 @@ class WaveRunner:
     def _wait_for_revision(self) -> str | None:
         deadline = self.clock() + self.timeout
         while True:
-            revision = self._current_revision(self._daemonset())
+            revision = observed_revision(self.client, self._daemonset())
             if revision is not None or self.clock() >= deadline:
                 return revision
             self.sleep(self.poll)

@@ -30,7 +30,14 @@ from typing import Any
 
 from reconciler.cluster.client import ClusterClient
 from reconciler.cluster.objects import meta, name_of, node_ready, owned_by
-from reconciler.cluster.wave import REVISION_LABEL, WaveResult, WaveTarget, release_wave, run_wave
+from reconciler.cluster.wave import (
+    REVISION_LABEL,
+    WaveResult,
+    WaveTarget,
+    observed_revision,
+    release_wave,
+    run_wave,
+)
 from reconciler.cluster.wave_snapshot import WaveSnapshot
 from reconciler.cluster.wavecontrol import (
     NOT_NEEDED,
@@ -89,18 +96,6 @@ class DriverRollout:
     def _daemonset(self) -> dict[str, Any] | None:
         return self.client.get(self.client.resource_for("apps/v1", "DaemonSet"), self.namespace, self.name)
 
-    def _revision(self, ds: dict[str, Any]) -> str | None:
-        """The hash of the DaemonSet's newest ControllerRevision, once its controller observed its spec."""
-        if as_dict(ds.get("status")).get("observedGeneration") != meta(ds).get("generation"):
-            return None
-        owned = [
-            r for r in self.client.list_kind("apps", "ControllerRevision", self.namespace) if owned_by(r, ds)
-        ]
-        if not owned:
-            return None
-        newest = max(owned, key=lambda r: int(r.get("revision") or 0))
-        return str(as_dict(meta(newest).get("labels")).get(REVISION_LABEL) or "") or None
-
     def _pods_by_node(self, ds: dict[str, Any]) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for pod in self.client.list_kind("", "Pod", self.namespace):
@@ -132,7 +127,7 @@ class DriverRollout:
             ds = self._daemonset()
             if ds is None:
                 raise LookupError(f"{self.ref} does not exist")
-            revision = self._revision(ds)
+            revision = observed_revision(self.client, ds)
             pods = self._pods_by_node(ds) if revision else {}
             desired = as_dict(ds.get("status")).get("desiredNumberScheduled")
             if revision and (not isinstance(desired, int) or len(pods) >= desired):
